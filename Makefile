@@ -1,0 +1,29 @@
+# Two commands: `make demo` starts the demo site, `make test` runs the tests.
+# Both create .venv and install the project with its dev extras from pyproject.toml.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml
+	@echo "Creating $(VENV) and installing django-ahentic with its dev extras..."
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) manage.py ahentic_demo
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

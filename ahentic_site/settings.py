@@ -1,0 +1,123 @@
+"""Settings of the demo site (and the base of the test settings).
+
+Not part of the installable app: a host site copies the few lines it needs (see README).
+"""
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("AHENTIC_VAR_DIR", BASE_DIR / "var"))
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "ahentic-demo-insecure-key-change-me")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.sites",
+    "django.contrib.flatpages",
+    "rest_framework",
+    "django_q",
+    "sessions_app",
+    "artifacts_app",
+    "orchestrator_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django.contrib.flatpages.middleware.FlatpageFallbackMiddleware",
+]
+
+ROOT_URLCONF = "ahentic_site.urls"
+SITE_ID = 1
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "ahentic_site.wsgi.application"
+
+
+def sqlite_database(path):
+    """SQLite tuned for a web process and a worker writing at once.
+
+    WAL lets readers run beside the writer; IMMEDIATE takes the write lock at BEGIN, so two
+    writers queue on ``timeout`` instead of failing with "database is locked" mid-transaction.
+    """
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": path,
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+
+
+DATABASES = {"default": sqlite_database(VAR_DIR / "demo.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+LOGIN_URL = "/admin/login/"
+
+# django-q2 with the embedded ORM broker. ``timeout`` covers the worst step: a model call with
+# its SDK retries (LLM_TIMEOUT_S x (LLM_MAX_RETRIES + 1)) plus tools; ``retry`` must exceed it
+# or q2 re-delivers a task that is still running. Recovery of lost steps is our own code
+# (leases + ahentic_recover), so a failed task is acknowledged, never retried by q2.
+Q_CLUSTER = {
+    "name": "ahentic",
+    "orm": "default",
+    "workers": 2,
+    "timeout": 900,
+    "retry": 960,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "poll": 0.25,
+    "label": "Task queue",
+}
+
+AHENTIC = {
+    "MODEL": os.environ.get("AHENTIC_MODEL", "claude-sonnet-5-5"),
+    "ADMIN_SIDEBAR": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "ahentic": {"handlers": ["console"], "level": os.environ.get("AHENTIC_LOG", "INFO")},
+    },
+}

@@ -1,0 +1,61 @@
+"""REST errors: every error body is ``{"code": ..., "detail": ...}`` (+ ``fields`` for 400s)."""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class ApiError(exceptions.APIException):
+    """An error with a stable code. Raise ``ApiError(code, detail, status=...)``."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_code = "ahentic_error"
+
+    def __init__(self, code: str, detail: str, status_code: int = 400, fields=None):
+        super().__init__(detail=detail, code=code)
+        self.code = code
+        self.status_code = status_code
+        self.fields = fields
+
+
+def session_not_found() -> ApiError:
+    return ApiError("ahentic_session_not_found", "Session not found.", 404)
+
+
+# DRF's own exceptions mapped to stable codes.
+_DRF_CODES = {
+    exceptions.NotAuthenticated: "ahentic_unauthenticated",
+    exceptions.AuthenticationFailed: "ahentic_unauthenticated",
+    exceptions.PermissionDenied: "ahentic_forbidden",
+    exceptions.ParseError: "ahentic_invalid_json",
+    exceptions.UnsupportedMediaType: "ahentic_unsupported_media_type",
+    exceptions.MethodNotAllowed: "ahentic_method_not_allowed",
+    exceptions.NotFound: "ahentic_not_found",
+    exceptions.Throttled: "ahentic_throttled",
+    exceptions.ValidationError: "ahentic_invalid_input",
+}
+
+
+def exception_handler(exc, context):
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, ApiError):
+        body = {"code": exc.code, "detail": str(exc.detail)}
+        if exc.fields:
+            body["fields"] = exc.fields
+    elif isinstance(exc, exceptions.ValidationError):
+        body = {"code": "ahentic_invalid_input", "detail": "Invalid input.", "fields": exc.detail}
+    else:
+        code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), None)
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if isinstance(exc, exceptions.ParseError):
+            detail = f"Malformed JSON body: {exc.detail}"
+        body = {"code": code or f"ahentic_{exc.default_code}", "detail": str(detail)}
+    return Response(body, status=response.status_code, headers=_keep_headers(response))
+
+
+def _keep_headers(response) -> dict:
+    return {k: v for k, v in response.items() if k in ("WWW-Authenticate", "Retry-After", "Allow")}

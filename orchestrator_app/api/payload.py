@@ -1,0 +1,233 @@
+"""The session payload (the sidebar's poll target) and message serialization.
+
+``session_payload`` runs a fixed number of queries whatever the session's size: one per child
+table, each bounded by a window (``MESSAGES_WINDOW``, ``TRACE_POLL_WINDOW``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from artifacts_app.models import Artifact
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Event, Goal, Session, TraceEvent
+
+ROLE_BY_KIND = {
+    Event.Kind.USER_MESSAGE: "user",
+    Event.Kind.AGENT_MESSAGE: "assistant",
+    Event.Kind.TOOL_CALL: "assistant",
+    Event.Kind.TOOL_RESPONSE: "tool",
+    Event.Kind.SYSTEM_MESSAGE: "event",
+    Event.Kind.SUBAGENT_MESSAGE: "user",
+}
+# Basic view: conversation text and system events, no tool traffic.
+BASIC_KINDS = [
+    Event.Kind.USER_MESSAGE,
+    Event.Kind.AGENT_MESSAGE,
+    Event.Kind.SYSTEM_MESSAGE,
+    Event.Kind.SUBAGENT_MESSAGE,
+]
+VERBOSE_CUT = 500
+TOOL_RESULT_META_KEYS = ("ok", "error", "browser", "approved", "artifactKey", "denied", "skipped", "reason")
+BUCKETS = ("systemPrompt", "tools", "history", "toolResults", "memory", "pageContext", "planArtifacts")
+
+
+def iso(value) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def events_for_view(session_id, view_mode: str):
+    events = Event.objects.filter(session_id=session_id)
+    if view_mode == Session.ViewMode.BASIC:
+        events = events.filter(kind__in=BASIC_KINDS)
+    return events
+
+
+def message_json(event: Event, view_mode: str) -> dict[str, Any]:
+    payload = event.payload or {}
+    content = event.content
+    if event.kind == Event.Kind.TOOL_CALL:
+        meta = {"tool": payload.get("tool"), "callId": event.tool_use_id, "input": payload.get("input")}
+    elif event.kind == Event.Kind.TOOL_RESPONSE:
+        meta = {"tool": payload.get("tool"), "callId": event.tool_use_id}
+        meta.update({k: payload[k] for k in TOOL_RESULT_META_KEYS if k in payload})
+    elif event.kind == Event.Kind.SUBAGENT_MESSAGE:
+        meta = {"source": "subagent", "name": payload.get("name", ""), **payload.get("meta", {})}
+    else:
+        meta = dict(payload.get("meta", {}))
+    if view_mode == Session.ViewMode.VERBOSE and event.kind in (
+        Event.Kind.TOOL_CALL,
+        Event.Kind.TOOL_RESPONSE,
+    ):
+        if len(content) > VERBOSE_CUT:
+            content = content[:VERBOSE_CUT] + "…"
+    return {
+        "id": event.pk,
+        "seq": event.seq,
+        "role": ROLE_BY_KIND.get(event.kind, "event"),
+        "kind": event.kind,
+        "content": content,
+        "createdAt": iso(event.created_at),
+        "meta": meta,
+    }
+
+
+def pending_tool_json(pending: dict | None) -> dict | None:
+    """Storage keeps snake_case keys and a from_memory key only; REST shows camelCase."""
+    if not pending:
+        return None
+    return {
+        "name": pending.get("name"),
+        "input": pending.get("display_input", pending.get("input")),
+        "summary": pending.get("summary", ""),
+        "callId": pending.get("call_id"),
+        "runtime": pending.get("runtime", "server"),
+        "approved": pending.get("approved"),
+        "nonPreallowable": bool(pending.get("non_preallowable")),
+        "artifactKey": pending.get("artifact_key"),
+        "memory": pending.get("memory"),
+    }
+
+
+def context_usage_json(stored: dict | None) -> dict[str, Any]:
+    if stored:
+        return stored
+    return {
+        "budgetTokens": ahentic_settings.CONTEXT_BUDGET_TOKENS,
+        "usedTokens": 0,
+        "percent": 0,
+        "buckets": {name: 0 for name in BUCKETS},
+    }
+
+
+def artifact_pointer_json(artifact: Artifact, *, with_payload: bool = False) -> dict[str, Any]:
+    data = {
+        "key": artifact.key,
+        "kind": artifact.kind,
+        "status": artifact.status,
+        "title": artifact.title,
+        "bytes": artifact.bytes,
+        "blockCount": artifact.block_count,
+        "step": artifact.step,
+        "updatedAt": iso(artifact.updated_at),
+    }
+    if with_payload:
+        data["payload"] = artifact.payload
+        data["source"] = artifact.source
+        data["createdAt"] = iso(artifact.created_at)
+    return data
+
+
+def goals_json(goals: list[Goal]) -> list[dict[str, Any]]:
+    by_parent: dict[int | None, list[Goal]] = {}
+    for goal in goals:
+        by_parent.setdefault(goal.parent_id, []).append(goal)
+
+    def node(goal: Goal) -> dict[str, Any]:
+        return {
+            "id": goal.pk,
+            "description": goal.description,
+            "status": goal.status,
+            "subGoals": [node(child) for child in by_parent.get(goal.pk, [])],
+        }
+
+    return [node(goal) for goal in by_parent.get(None, [])]
+
+
+def trace_envelope(row: TraceEvent, *, with_data: bool = False) -> dict[str, Any]:
+    data = {
+        "id": row.pk,
+        "at": iso(row.at),
+        "ms": row.ms,
+        "run": row.run,
+        "type": row.type,
+        "step": row.step,
+        "summary": row.summary,
+    }
+    if with_data:
+        data["data"] = row.data
+    return data
+
+
+def decimal_json(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def session_payload(session: Session, *, include_artifacts: bool = False) -> dict[str, Any]:
+    window = ahentic_settings.MESSAGES_WINDOW
+    recent = list(events_for_view(session.pk, session.view_mode).order_by("-seq")[: window + 1])
+    has_more = len(recent) > window
+    messages = [message_json(e, session.view_mode) for e in reversed(recent[:window])]
+    trace = list(
+        TraceEvent.objects.filter(session_id=session.pk)
+        .order_by("-seq")
+        .defer("data")[: ahentic_settings.TRACE_POLL_WINDOW]
+    )
+    pending = list(session.pending_messages.order_by("id"))
+    children = list(
+        Session.objects.filter(parent_id=session.pk).values(
+            "id", "title", "status", "tokens_in", "tokens_out"
+        )
+    )
+    artifacts = Artifact.objects.filter(session_id=session.pk)
+    if not include_artifacts:
+        artifacts = artifacts.defer("payload")
+    goals = list(Goal.objects.filter(session_id=session.pk).order_by("id"))
+    progress = session.progress or None
+    return {
+        "id": str(session.pk),
+        "title": session.title,
+        "autoTitle": session.auto_title,
+        "status": session.status,
+        "mode": session.mode,
+        "viewMode": session.view_mode,
+        "parentId": str(session.parent_id) if session.parent_id else None,
+        "children": [
+            {
+                "id": str(c["id"]),
+                "title": c["title"],
+                "status": c["status"],
+                "tokensUsed": c["tokens_in"] + c["tokens_out"],
+            }
+            for c in children
+        ],
+        "messages": messages,
+        "hasMore": has_more,
+        "pendingMessages": [
+            {
+                "id": p.pk,
+                "content": p.content,
+                "sourceType": p.source_type,
+                "createdAt": iso(p.created_at),
+            }
+            for p in pending
+        ],
+        "trace": [trace_envelope(t) for t in reversed(trace)],
+        "traceCount": session.trace_count,
+        "progress": progress,
+        "heartbeatAt": iso(session.heartbeat_at),
+        "plan": session.plan or None,
+        "pendingTool": pending_tool_json(session.pending_tool),
+        "artifacts": [artifact_pointer_json(a, with_payload=include_artifacts) for a in artifacts],
+        "goals": goals_json(goals),
+        "activeSkills": list(session.active_skills or []),
+        "activeWorkflow": session.active_workflow or None,
+        "tokensIn": session.tokens_in,
+        "tokensOut": session.tokens_out,
+        "tokensUsed": session.tokens_used,
+        "cacheReadTokens": session.cache_read_tokens,
+        "cacheWriteTokens": session.cache_write_tokens,
+        "costUsd": decimal_json(session.cost_usd),
+        "contextUsage": context_usage_json(session.context_usage),
+        "stepCount": session.step_count,
+        "runSeq": session.run_seq,
+        "lastError": session.last_error,
+        "lastErrorCode": session.last_error_code,
+        "jobResumable": session.job_resumable,
+        "contentWork": session.content_work,
+        "summaryStatus": session.summary_status,
+        "browserPausedAt": iso(session.browser_paused_at),
+        "version": session.version,
+        "createdAt": iso(session.created_at),
+        "modifiedAt": iso(session.updated_at),
+    }

@@ -1,0 +1,80 @@
+"""Input serializers. Output shapes live in ``payload.py`` (plain dicts, camelCase)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from sessions_app.models import Session
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of coercing them to text."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (dict) or null."""
+
+    default_error_messages = {"not_object": "Expected a JSON object or null."}
+
+    def to_internal_value(self, data):
+        if data is not None and not isinstance(data, dict):
+            self.fail("not_object")
+        return data
+
+
+class SessionCreateSerializer(serializers.Serializer):
+    title = StrictCharField(required=False, allow_blank=True, max_length=255)
+    mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
+
+
+class SessionUpdateSerializer(serializers.Serializer):
+    title = StrictCharField(required=False, allow_blank=False, max_length=255)
+    mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
+    viewMode = serializers.ChoiceField(choices=Session.ViewMode.choices, required=False)
+    pageContext = JSONObjectField(required=False, allow_null=True)
+    activeSkills = serializers.ListField(
+        child=StrictCharField(max_length=128), required=False, max_length=32
+    )
+    activeWorkflow = StrictCharField(
+        required=False, allow_blank=True, allow_null=True, max_length=128
+    )
+
+
+class MessagesQuerySerializer(serializers.Serializer):
+    before = serializers.IntegerField(required=False, min_value=0)
+    after = serializers.IntegerField(required=False, min_value=0)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
+    view = serializers.ChoiceField(choices=Session.ViewMode.choices, required=False)
+
+    def validate(self, attrs):
+        if "before" in attrs and "after" in attrs:
+            raise serializers.ValidationError("Use either before or after, not both.")
+        return attrs
+
+
+class SessionListQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
+    status = serializers.ChoiceField(choices=Session.Status.choices, required=False)
+
+
+class TokenStatsQuerySerializer(serializers.Serializer):
+    days = serializers.IntegerField(required=False, min_value=1, max_value=120, default=30)
+
+
+class MessageCreateSerializer(serializers.Serializer):
+    content = StrictCharField(allow_blank=True, trim_whitespace=True)
+    mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
+    pageContext = JSONObjectField(required=False, allow_null=True)
+    ifBusy = serializers.ChoiceField(choices=["enqueue", "reject"], required=False)

@@ -1,0 +1,295 @@
+"""The REST surface. Views are thin: scope, validate, call a service, answer the payload."""
+
+from __future__ import annotations
+
+import platform
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+
+import django
+from django.db import connection
+from django.db.models import Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+from rest_framework import status
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from sessions_app import services
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Session, TraceEvent
+
+from ..models import UsageRecord
+from . import serializers as s
+from .errors import ApiError, exception_handler, session_not_found
+from .payload import events_for_view, iso, message_json, session_payload, trace_envelope
+from .permissions import HasAgentPermission
+
+# Request bodies above this are refused before parsing (browser tool results are the largest).
+MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+def etag_for(version: int) -> str:
+    return f'"v{version}"'
+
+
+class AhenticView(APIView):
+    """Base view: every policy set explicitly, never inherited from DRF's global defaults."""
+
+    authentication_classes = [SessionAuthentication]
+    permission_classes = [HasAgentPermission]
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+    throttle_classes: list = []
+
+    def get_exception_handler(self):
+        return exception_handler
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > MAX_BODY_BYTES:
+            raise ApiError(
+                "ahentic_body_too_large",
+                f"Request body is {length} bytes; the limit is {MAX_BODY_BYTES}.",
+            )
+
+    def sessions(self):
+        return Session.objects.for_user(self.request.user)
+
+    def get_session(self, session_id) -> Session:
+        try:
+            pk = uuid.UUID(str(session_id))
+        except ValueError:
+            raise session_not_found() from None
+        session = self.sessions().filter(pk=pk).first()
+        if session is None:
+            raise session_not_found()
+        return session
+
+    def validated(self, serializer_class, data):
+        if not isinstance(data, dict):
+            raise ApiError("ahentic_invalid_input", "Expected a JSON object.")
+        serializer = serializer_class(data=data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def payload_response(self, session_id, status_code=status.HTTP_200_OK, **kwargs) -> Response:
+        session = self.get_session(session_id)
+        return Response(
+            session_payload(session, **kwargs),
+            status=status_code,
+            headers={"ETag": etag_for(session.version)},
+        )
+
+
+class SessionListView(AhenticView):
+    def get(self, request):
+        query = self.validated(s.SessionListQuerySerializer, request.query_params.dict())
+        sessions = self.sessions().roots().order_by("-updated_at")
+        if query.get("status"):
+            sessions = sessions.filter(status=query["status"])
+        rows = sessions.values(
+            "id", "title", "status", "mode", "tokens_in", "tokens_out", "parent_id", "updated_at"
+        )[: query["limit"]]
+        return Response(
+            {
+                "sessions": [
+                    {
+                        "id": str(r["id"]),
+                        "title": r["title"],
+                        "status": r["status"],
+                        "mode": r["mode"],
+                        "tokensUsed": r["tokens_in"] + r["tokens_out"],
+                        "parentId": str(r["parent_id"]) if r["parent_id"] else None,
+                        "modifiedAt": iso(r["updated_at"]),
+                    }
+                    for r in rows
+                ]
+            }
+        )
+
+    def post(self, request):
+        data = self.validated(s.SessionCreateSerializer, request.data)
+        session = services.session_create(
+            owner=request.user,
+            title=data.get("title"),
+            mode=data.get("mode", Session.Mode.AGENT),
+        )
+        return self.payload_response(session.pk, status.HTTP_201_CREATED)
+
+
+class SessionDetailView(AhenticView):
+    def get(self, request, session_id):
+        try:
+            pk = uuid.UUID(str(session_id))
+        except ValueError:
+            raise session_not_found() from None
+        version = self.sessions().filter(pk=pk).values_list("version", flat=True).first()
+        if version is None:
+            raise session_not_found()
+        etag = etag_for(version)
+        if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        include = request.query_params.get("include", "")
+        return self.payload_response(pk, include_artifacts="artifacts" in include.split(","))
+
+    def patch(self, request, session_id):
+        session = self.get_session(session_id)
+        data = self.validated(s.SessionUpdateSerializer, request.data)
+        fields = {}
+        if "title" in data:
+            title = data["title"].strip()
+            if not title:
+                raise ApiError(
+                    "ahentic_invalid_input", "Title cannot be blank.", fields={"title": ["blank"]}
+                )
+            fields.update(title=title, title_source=Session.TitleSource.USER)
+        if "mode" in data:
+            fields["mode"] = data["mode"]
+        if "viewMode" in data:
+            fields["view_mode"] = data["viewMode"]
+        if "pageContext" in data:
+            fields["page_context"] = data["pageContext"]
+        if "activeSkills" in data:
+            fields["active_skills"] = list(dict.fromkeys(data["activeSkills"]))
+        if "activeWorkflow" in data:
+            fields["active_workflow"] = data["activeWorkflow"] or ""
+        if fields:
+            services.session_update(session_id=session.pk, **fields)
+        return self.payload_response(session.pk)
+
+    def delete(self, request, session_id):
+        session = self.get_session(session_id)
+        services.session_delete(session_id=session.pk)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionMessagesView(AhenticView):
+    def get(self, request, session_id):
+        session = self.get_session(session_id)
+        query = self.validated(s.MessagesQuerySerializer, request.query_params.dict())
+        view_mode = query.get("view") or session.view_mode
+        limit = query["limit"]
+        events = events_for_view(session.pk, view_mode)
+        if "after" in query:
+            # The oldest `limit` events after the cursor (paging forward).
+            rows = list(events.filter(seq__gt=query["after"]).order_by("seq")[: limit + 1])
+            has_more = len(rows) > limit
+            rows = rows[:limit]
+        else:
+            # The newest `limit` events before the cursor (or overall), chronological.
+            if "before" in query:
+                events = events.filter(seq__lt=query["before"])
+            rows = list(events.order_by("-seq")[: limit + 1])
+            has_more = len(rows) > limit
+            rows = list(reversed(rows[:limit]))
+        return Response(
+            {"messages": [message_json(e, view_mode) for e in rows], "hasMore": has_more}
+        )
+
+
+class SessionDiagnosticsView(AhenticView):
+    def get(self, request, session_id):
+        session = self.get_session(session_id)
+        trace = TraceEvent.objects.filter(session_id=session.pk).order_by("seq")
+        last_model = (
+            UsageRecord.objects.filter(session_id=session.pk)
+            .order_by("-id")
+            .values_list("model", flat=True)
+            .first()
+        )
+        active_goal = session.goals.filter(parent__isnull=True, status="active").last()
+        return Response(
+            {
+                "id": str(session.pk),
+                "title": session.title,
+                "exportedAt": iso(timezone.now()),
+                "environment": {
+                    "django": django.get_version(),
+                    "python": platform.python_version(),
+                    "database": connection.vendor,
+                    "model": ahentic_settings.MODEL,
+                    "brainModel": ahentic_settings.BRAIN_MODEL,
+                    "llmConfigured": bool(ahentic_settings.API_KEY or ahentic_settings.BASE_URL),
+                },
+                "session": {
+                    "status": session.status,
+                    "mode": session.mode,
+                    "model": last_model,
+                    "runs": session.run_seq,
+                    "stepCount": session.step_count,
+                    "tokensIn": session.tokens_in,
+                    "tokensOut": session.tokens_out,
+                    "tokensUsed": session.tokens_used,
+                    "lastError": session.last_error,
+                    "lastErrorCode": session.last_error_code,
+                    "createdAt": iso(session.created_at),
+                    "modifiedAt": iso(session.updated_at),
+                },
+                "state": {
+                    "pendingTool": session.pending_tool,
+                    "browserPausedAt": iso(session.browser_paused_at),
+                    "heartbeatAt": iso(session.heartbeat_at),
+                    "leaseExpiresAt": iso(session.lease_expires_at),
+                    "progress": session.progress,
+                    "contentWork": session.content_work,
+                    "jobResumable": session.job_resumable,
+                    "activeGoal": active_goal.description if active_goal else None,
+                    "plan": session.plan,
+                },
+                "trace": [trace_envelope(row, with_data=True) for row in trace],
+            }
+        )
+
+
+class TokenStatsView(AhenticView):
+    """Daily token series of the requesting user's model calls, zero-filled, oldest first."""
+
+    def get(self, request):
+        query = self.validated(s.TokenStatsQuerySerializer, request.query_params.dict())
+        days = query["days"]
+        today = timezone.localdate()
+        first_day = today - timedelta(days=days - 1)
+        rows = (
+            UsageRecord.objects.filter(user=request.user, created_at__date__gte=first_day)
+            .annotate(day=TruncDate("created_at"))
+            .values("day")
+            .annotate(
+                input=Sum("input_tokens"),
+                output=Sum("output_tokens"),
+                cache_read=Sum("cache_read_tokens"),
+                cache_write=Sum("cache_write_tokens"),
+                cost=Sum("cost_usd"),
+            )
+        )
+        by_day = {row["day"]: row for row in rows}
+        series = []
+        for offset in range(days):
+            day = first_day + timedelta(days=offset)
+            row = by_day.get(day, {})
+            cache_read = row.get("cache_read") or 0
+            cache_write = row.get("cache_write") or 0
+            tokens_in = (row.get("input") or 0) + cache_read + cache_write
+            tokens_out = row.get("output") or 0
+            # A day without calls costs 0; a day whose calls have no price is null.
+            cost: Decimal | None = row.get("cost") if row else Decimal(0)
+            series.append(
+                {
+                    "date": day.isoformat(),
+                    "in": tokens_in,
+                    "out": tokens_out,
+                    "cacheRead": cache_read,
+                    "cacheWrite": cache_write,
+                    "total": tokens_in + tokens_out,
+                    "costUsd": float(cost) if cost is not None else None,
+                }
+            )
+        return Response({"series": series})

@@ -1,0 +1,69 @@
+"""The one settings object of django-ahentic.
+
+Every value is read from ``settings.AHENTIC`` at attribute access time, never at import, so
+``override_settings(AHENTIC={...})`` works in tests and host sites can change values per
+environment. Unknown keys raise ``AttributeError`` so typos fail loudly.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.conf import settings
+
+DEFAULTS: dict[str, Any] = {
+    "MODEL": "claude-sonnet-5-5",
+    "BRAIN_MODEL": "claude-haiku-5-5",
+    "API_KEY": lambda: os.environ.get("ANTHROPIC_API_KEY", ""),
+    "BASE_URL": lambda: os.environ.get("ANTHROPIC_BASE_URL", ""),
+    "MAX_OUTPUT_TOKENS": 8000,
+    "MAX_OUTPUT_TOKENS_CONTENT_WORK": 16000,
+    "LLM_TIMEOUT_S": 120,
+    "LLM_MAX_RETRIES": 2,
+    "MAX_STEPS_PER_RUN": 24,
+    "MAX_STEPS_PER_RUN_CONTENT_WORK": 48,
+    "MAX_TOOLS_PER_STEP": 8,
+    "ENTRY_RETENTION": 400,
+    "TRACE_CAP": 300,
+    "TRACE_HEAD": 60,
+    "TRACE_POLL_WINDOW": 60,
+    "MESSAGES_WINDOW": 50,
+    "MAX_MESSAGE_CHARS": 32000,
+    "CONTEXT_BUDGET_TOKENS": 190000,
+    "CONTEXT_EVICT_TO": 0.66,
+    "SESSION_SOFT_TOKEN_BUDGET": 200000,
+    "DAILY_TOKEN_LIMIT": 1000000,
+    "ARTIFACT_MAX_BYTES": 200000,
+    "ARTIFACT_MAX_ITEMS": 10,
+    "AUTO_STAGE_BYTES": 6000,
+    "TOOL_TIMEOUT_S": 180,
+    "RUN_LEASE_S": 60,
+    "BROWSER_TIMEOUT_S": 45,
+    "BUSY_POLICY": "enqueue",
+    "SOUL": None,
+    "SKILL_DIRS": [],
+    "WORKFLOW_DIRS": [],
+    "SUBAGENT_MAX_DEPTH": 1,
+    "NAME_REFRESH_INTERVAL": 30,
+    "PRICES": {},
+    "PERMISSION": "sessions_app.use_agent",
+    "THROTTLE_MESSAGES": "30/min",
+    "ADMIN_SIDEBAR": False,
+}
+
+
+class AhenticSettings:
+    """Lazy view over ``settings.AHENTIC`` with the defaults above."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Unknown AHENTIC setting {name!r}")
+        configured = getattr(settings, "AHENTIC", None) or {}
+        if name in configured:
+            return configured[name]
+        default = DEFAULTS[name]
+        return default() if callable(default) else default
+
+
+ahentic_settings = AhenticSettings()

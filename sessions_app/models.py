@@ -1,0 +1,270 @@
+"""Agent sessions and everything that grows with them.
+
+Scalars are typed columns, small structured state is JSON, and anything that grows (events,
+trace, pending messages, goals, snapshots) is a child table so an append never rewrites a blob.
+Writes go through ``sessions_app.services``; nothing else saves these models.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class SessionQuerySet(models.QuerySet):
+    def for_user(self, user) -> SessionQuerySet:
+        """The only way views and tools read sessions: the user's own, nothing else."""
+        if user is None or not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user)
+
+    def roots(self) -> SessionQuerySet:
+        return self.filter(parent__isnull=True)
+
+
+class SessionStatus(models.TextChoices):
+    IDLE = "idle"
+    RUNNING = "running"
+    AWAITING_HUMAN = "awaiting_human"
+    AWAITING_BROWSER = "awaiting_browser"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    DONE = "done"  # reserved, never written
+
+
+class SessionMode(models.TextChoices):
+    AGENT = "agent"
+    ASK = "ask"
+
+
+class Session(models.Model):
+    # Defined at module level so Meta.constraints can name their values.
+    Status = SessionStatus
+    Mode = SessionMode
+
+    class ViewMode(models.TextChoices):
+        BASIC = "basic"
+        VERBOSE = "verbose"
+        DEBUG = "debug"
+
+    class TitleSource(models.TextChoices):
+        DEFAULT = "default"
+        AUTO = "auto"
+        USER = "user"
+
+    # Statuses that accept a new user message (a new goal or a resume cue).
+    ACCEPTS_MESSAGE = (Status.IDLE, Status.ERROR, Status.CANCELLED)
+    LIVE = (Status.RUNNING, Status.AWAITING_HUMAN, Status.AWAITING_BROWSER)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions"
+    )
+    title = models.CharField(max_length=255, default="New Agent")
+    title_source = models.CharField(
+        max_length=16, choices=TitleSource.choices, default=TitleSource.DEFAULT
+    )
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.IDLE)
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.AGENT)
+    view_mode = models.CharField(max_length=8, choices=ViewMode.choices, default=ViewMode.BASIC)
+
+    # Sub-agents
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    fork_event_id = models.BigIntegerField(null=True, blank=True)
+    prompt = models.TextField(blank=True, default="")
+    granted_tools = models.JSONField(null=True, blank=True)  # null = every tool
+
+    # Run state
+    run_seq = models.PositiveIntegerField(default=0)
+    step_count = models.PositiveIntegerField(default=0)
+    progress = models.JSONField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    pending_tool = models.JSONField(null=True, blank=True)
+    plan = models.JSONField(null=True, blank=True)
+    page_context = models.JSONField(null=True, blank=True)
+    context_usage = models.JSONField(null=True, blank=True)
+    hitl_allows = models.JSONField(default=list, blank=True)
+    capability_requests = models.JSONField(default=list, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_error_code = models.CharField(max_length=64, blank=True, default="")
+    job_resumable = models.BooleanField(default=False)
+    content_work = models.BooleanField(default=False)
+    active_skills = models.JSONField(default=list, blank=True)
+    active_workflow = models.CharField(max_length=128, blank=True, default="")
+    viewport_start_event_id = models.BigIntegerField(null=True, blank=True)
+    browser_paused_at = models.DateTimeField(null=True, blank=True)
+    lease_token = models.CharField(max_length=64, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    summary = models.TextField(blank=True, default="")
+    summary_status = models.CharField(max_length=16, blank=True, default="")
+
+    # Accounting (running sums of orchestrator_app.UsageRecord)
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    # Highest soft-budget boundary (in tokensUsed) the user acknowledged with continue.
+    soft_budget_acked = models.BigIntegerField(default=0)
+
+    # Counters that never go backwards, so pruning can never reuse a number.
+    last_seq = models.BigIntegerField(default=0)
+    trace_count = models.BigIntegerField(default=0)
+    version = models.BigIntegerField(default=1)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        permissions = [("use_agent", "Can use the AI agent")]
+        indexes = [
+            # GET sessions: the owner's root sessions, newest first.
+            models.Index(fields=["owner", "-updated_at"], name="ahentic_session_owner_upd"),
+            # ahentic_recover: running sessions whose lease expired.
+            models.Index(fields=["status", "lease_expires_at"], name="ahentic_session_lease"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=SessionStatus.values), name="ahentic_session_status"
+            ),
+            models.CheckConstraint(
+                condition=Q(mode__in=SessionMode.values), name="ahentic_session_mode"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.status})"
+
+    @property
+    def tokens_used(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    @property
+    def auto_title(self) -> bool:
+        return self.title_source != self.TitleSource.USER
+
+
+class Event(models.Model):
+    class Kind(models.TextChoices):
+        USER_MESSAGE = "user_message"
+        AGENT_MESSAGE = "agent_message"
+        TOOL_CALL = "tool_call"
+        TOOL_RESPONSE = "tool_response"
+        SYSTEM_MESSAGE = "system_message"
+        SUBAGENT_MESSAGE = "subagent_message"
+
+    id = models.BigAutoField(primary_key=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    content = models.TextField(blank=True, default="")
+    payload = models.JSONField(default=dict, blank=True)
+    # Pairs a tool_call with its tool_response (healing and the viewport look it up).
+    tool_use_id = models.CharField(max_length=128, blank=True, default="", db_index=True)
+    run = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            # Also the index behind every "messages by seq" query.
+            models.UniqueConstraint(fields=["session", "seq"], name="ahentic_event_session_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.kind}"
+
+
+class PendingMessage(models.Model):
+    class SourceType(models.TextChoices):
+        USER = "user"
+        SUBAGENT = "subagent"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="pending_messages")
+    content = models.TextField()
+    source_type = models.CharField(
+        max_length=16, choices=SourceType.choices, default=SourceType.USER
+    )
+    source_name = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"pending {self.source_type}: {self.content[:40]}"
+
+
+class TraceEvent(models.Model):
+    GAP = "trace_gap"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="trace_events")
+    seq = models.BigIntegerField()
+    run = models.PositiveIntegerField(default=0)
+    type = models.CharField(max_length=64)
+    step = models.PositiveIntegerField(default=0)
+    summary = models.CharField(max_length=500, blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+    ms = models.BigIntegerField()
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            # Also serves the poll's "last N trace rows" query.
+            models.UniqueConstraint(fields=["session", "seq"], name="ahentic_trace_session_seq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.seq}"
+
+
+class Goal(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        COMPLETED = "completed"
+        ABANDONED = "abandoned"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="goals")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="sub_goals"
+    )
+    description = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    pinned_events = models.ManyToManyField(Event, blank=True, related_name="goals")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.description[:60]
+
+
+class Snapshot(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
+    level = models.PositiveSmallIntegerField(default=1)
+    from_event_id = models.BigIntegerField()
+    to_event_id = models.BigIntegerField()
+    text = models.TextField()
+    token_count = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["from_event_id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(level__in=[1, 2]), name="ahentic_snapshot_level"),
+        ]
+
+    def __str__(self) -> str:
+        return f"L{self.level} {self.from_event_id}..{self.to_event_id}"

@@ -1,0 +1,234 @@
+"""The only writers of session state.
+
+Every function owns its transaction, saves with ``update()``/``update_fields`` and bumps
+``Session.version`` when the client can see the change (the version is the REST ETag). State
+transitions are conditional UPDATEs whose row count says who won; nothing here calls the network.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .conf import ahentic_settings
+from .models import Event, PendingMessage, Session, TraceEvent
+
+DEFAULT_TITLE = "New Agent"
+
+
+def estimate_tokens(text: str) -> int:
+    """Token estimate used everywhere: ceil(utf-8 bytes / 4), at least 1."""
+    return max(1, math.ceil(len((text or "").encode("utf-8")) / 4))
+
+
+def _bump(**extra: Any) -> dict[str, Any]:
+    return {"version": F("version") + 1, "updated_at": timezone.now(), **extra}
+
+
+def session_create(
+    *,
+    owner,
+    title: str | None = None,
+    mode: str = Session.Mode.AGENT,
+    parent: Session | None = None,
+    prompt: str = "",
+    granted_tools: list[str] | None = None,
+    fork_event_id: int | None = None,
+) -> Session:
+    """Create a session. Without a title it is "New Agent" and may be renamed automatically."""
+    title = (title or "").strip()
+    return Session.objects.create(
+        owner=owner,
+        title=title[:255] or DEFAULT_TITLE,
+        title_source=Session.TitleSource.USER if title else Session.TitleSource.DEFAULT,
+        mode=mode,
+        parent=parent,
+        prompt=prompt,
+        granted_tools=granted_tools,
+        fork_event_id=fork_event_id,
+    )
+
+
+def session_update(*, session_id, **fields: Any) -> bool:
+    """Write plain fields (no status change) and bump the version."""
+    return Session.objects.filter(pk=session_id).update(**_bump(**fields)) == 1
+
+
+def session_transition(
+    *, session_id, from_statuses: Iterable[str], to_status: str, **fields: Any
+) -> bool:
+    """Move a session between statuses in one conditional UPDATE.
+
+    Returns False when the session was not in ``from_statuses`` (someone else won the race);
+    the caller then does nothing.
+    """
+    rows = Session.objects.filter(pk=session_id, status__in=list(from_statuses)).update(
+        **_bump(status=to_status, **fields)
+    )
+    return rows == 1
+
+
+def _allocate_seq(session_id, count: int) -> tuple[int, int]:
+    """Reserve ``count`` event seqs. Caller is inside a transaction; the UPDATE locks the row."""
+    Session.objects.filter(pk=session_id).update(**_bump(last_seq=F("last_seq") + count))
+    last_seq, run_seq = Session.objects.filter(pk=session_id).values_list("last_seq", "run_seq").get()
+    return last_seq - count + 1, run_seq
+
+
+def events_append(*, session_id, items: Sequence[dict[str, Any]]) -> list[Event]:
+    """Append several events atomically (an assistant turn with its tool calls, say).
+
+    Each item: ``kind`` and optionally ``content``, ``payload``, ``tool_use_id``, ``run``.
+    ``seq`` is per session and never reused, even after retention pruned older rows.
+    """
+    if not items:
+        return []
+    with transaction.atomic():
+        first_seq, run_seq = _allocate_seq(session_id, len(items))
+        events = [
+            Event(
+                session_id=session_id,
+                seq=first_seq + i,
+                kind=item["kind"],
+                content=item.get("content", "") or "",
+                payload=item.get("payload") or {},
+                tool_use_id=item.get("tool_use_id", "") or "",
+                run=item.get("run", run_seq),
+                token_count=estimate_tokens(item.get("content", "") or ""),
+            )
+            for i, item in enumerate(items)
+        ]
+        Event.objects.bulk_create(events)
+        retention = ahentic_settings.ENTRY_RETENTION
+        last = first_seq + len(items) - 1
+        if retention and last > retention:
+            Event.objects.filter(session_id=session_id, seq__lte=last - retention).delete()
+    return events
+
+
+def event_append(
+    *,
+    session_id,
+    kind: str,
+    content: str = "",
+    payload: dict[str, Any] | None = None,
+    tool_use_id: str = "",
+    run: int | None = None,
+) -> Event:
+    item: dict[str, Any] = {
+        "kind": kind,
+        "content": content,
+        "payload": payload,
+        "tool_use_id": tool_use_id,
+    }
+    if run is not None:
+        item["run"] = run
+    return events_append(session_id=session_id, items=[item])[0]
+
+
+def trace_record(
+    *,
+    session_id,
+    type: str,
+    summary: str = "",
+    data: dict[str, Any] | None = None,
+    step: int | None = None,
+    run: int | None = None,
+) -> TraceEvent:
+    """Record a trace event and apply the cap rule.
+
+    Cap rule: keep the first ``TRACE_HEAD`` rows, the newest rows, and one ``trace_gap`` row
+    between them whose ``data.dropped`` is cumulative, so a stuck run never deletes its own
+    cause. ``Session.trace_count`` counts every event ever recorded and never goes down.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        Session.objects.filter(pk=session_id).update(**_bump(trace_count=F("trace_count") + 1))
+        seq, run_seq, step_count = (
+            Session.objects.filter(pk=session_id)
+            .values_list("trace_count", "run_seq", "step_count")
+            .get()
+        )
+        event = TraceEvent.objects.create(
+            session_id=session_id,
+            seq=seq,
+            run=run_seq if run is None else run,
+            type=type,
+            step=step_count if step is None else step,
+            summary=(summary or "")[:500],
+            data=data or {},
+            ms=int(time.time() * 1000),
+            at=now,
+        )
+        _trace_collapse(session_id)
+    return event
+
+
+def _trace_collapse(session_id) -> None:
+    cap, head = ahentic_settings.TRACE_CAP, ahentic_settings.TRACE_HEAD
+    rows = TraceEvent.objects.filter(session_id=session_id)
+    if rows.count() <= cap:
+        return
+    gap = rows.filter(type=TraceEvent.GAP).first()
+    keep_tail = cap - head - 1  # the gap row takes one slot
+    ordinary = list(rows.exclude(type=TraceEvent.GAP).order_by("seq").values_list("pk", "seq"))
+    drop = ordinary[head : len(ordinary) - keep_tail]
+    if not drop:
+        return
+    dropped_before = int((gap.data or {}).get("dropped", 0)) if gap else 0
+    total = dropped_before + len(drop)
+    newest_dropped_seq = drop[-1][1]
+    TraceEvent.objects.filter(pk__in=[pk for pk, _ in drop]).delete()
+    summary = f"{total} events dropped (trace cap)"
+    if gap:
+        # The gap moves to the newest dropped position so it always sorts between head and tail.
+        TraceEvent.objects.filter(pk=gap.pk).update(
+            seq=newest_dropped_seq, summary=summary, data={"dropped": total}
+        )
+    else:
+        now = timezone.now()
+        TraceEvent.objects.create(
+            session_id=session_id,
+            seq=newest_dropped_seq,
+            run=0,
+            type=TraceEvent.GAP,
+            step=0,
+            summary=summary,
+            data={"dropped": total},
+            ms=int(time.time() * 1000),
+            at=now,
+        )
+
+
+def pending_message_add(
+    *, session_id, content: str, source_type: str = PendingMessage.SourceType.USER, source_name=""
+) -> PendingMessage:
+    with transaction.atomic():
+        pending = PendingMessage.objects.create(
+            session_id=session_id,
+            content=content,
+            source_type=source_type,
+            source_name=source_name,
+        )
+        session_update(session_id=session_id)
+    return pending
+
+
+def pending_message_recall(*, session_id, pending_id: int) -> bool:
+    """Withdraw a pending message; False once it was promoted (or never existed)."""
+    with transaction.atomic():
+        deleted, _ = PendingMessage.objects.filter(session_id=session_id, pk=pending_id).delete()
+        if deleted:
+            session_update(session_id=session_id)
+    return bool(deleted)
+
+
+def session_delete(*, session_id) -> None:
+    """Delete a session with its children, events, trace and artifacts (database cascade)."""
+    Session.objects.filter(pk=session_id).delete()
