@@ -1,0 +1,764 @@
+"""A local stand-in for the Anthropic Messages API, for tests and the offline demo.
+
+``LocalMessagesServer`` is a small threaded HTTP server bound to 127.0.0.1 that speaks
+the Messages API wire format closely enough for the real ``anthropic`` SDK to talk to
+it unchanged::
+
+    with LocalMessagesServer() as server:
+        server.enqueue(tool_reply(tool_call("search", {"q": "x"})), text_reply("Found it."))
+        client = anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=2)
+        ...  # run the agent; inspect server.message_requests() afterwards
+
+It uses only the standard library (no Django, no ``anthropic``) so it can run anywhere,
+including ``python -m orchestrator_app.localapi --port 8765`` for a manual demo.
+
+Behaviour
+---------
+* Routes: ``POST /v1/messages`` (JSON or ``"stream": true`` SSE) and
+  ``POST /v1/messages/count_tokens``. Anything else is a 404 ``not_found_error``.
+  Errors use the real body shape ``{"type": "error", "error": {"type", "message"},
+  "request_id"}`` plus a ``request-id`` header.
+* Requests are validated like the real API (roles, tool_use/tool_result pairing, empty
+  content, cache_control limit, tool names...); a bad request gets a 400
+  ``invalid_request_error`` and does not consume a scripted response.
+* Each accepted ``/v1/messages`` call consumes the next scripted response (FIFO, see
+  ``enqueue``); when the queue is empty ``server.responder(request_json)`` is asked,
+  and without a responder the answer is ``text_reply("Done.")``.
+* Scripted responses can be delayed (``delay_s``) or held until a ``threading.Event``
+  is set (``gate``), to keep a call in flight. A streamed response sends its headers
+  and ``message_start`` at once, then waits, then sends the deltas.
+
+In tests: start one server per module, call ``server.reset()`` before each test, script
+answers with ``enqueue``, and assert on ``server.message_requests()`` (accepted bodies)
+or ``server.requests`` (everything, with statuses). Give scripted errors
+``retry_after_ms=10`` so the SDK's retries are instant, and hold a call in flight with
+``gate=threading.Event()`` plus ``server.wait_for_requests(n)``.
+
+Token and cache accounting (deterministic, so an estimator can reproduce it)
+---------------------------------------------------------------------------
+A request is cut into *pieces*, in the API's prefix order:
+
+1. each tool definition: ``json.dumps(tool_without_cache_control, sort_keys=True,
+   separators=(",", ":"))`` (default ``ensure_ascii``);
+2. each system block's text (a string ``system`` is one block; ``""`` is no block);
+3. each content block of each message (string content is one text block): text -> its
+   text; tool_use -> the same JSON dump of ``{"name", "input"}``; tool_result -> its
+   content if a string, else the JSON dump of its content list (blocks without
+   cache_control); any other block -> the JSON dump of the block without cache_control.
+
+A piece costs ``max(1, ceil(len(text.encode("utf-8")) / 4))`` tokens. Every message
+adds 4 tokens of role overhead, charged to its first piece (a message with an empty
+content list is a 4-token piece). The request total is the sum; ``count_tokens``
+returns exactly that total.
+
+A block with ``cache_control`` is a breakpoint: it marks the prefix ending at that
+piece (a top-level ``cache_control`` marks the last piece). A prefix is identified by
+a running sha256 over the canonical JSON of its pieces (content without cache_control,
+plus the message index and role), so it is not scoped by model. Breakpoints whose
+prefix is below ``min_cacheable_tokens`` are ignored. At most 4 ``cache_control``
+markers are allowed, counting tools, system blocks, message blocks, blocks nested in
+tool_result content and the top-level one. Then, with C the set of prefixes
+cached by earlier successful requests:
+
+* ``cache_read_input_tokens`` = tokens of the longest breakpoint prefix in C (else 0);
+* ``cache_creation_input_tokens`` = tokens of the longest breakpoint prefix minus the
+  read part if that prefix is not in C (else 0); in that case every breakpoint prefix
+  of the request is added to C;
+* ``input_tokens`` = total - read - creation.
+
+Unlike the real API there is no look-back: a prefix is only read when this request
+puts a breakpoint at exactly its end. C is updated only for requests answered with
+success: just before the JSON answer is sent, or when a stream starts.
+``output_tokens`` = ``max(1, ceil(bytes of the compact sorted JSON of the reply content
+/ 4))`` unless the scripted response sets it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self, TypedDict, Unpack, cast
+
+JSON = dict[str, Any]
+
+MAX_CACHE_BREAKPOINTS = 4
+ROLE_OVERHEAD_TOKENS = 4
+GATE_TIMEOUT_S = 30.0
+TEXT_CHUNK = 24  # characters per streamed text_delta
+JSON_PARTS = 3  # a tool input is streamed as this many input_json_delta parts
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_REQUIRED_KEYS = {
+    "text": ("text",),
+    "tool_use": ("id", "name", "input"),
+    "tool_result": ("tool_use_id",),
+}
+_ERROR_TYPES = {400: "invalid_request_error", 429: "rate_limit_error", 529: "overloaded_error"}
+
+
+# --------------------------------------------------------------------------- responses
+
+
+@dataclass
+class LocalResponse:
+    """One scripted answer. Build it with the helpers below rather than directly."""
+
+    status: int = 200
+    content: list[JSON] = field(default_factory=list)
+    stop_reason: str | None = "end_turn"
+    output_tokens: int | None = None
+    error_type: str | None = None
+    error_message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    gate: threading.Event | None = None
+    chunk_delay_s: float = 0.0
+
+
+class Timing(TypedDict, total=False):
+    """Timing options accepted by every response helper."""
+
+    delay_s: float  # sleep before answering
+    gate: threading.Event  # wait (at most GATE_TIMEOUT_S) until set before answering
+    chunk_delay_s: float  # sleep between streamed deltas
+
+
+Responder = Callable[[JSON], LocalResponse | str]
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:24]}"
+
+
+def reply(
+    content_blocks: list[JSON],
+    stop_reason: str | None = "end_turn",
+    output_tokens: int | None = None,
+    **timing: Unpack[Timing],
+) -> LocalResponse:
+    """A successful message with the given content blocks."""
+    return LocalResponse(200, list(content_blocks), stop_reason, output_tokens, **timing)
+
+
+def text_reply(text: str, stop_reason: str = "end_turn", **timing: Unpack[Timing]) -> LocalResponse:
+    """A message holding one text block."""
+    return reply([{"type": "text", "text": text}], stop_reason, **timing)
+
+
+def tool_call(name: str, input: JSON, id: str | None = None) -> JSON:  # noqa: A002 - API names
+    """A ``tool_use`` content block; the id defaults to a fresh ``toolu_<hex>``."""
+    return {"type": "tool_use", "id": id or _new_id("toolu"), "name": name, "input": input}
+
+
+def tool_reply(*calls: JSON, text: str | None = None, **timing: Unpack[Timing]) -> LocalResponse:
+    """A ``stop_reason="tool_use"`` message: optional leading text, then the calls."""
+    blocks = ([{"type": "text", "text": text}] if text else []) + list(calls)
+    return reply(blocks, "tool_use", **timing)
+
+
+def error_reply(
+    status: int,
+    error_type: str | None = None,
+    message: str = "Scripted error from the local Messages API.",
+    retry_after: float | None = None,
+    retry_after_ms: float | None = None,
+    **timing: Unpack[Timing],
+) -> LocalResponse:
+    """An error answer, e.g. ``error_reply(529, "overloaded_error", retry_after_ms=10)``.
+
+    ``error_type`` defaults from the status (429 rate_limit_error, 500 api_error, 529
+    overloaded_error...). The SDK prefers ``retry-after-ms`` over ``retry-after``.
+    """
+    retry = {"retry-after": retry_after, "retry-after-ms": retry_after_ms}
+    headers = {name: f"{value:g}" for name, value in retry.items() if value is not None}
+    return LocalResponse(
+        status=status,
+        error_type=error_type or _ERROR_TYPES.get(status, "api_error"),
+        error_message=message,
+        headers=headers,
+        stop_reason=None,
+        **timing,
+    )
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _content_blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _system_blocks(system: Any) -> list[JSON]:
+    if not system:
+        return []
+    return [{"type": "text", "text": system}] if isinstance(system, str) else list(system)
+
+
+def _validate_tools(tools: Any) -> str | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    names: set[str] = set()
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            return f"tools.{i}: Input should be a valid dictionary"
+        name = tool.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+            return f"tools.{i}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+        if name in names:
+            return "tools: Tool names must be unique."
+        names.add(name)
+        # Custom (client) tools need a schema; server tools carry a versioned "type".
+        if tool.get("type", "custom") == "custom" and not isinstance(
+            tool.get("input_schema"), dict
+        ):
+            return f"tools.{i}.custom.input_schema: Field required"
+    return None
+
+
+def _validate_system(system: Any) -> str | None:
+    if system is None or isinstance(system, str):
+        return None
+    if not isinstance(system, list):
+        return "system: Input should be a valid string or a list of text blocks"
+    for i, block in enumerate(system):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            return f"system.{i}.type: Input should be 'text'"
+        if not isinstance(block.get("text"), str) or not block["text"]:
+            return f"system.{i}.text: text content blocks must be non-empty"
+    return None
+
+
+def _validate_messages(messages: Any) -> str | None:
+    if not isinstance(messages, list):
+        return "messages: Input should be a valid list"
+    if not messages:
+        return "messages: at least one message is required"
+    all_tool_ids: set[str] = set()
+    pending: list[str] = []  # tool_use ids of the previous assistant message
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            return f"messages.{i}: Input should be a valid dictionary"
+        role = msg.get("role")
+        if role not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        if i == 0 and role != "user":
+            return 'messages: first message must use the "user" role'
+        if i > 0 and role == messages[i - 1].get("role"):
+            return (
+                'messages: roles must alternate between "user" and "assistant", '
+                f'but found multiple "{role}" roles in a row'
+            )
+        content = msg.get("content")
+        if not isinstance(content, str | list):
+            return f"messages.{i}.content: Input should be a valid string or list of content blocks"
+        if not content and not (role == "assistant" and i == len(messages) - 1):
+            return (
+                f"messages.{i}: all messages must have non-empty content "
+                "except for the optional final assistant message"
+            )
+        tool_ids: list[str] = []
+        result_ids: list[str] = []
+        first_other: str | None = None  # type of the first non-tool_result block
+        for j, block in enumerate(_content_blocks(content)):
+            where = f"messages.{i}.content.{j}"
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                return f"{where}.type: Field required"
+            kind = block["type"]
+            for key in _REQUIRED_KEYS.get(kind, ()):
+                if key not in block:
+                    return f"{where}.{key}: Field required"
+            if kind == "text":
+                if not isinstance(block["text"], str):
+                    return f"{where}.text: Input should be a valid string"
+                if not block["text"] and isinstance(content, list):
+                    return f"{where}: text content blocks must be non-empty"
+            elif kind == "tool_use":
+                if role != "assistant":
+                    return f"{where}: `tool_use` blocks can only be in `assistant` messages"
+                if block["id"] in all_tool_ids:
+                    return f"{where}: `tool_use` ids must be unique"
+                all_tool_ids.add(block["id"])
+                tool_ids.append(block["id"])
+            elif kind == "tool_result":
+                if role != "user":
+                    return f"{where}: `tool_result` blocks can only be in `user` messages"
+                if not isinstance(block.get("content", ""), str | list):
+                    return f"{where}.content: Input should be a valid string or list"
+                if first_other is not None:
+                    return (
+                        f"{where}: `tool_result` blocks must come before any other content "
+                        f"in a user message, but a `{first_other}` block comes first"
+                    )
+                if block["tool_use_id"] not in pending:
+                    return (
+                        f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                        f"{block['tool_use_id']}. Each `tool_result` block must have a "
+                        "corresponding `tool_use` block in the previous message."
+                    )
+                result_ids.append(block["tool_use_id"])
+            if kind != "tool_result" and first_other is None:
+                first_other = kind
+        if role == "user":
+            missing = [tool_id for tool_id in pending if tool_id not in result_ids]
+            if missing:
+                return _missing_results(i - 1, missing)
+        pending = tool_ids
+    if pending:  # a final assistant message with tool_use has no answer at all
+        return _missing_results(len(messages) - 1, pending)
+    return None
+
+
+def _missing_results(index: int, missing: list[str]) -> str:
+    return (
+        f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
+        f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+        "corresponding `tool_result` block in the next message."
+    )
+
+
+def _count_cache_controls(body: JSON) -> int:
+    blocks: list[Any] = list(body.get("tools") or []) + _system_blocks(body.get("system"))
+    for msg in body["messages"]:
+        for block in _content_blocks(msg["content"]):
+            blocks.append(block)
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                blocks.extend(block["content"])
+    found = sum(1 for block in blocks if isinstance(block, dict) and block.get("cache_control"))
+    return found + (1 if body.get("cache_control") else 0)
+
+
+def validate_request(body: Any, *, require_max_tokens: bool = True) -> str | None:
+    """Return the real API's style of error message for an invalid request, else None."""
+    if not isinstance(body, dict):
+        return "Request body must be a JSON object"
+    for name in (
+        ("model", "max_tokens", "messages") if require_max_tokens else ("model", "messages")
+    ):
+        if name not in body:
+            return f"{name}: Field required"
+    if not isinstance(body["model"], str) or not body["model"]:
+        return "model: Input should be a valid string"
+    if require_max_tokens:
+        max_tokens = body["max_tokens"]
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            return "max_tokens: Input should be an integer greater than or equal to 1"
+    problem = (
+        _validate_tools(body.get("tools"))
+        or _validate_system(body.get("system"))
+        or _validate_messages(body["messages"])
+    )
+    if problem:
+        return problem
+    found = _count_cache_controls(body)
+    if found > MAX_CACHE_BREAKPOINTS:
+        return f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+    return None
+
+
+# --------------------------------------------------------------------------- token accounting
+
+
+@dataclass(frozen=True)
+class _Piece:
+    key: str  # canonical JSON identifying the piece and its position in the prompt
+    tokens: int
+    breakpoint: bool
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text.encode("utf-8")) / 4))
+
+
+def _without_cc(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if k != "cache_control"}
+    return value
+
+
+def _block_text(block: JSON) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return cast(str, block.get("text", ""))
+    if kind == "tool_use":
+        return _dumps({"name": block.get("name"), "input": block.get("input")})
+    if kind == "tool_result":
+        content = block.get("content") or ""
+        return content if isinstance(content, str) else _dumps([_without_cc(b) for b in content])
+    return _dumps(_without_cc(block))
+
+
+def _pieces(body: JSON) -> list[_Piece]:
+    pieces: list[_Piece] = []
+    for tool in body.get("tools") or []:
+        plain = _without_cc(tool)
+        pieces.append(
+            _Piece(_dumps(["tool", plain]), _tokens(_dumps(plain)), bool(tool.get("cache_control")))
+        )
+    for block in _system_blocks(body.get("system")):
+        key = _dumps(["system", _without_cc(block)])
+        pieces.append(_Piece(key, _tokens(block["text"]), bool(block.get("cache_control"))))
+    for i, msg in enumerate(body["messages"]):
+        blocks = _content_blocks(msg["content"])
+        if not blocks:
+            pieces.append(
+                _Piece(_dumps(["message", i, msg["role"], None]), ROLE_OVERHEAD_TOKENS, False)
+            )
+        for j, block in enumerate(blocks):
+            tokens = _tokens(_block_text(block)) + (ROLE_OVERHEAD_TOKENS if j == 0 else 0)
+            key = _dumps(["message", i, msg["role"], _without_cc(block)])
+            pieces.append(_Piece(key, tokens, bool(block.get("cache_control"))))
+    if body.get("cache_control") and pieces:  # top-level automatic caching: mark the last piece
+        last = pieces[-1]
+        pieces[-1] = _Piece(last.key, last.tokens, True)
+    return pieces
+
+
+def count_request_tokens(body: JSON) -> int:
+    """Total input tokens of a valid request under the module's counting rule."""
+    return sum(piece.tokens for piece in _pieces(body))
+
+
+def output_token_count(content: list[JSON]) -> int:
+    """Default ``output_tokens`` of a reply with these content blocks."""
+    return _tokens(_dumps(content))
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True  # a call held on a gate must not block interpreter exit
+    request_queue_size = 128  # the default listen backlog of 5 stalls bursts of parallel calls
+    owner: LocalMessagesServer
+
+
+class LocalMessagesServer:
+    """Threaded local Messages API server; see the module docstring."""
+
+    def __init__(
+        self,
+        port: int = 0,
+        api_key: str | None = None,
+        *,
+        min_cacheable_tokens: int = 0,
+        verbose: bool = False,
+    ) -> None:
+        self.api_key = api_key
+        self.min_cacheable_tokens = min_cacheable_tokens
+        self.verbose = verbose  # log each request to stderr (the CLI turns it on)
+        self.responder: Responder | None = None
+        self._cond = threading.Condition()  # guards _queue, _log and _cached
+        self._queue: deque[LocalResponse] = deque()
+        self._log: list[JSON] = []
+        self._cached: set[str] = set()
+        self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)  # bound now so .url works
+        self._httpd.owner = self
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> Self:
+        if self._thread is None:
+            # A short poll interval keeps stop() fast (shutdown waits for the next poll).
+            serve = functools.partial(self._httpd.serve_forever, poll_interval=0.05)
+            self._thread = threading.Thread(target=serve, daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (a stopped server cannot be restarted)."""
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join()
+            self._thread = None
+        if not self._closed:
+            self._httpd.server_close()
+            self._closed = True
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def enqueue(self, *responses: LocalResponse) -> None:
+        """Queue answers for the next ``/v1/messages`` calls, first in first out."""
+        with self._cond:
+            self._queue.extend(responses)
+
+    @property
+    def requests(self) -> list[JSON]:
+        """Every request received so far, in arrival order (a snapshot copy).
+
+        Each entry: ``path``, ``headers`` (lower-cased names), ``json`` (parsed body or
+        None), ``status`` and ``response`` (None while the call is in flight; the full
+        message for a stream) and ``accepted`` (passed auth and validation).
+        """
+        with self._cond:
+            return list(self._log)
+
+    def message_requests(self) -> list[JSON]:
+        """Bodies of the ``/v1/messages`` calls that passed auth and validation."""
+        return [e["json"] for e in self.requests if e["accepted"] and e["path"] == "/v1/messages"]
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> bool:
+        """Block until at least ``count`` requests have arrived; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._log) >= count, timeout)
+
+    def reset(self) -> None:
+        """Forget queued responses, the responder, the request log and the prompt cache."""
+        with self._cond:
+            self._queue.clear()
+            self._log.clear()
+            self._cached.clear()
+            self.responder = None
+
+    # -- helpers for _Handler (called on handler threads)
+    def _record(self, entry: JSON) -> None:
+        with self._cond:
+            self._log.append(entry)
+            self._cond.notify_all()
+
+    def _update(self, entry: JSON, status: int, response: JSON) -> None:
+        with self._cond:
+            entry.update(status=status, response=response)
+
+    def _next_response(self, body: JSON) -> LocalResponse:
+        with self._cond:
+            scripted: LocalResponse | str | None = self._queue.popleft() if self._queue else None
+            responder = self.responder
+        if scripted is None:  # called outside the lock: a responder may be slow
+            scripted = responder(body) if responder else text_reply("Done.")
+        return text_reply(scripted) if isinstance(scripted, str) else scripted
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        if self.api_key is None:
+            return True
+        bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
+        return self.api_key in (headers.get("x-api-key"), bearer)
+
+    def _message(self, body: JSON, scripted: LocalResponse) -> JSON:
+        """The full response message; computing its usage commits the cache prefixes."""
+        content = json.loads(json.dumps(scripted.content))  # private copy per answer
+        output = scripted.output_tokens
+        usage = self._account(body)
+        usage["output_tokens"] = output_token_count(content) if output is None else output
+        return {
+            "id": _new_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": content,
+            "stop_reason": scripted.stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def _account(self, body: JSON) -> dict[str, int]:
+        pieces = _pieces(body)
+        hashes: list[str] = []
+        totals: list[int] = []
+        running, total = hashlib.sha256(), 0
+        for piece in pieces:
+            running.update(piece.key.encode("utf-8") + b"\n")
+            total += piece.tokens
+            hashes.append(running.hexdigest())
+            totals.append(total)
+        marks = [k for k, p in enumerate(pieces) if p.breakpoint]
+        marks = [k for k in marks if totals[k] >= self.min_cacheable_tokens]
+        read = creation = 0
+        with self._cond:  # look up and commit atomically: concurrent calls see one cache
+            if marks:
+                read = max((totals[k] for k in marks if hashes[k] in self._cached), default=0)
+                if hashes[marks[-1]] not in self._cached:
+                    creation = totals[marks[-1]] - read
+                    self._cached.update(hashes[k] for k in marks)
+        return {
+            "input_tokens": total - read - creation,
+            "cache_creation_input_tokens": creation,
+            "cache_read_input_tokens": read,
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Handles one HTTP request; all shared state lives on the LocalMessagesServer."""
+
+    entry: JSON
+
+    @property
+    def owner(self) -> LocalMessagesServer:
+        return cast(_HTTPServer, self.server).owner
+
+    def do_POST(self) -> None:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        raw = self.rfile.read(int(headers.get("content-length") or 0))
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        path = self.path.split("?", 1)[0]
+        self.entry = {
+            "path": path,
+            "headers": headers,
+            "json": body,
+            "status": None,
+            "response": None,
+            "accepted": False,
+        }
+        self.owner._record(self.entry)
+        try:
+            self._dispatch(path, headers, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (e.g. it closed a stream early)
+        except Exception as exc:  # e.g. a responder bug: answer 500 rather than drop the socket
+            message = f"localapi internal error: {exc!r}"
+            self._send_error(500, "api_error", message, {"x-should-retry": "false"})
+
+    do_GET = do_PUT = do_PATCH = do_DELETE = do_POST  # recorded, then answered with 404
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class name
+        if self.owner.verbose:
+            super().log_message(format, *args)
+
+    def _dispatch(self, path: str, headers: dict[str, str], body: Any) -> None:
+        owner = self.owner
+        if not owner._authorized(headers):
+            return self._send_error(401, "authentication_error", "invalid x-api-key")
+        is_count = path == "/v1/messages/count_tokens"
+        if self.command != "POST" or not (is_count or path == "/v1/messages"):
+            return self._send_error(404, "not_found_error", "Not Found")
+        problem = validate_request(body, require_max_tokens=not is_count)
+        if problem:
+            return self._send_error(400, "invalid_request_error", problem)
+        if is_count:
+            return self._send_json(200, {"input_tokens": count_request_tokens(body)})
+        self.entry["accepted"] = True
+        scripted = owner._next_response(body)
+        if scripted.status >= 400:
+            _wait(scripted)
+            error_type = scripted.error_type or "api_error"
+            message = scripted.error_message
+            return self._send_error(scripted.status, error_type, message, scripted.headers)
+        if body.get("stream"):
+            return self._stream(body, scripted)
+        _wait(scripted)
+        self._send_json(200, owner._message(body, scripted))
+
+    def _send_json(self, status: int, payload: JSON, headers: dict[str, str] | None = None) -> None:
+        self.owner._update(self.entry, status, payload)
+        data = json.dumps(payload).encode()
+        self.send_response(status, "Overloaded" if status == 529 else None)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", payload.get("request_id") or _new_id("req"))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(
+        self, status: int, error_type: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        error = {"type": error_type, "message": message}
+        payload = {"type": "error", "error": error, "request_id": _new_id("req")}
+        self._send_json(status, payload, headers)
+
+    def _stream(self, body: JSON, scripted: LocalResponse) -> None:
+        message = self.owner._message(body, scripted)
+        self.owner._update(self.entry, 200, message)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("request-id", _new_id("req"))
+        self.end_headers()
+
+        def send(event: str, **data: Any) -> None:
+            payload = json.dumps({"type": event, **data})
+            self.wfile.write(f"event: {event}\ndata: {payload}\n\n".encode())
+            self.wfile.flush()
+
+        usage = message["usage"]
+        start = {**message, "content": [], "stop_reason": None}
+        send("message_start", message={**start, "usage": {**usage, "output_tokens": 1}})
+        send("ping")
+        _wait(scripted)  # headers and message_start go out at once; the deltas wait
+        for index, block in enumerate(message["content"]):
+            first, deltas = _block_events(block)
+            send("content_block_start", index=index, content_block=first)
+            for delta in deltas:
+                if scripted.chunk_delay_s:
+                    time.sleep(scripted.chunk_delay_s)
+                send("content_block_delta", index=index, delta=delta)
+            send("content_block_stop", index=index)
+        # message_delta usage is cumulative: the SDK overwrites its snapshot with it.
+        delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+        send("message_delta", delta=delta, usage=usage)
+        send("message_stop")
+
+
+def _wait(scripted: LocalResponse) -> None:
+    if scripted.gate is not None:
+        scripted.gate.wait(GATE_TIMEOUT_S)
+    if scripted.delay_s:
+        time.sleep(scripted.delay_s)
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[k : k + size] for k in range(0, len(text), max(1, size))]
+
+
+def _block_events(block: JSON) -> tuple[JSON, list[JSON]]:
+    """The ``content_block_start`` payload and the deltas that rebuild ``block``."""
+    if block.get("type") == "text":
+        deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], TEXT_CHUNK)]
+        return {**block, "text": ""}, deltas
+    if block.get("type") == "tool_use":
+        raw = json.dumps(block["input"])
+        parts = _chunks(raw, math.ceil(len(raw) / JSON_PARTS))
+        return {**block, "input": {}}, [
+            {"type": "input_json_delta", "partial_json": p} for p in parts
+        ]
+    return block, []  # any other block (thinking, ...) arrives whole in content_block_start
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m orchestrator_app.localapi --port 8765``: serve until Ctrl-C."""
+    parser = argparse.ArgumentParser(
+        prog="python -m orchestrator_app.localapi",
+        description="Serve a local Anthropic Messages API stand-in (answers 'Done.').",
+    )
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--api-key", default=None, help="reject requests without this key")
+    args = parser.parse_args(argv)
+    server = LocalMessagesServer(port=args.port, api_key=args.api_key, verbose=True).start()
+    print(f"Local Messages API listening on {server.url} (Ctrl-C to stop)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
