@@ -178,6 +178,12 @@ class Event(models.Model):
         constraints = [
             # Also the index behind every "messages by seq" query.
             models.UniqueConstraint(fields=["session", "seq"], name="ahentic_event_session_seq"),
+            # Exactly one answer per tool call: a late or redelivered result cannot duplicate it.
+            models.UniqueConstraint(
+                fields=["session", "tool_use_id"],
+                condition=Q(kind="tool_response"),
+                name="ahentic_event_one_response",
+            ),
         ]
 
     def __str__(self) -> str:
