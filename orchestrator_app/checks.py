@@ -82,6 +82,8 @@ def _price_ok(entry) -> bool:
     if not isinstance(entry, dict):
         return False
     try:
-        return all(Decimal(str(entry[k])) >= 0 for k in ("input", "output", "cache_write", "cache_read"))
+        return all(
+            Decimal(str(entry[k])) >= 0 for k in ("input", "output", "cache_write", "cache_read")
+        )
     except (KeyError, InvalidOperation, TypeError):
         return False

@@ -16,11 +16,17 @@ class UsageRecord(models.Model):
         COUNT = "count"
 
     session = models.ForeignKey(
-        "sessions_app.Session", null=True, blank=True, on_delete=models.SET_NULL,
+        "sessions_app.Session",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="usage_records",
     )
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="agent_usage",
     )
     run = models.PositiveIntegerField(default=0)

@@ -18,7 +18,20 @@ app_name = "ahentic"
 urlpatterns = [
     route(r"sessions", views.SessionListView, "sessions"),
     route(SESSION, views.SessionDetailView, "session"),
-    route(rf"{SESSION}/messages", views.SessionMessagesView, "session-messages"),
+    route(rf"{SESSION}/messages", views.SessionMessagePostView, "session-messages"),
+    route(
+        rf"{SESSION}/pending-messages/(?P<pending_id>[^/]+)",
+        views.PendingMessageView,
+        "session-pending-message",
+    ),
+    route(rf"{SESSION}/approvals", views.SessionApprovalsView, "session-approvals"),
+    route(
+        rf"{SESSION}/browser-results", views.SessionBrowserResultsView, "session-browser-results"
+    ),
+    route(rf"{SESSION}/cancel", views.SessionCancelView, "session-cancel"),
+    route(rf"{SESSION}/continue", views.SessionContinueView, "session-continue"),
+    route(rf"{SESSION}/actions", views.SessionActionsView, "session-actions"),
     route(rf"{SESSION}/diagnostics", views.SessionDiagnosticsView, "session-diagnostics"),
     route(r"stats/tokens", views.TokenStatsView, "stats-tokens"),
+    route(r"tools", views.ToolCatalogView, "tools"),
 ]

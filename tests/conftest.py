@@ -59,3 +59,39 @@ def anon_client(db):
 @pytest.fixture
 def session(owner):
     return SessionFactory(owner=owner)
+
+
+# --- the model: the local Messages API server, reached through the real anthropic SDK ---------
+
+
+@pytest.fixture(scope="session")
+def _llm_server():
+    from orchestrator_app.localapi import LocalMessagesServer
+
+    server = LocalMessagesServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm(_llm_server, settings):
+    """The local model server, emptied, with AHENTIC pointed at it for this test."""
+    _llm_server.reset()
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "BASE_URL": _llm_server.url,
+        "API_KEY": "test-key",
+        "THROTTLE_MESSAGES": None,
+    }
+    return _llm_server
+
+
+@pytest.fixture
+def run_tasks(django_capture_on_commit_callbacks):
+    """Execute enqueued steps (django-q2 sync mode) when the request's transaction commits."""
+
+    def run(fn, *args, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return fn(*args, **kwargs)
+
+    return run

@@ -39,6 +39,10 @@ _DRF_CODES = {
 
 
 def exception_handler(exc, context):
+    from ..services import AhenticError
+
+    if isinstance(exc, AhenticError):
+        return Response({"code": exc.code, "detail": exc.detail}, status=exc.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

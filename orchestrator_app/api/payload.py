@@ -28,8 +28,25 @@ BASIC_KINDS = [
     Event.Kind.SUBAGENT_MESSAGE,
 ]
 VERBOSE_CUT = 500
-TOOL_RESULT_META_KEYS = ("ok", "error", "browser", "approved", "artifactKey", "denied", "skipped", "reason")
-BUCKETS = ("systemPrompt", "tools", "history", "toolResults", "memory", "pageContext", "planArtifacts")
+TOOL_RESULT_META_KEYS = (
+    "ok",
+    "error",
+    "browser",
+    "approved",
+    "artifactKey",
+    "denied",
+    "skipped",
+    "reason",
+)
+BUCKETS = (
+    "systemPrompt",
+    "tools",
+    "history",
+    "toolResults",
+    "memory",
+    "pageContext",
+    "planArtifacts",
+)
 
 
 def iso(value) -> str | None:
@@ -47,7 +64,11 @@ def message_json(event: Event, view_mode: str) -> dict[str, Any]:
     payload = event.payload or {}
     content = event.content
     if event.kind == Event.Kind.TOOL_CALL:
-        meta = {"tool": payload.get("tool"), "callId": event.tool_use_id, "input": payload.get("input")}
+        meta = {
+            "tool": payload.get("tool"),
+            "callId": event.tool_use_id,
+            "input": payload.get("input"),
+        }
     elif event.kind == Event.Kind.TOOL_RESPONSE:
         meta = {"tool": payload.get("tool"), "callId": event.tool_use_id}
         meta.update({k: payload[k] for k in TOOL_RESULT_META_KEYS if k in payload})

@@ -78,3 +78,26 @@ class MessageCreateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
     pageContext = JSONObjectField(required=False, allow_null=True)
     ifBusy = serializers.ChoiceField(choices=["enqueue", "reject"], required=False)
+
+
+class ApprovalSerializer(serializers.Serializer):
+    # Unknown decisions are the service's ahentic_bad_decision, not a field error.
+    decision = StrictCharField(max_length=32)
+    reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
+    input = JSONObjectField(required=False, allow_null=True)
+
+
+class BrowserResultSerializer(serializers.Serializer):
+    callId = StrictCharField(max_length=128)
+    result = serializers.JSONField(required=False, allow_null=True)
+    error = StrictCharField(required=False, allow_blank=True, max_length=10000, allow_null=True)
+
+    def validate(self, attrs):
+        if "result" not in attrs and attrs.get("error") is None:
+            raise serializers.ValidationError("Send either result or error.")
+        return attrs
+
+
+class ActionSerializer(serializers.Serializer):
+    name = StrictCharField(max_length=64)
+    input = JSONObjectField(required=False, allow_null=True)

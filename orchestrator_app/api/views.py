@@ -17,13 +17,16 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
+from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
-from sessions_app import services
+from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session, TraceEvent
 
+from .. import services
 from ..models import UsageRecord
+from ..tools import all_tools
 from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
 from .payload import events_for_view, iso, message_json, session_payload, trace_envelope
@@ -118,7 +121,7 @@ class SessionListView(AhenticView):
 
     def post(self, request):
         data = self.validated(s.SessionCreateSerializer, request.data)
-        session = services.session_create(
+        session = session_services.session_create(
             owner=request.user,
             title=data.get("title"),
             mode=data.get("mode", Session.Mode.AGENT),
@@ -163,12 +166,13 @@ class SessionDetailView(AhenticView):
         if "activeWorkflow" in data:
             fields["active_workflow"] = data["activeWorkflow"] or ""
         if fields:
-            services.session_update(session_id=session.pk, **fields)
+            session_services.session_update(session_id=session.pk, **fields)
         return self.payload_response(session.pk)
 
     def delete(self, request, session_id):
         session = self.get_session(session_id)
-        services.session_delete(session_id=session.pk)
+        services.run_cancel(session_id=session.pk)
+        session_services.session_delete(session_id=session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -293,3 +297,122 @@ class TokenStatsView(AhenticView):
                 }
             )
         return Response({"series": series})
+
+
+class MessageThrottle(UserRateThrottle):
+    """Per-user rate for POST messages, from ``AHENTIC["THROTTLE_MESSAGES"]``."""
+
+    scope = "ahentic_messages"
+
+    def get_rate(self):
+        return ahentic_settings.THROTTLE_MESSAGES
+
+
+class SessionMessagePostView(SessionMessagesView):
+    def get_throttles(self):
+        if self.request.method == "POST" and ahentic_settings.THROTTLE_MESSAGES:
+            return [MessageThrottle()]
+        return []
+
+    def post(self, request, session_id):
+        session = self.get_session(session_id)
+        data = self.validated(s.MessageCreateSerializer, request.data)
+        pending = services.message_post(
+            session=session,
+            content=data["content"],
+            mode=data.get("mode"),
+            page_context=data.get("pageContext"),
+            page_context_given="pageContext" in data,
+            if_busy=data.get("ifBusy"),
+        )
+        if pending is None:
+            return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
+        response = self.payload_response(session.pk, status.HTTP_200_OK)
+        response.data["pendingMessage"] = {
+            "id": pending.pk,
+            "content": pending.content,
+            "sourceType": pending.source_type,
+            "createdAt": iso(pending.created_at),
+        }
+        return response
+
+
+class PendingMessageView(AhenticView):
+    def delete(self, request, session_id, pending_id):
+        session = self.get_session(session_id)
+        if not pending_id.isdigit() or not session_services.pending_message_recall(
+            session_id=session.pk, pending_id=int(pending_id)
+        ):
+            raise ApiError(
+                "ahentic_pending_not_found", "No such pending message (it may have been sent).", 404
+            )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionCancelView(AhenticView):
+    def post(self, request, session_id):
+        session = self.get_session(session_id)
+        services.run_cancel(session_id=session.pk)
+        return self.payload_response(session.pk)
+
+
+class SessionContinueView(AhenticView):
+    def post(self, request, session_id):
+        session = self.get_session(session_id)
+        services.run_continue(session_id=session.pk)
+        return self.payload_response(session.pk)
+
+
+class SessionApprovalsView(AhenticView):
+    def post(self, request, session_id):
+        session = self.get_session(session_id)
+        data = self.validated(s.ApprovalSerializer, request.data)
+        services.approval_decide(
+            session=session,
+            decision=data["decision"],
+            reason=data.get("reason", ""),
+            edited_input=data.get("input"),
+        )
+        return self.payload_response(session.pk)
+
+
+class SessionBrowserResultsView(AhenticView):
+    def post(self, request, session_id):
+        session = self.get_session(session_id)
+        body = request.data if isinstance(request.data, dict) else None
+        if body is not None and "call_id" in body and "callId" not in body:
+            body = {**body, "callId": body["call_id"]}
+        data = self.validated(s.BrowserResultSerializer, body)
+        services.browser_result_record(
+            session=session,
+            call_id=data["callId"],
+            result=data.get("result"),
+            error=data.get("error"),
+        )
+        return self.payload_response(session.pk)
+
+
+class SessionActionsView(AhenticView):
+    def post(self, request, session_id):
+        session = self.get_session(session_id)
+        data = self.validated(s.ActionSerializer, request.data)
+        services.action_run(session=session, name=data["name"], tool_input=data.get("input") or {})
+        return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
+
+
+class ToolCatalogView(AhenticView):
+    def get(self, request):
+        return Response(
+            [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "readonly": t.readonly,
+                    "runtime": t.runtime,
+                    "requiresApproval": t.requires_approval,
+                    "nonPreallowable": t.non_preallowable,
+                }
+                for t in all_tools()
+                if t.allowed_for(request.user)
+            ]
+        )

@@ -1,0 +1,83 @@
+"""The token ledger, tool grants, and the full Session admin.
+
+The Session admin is assembled here, in the top app: sessions_app's read-only admin plus the
+session's artifacts and the run actions, which need artifacts_app and the orchestrator (imports
+point down only, so sessions_app/admin.py cannot reach them).
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from artifacts_app.admin import artifacts_table
+from sessions_app.admin import ReadOnlyAdmin
+from sessions_app.admin import SessionAdmin as BaseSessionAdmin
+from sessions_app.models import Session
+
+from .models import ToolGrant, UsageRecord
+
+admin.site.unregister(Session)
+
+
+@admin.register(Session)
+class SessionAdmin(BaseSessionAdmin):
+    # Run actions (cancel, continue/requeue, heal orphaned tool calls, export diagnostics) go
+    # here; each calls a service, never saves the model.
+    actions: list = []
+
+    # The base sections with "Artifacts" inserted before the (long) event timeline.
+    fieldsets = [
+        section
+        for base_section in BaseSessionAdmin.fieldsets
+        for section in (
+            [("Artifacts", {"fields": ["artifacts_table"]}), base_section]
+            if base_section[0] == "Timeline"
+            else [base_section]
+        )
+    ]
+
+    @admin.display(description="artifacts")
+    def artifacts_table(self, obj: Session):
+        return artifacts_table(obj)
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyAdmin):
+    list_display = [
+        "created_at",
+        "user",
+        "session",
+        "model",
+        "purpose",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+        "duration_ms",
+    ]
+    list_filter = ["purpose", "model", "created_at"]
+    search_fields = ["model", "user__username", "session__title"]
+    list_select_related = ["user", "session"]
+    date_hierarchy = "created_at"
+    fields = [
+        ("created_at", "duration_ms", "stop_reason"),
+        ("user", "session", "run"),
+        ("model", "purpose"),
+        ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
+        "cost_usd",
+    ]
+
+
+@admin.register(ToolGrant)
+class ToolGrantAdmin(ReadOnlyAdmin):
+    """Grants are made from the chat ("always allow"); an admin may only revoke them."""
+
+    list_display = ["user", "tool_name", "created_at"]
+    list_filter = ["tool_name"]
+    search_fields = ["user__username", "tool_name"]
+    list_select_related = ["user"]
+    fields = ["user", "tool_name", "created_at"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)

@@ -1,0 +1,198 @@
+"""The one seam to the Anthropic Messages API: the only module that imports ``anthropic``.
+
+``call_model`` streams a request, calls ``on_progress`` as events arrive (the step uses it to
+refresh its lease and to notice a cancel), and returns a small typed ``LLMResult``. SDK errors
+that survive the SDK's own retries become ``LLMError`` with a stable code and a retryable flag.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+
+from sessions_app.conf import ahentic_settings
+
+# The streaming callback runs at most this often; it writes to the database.
+PROGRESS_INTERVAL_S = 2.0
+
+
+@dataclass
+class LLMResult:
+    content: list[dict[str, Any]]
+    stop_reason: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    duration_ms: int = 0
+    request_id: str = ""
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(b["text"] for b in self.content if b.get("type") == "text" and b["text"])
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+
+@dataclass
+class LLMError(Exception):
+    code: str
+    message: str
+    retryable: bool = True
+    status: int | None = None
+    duration_ms: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class Aborted(Exception):
+    """``on_progress`` returned False: the caller lost its lease or the run was cancelled."""
+
+
+_clients: dict[tuple, anthropic.Anthropic] = {}
+_clients_lock = threading.Lock()
+
+
+def llm_available() -> bool:
+    return bool(ahentic_settings.API_KEY or ahentic_settings.BASE_URL)
+
+
+def _client() -> anthropic.Anthropic:
+    """One client per process and configuration (tests change the base URL per test)."""
+    key = (
+        ahentic_settings.API_KEY or "local",
+        ahentic_settings.BASE_URL or None,
+        float(ahentic_settings.LLM_TIMEOUT_S),
+        int(ahentic_settings.LLM_MAX_RETRIES),
+    )
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = anthropic.Anthropic(
+                api_key=key[0], base_url=key[1], timeout=key[2], max_retries=key[3]
+            )
+            _clients[key] = client
+        return client
+
+
+def _block_dict(block: Any) -> dict[str, Any]:
+    data = block.model_dump(mode="json", exclude_none=True)
+    if data.get("type") == "text":
+        return {"type": "text", "text": data.get("text", "")}
+    if data.get("type") == "tool_use":
+        return {
+            "type": "tool_use",
+            "id": data["id"],
+            "name": data["name"],
+            "input": data.get("input") or {},
+        }
+    return data
+
+
+def call_model(
+    *,
+    model: str,
+    system: list[dict[str, Any]],
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    max_tokens: int,
+    on_progress: Callable[[], bool] | None = None,
+) -> LLMResult:
+    """Stream one Messages API call. Raises ``LLMError`` or ``Aborted``."""
+    if not llm_available():
+        raise LLMError(
+            "ahentic_ai_unavailable",
+            "No Anthropic API key or base URL is configured.",
+            retryable=False,
+        )
+    started = time.monotonic()
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "system": system,
+        "messages": messages,
+        "max_tokens": max_tokens,
+    }
+    if tools:
+        kwargs["tools"] = tools
+    last_progress = started
+    try:
+        with _client().messages.stream(**kwargs) as stream:
+            for _event in stream:
+                now = time.monotonic()
+                if on_progress is not None and now - last_progress >= PROGRESS_INTERVAL_S:
+                    last_progress = now
+                    if not on_progress():
+                        raise Aborted()
+            message = stream.get_final_message()
+            request_id = getattr(stream, "request_id", "") or ""
+    except Aborted:
+        raise
+    except anthropic.APIError as exc:
+        raise _map_error(exc, started) from exc
+    usage = message.usage
+    return LLMResult(
+        content=[_block_dict(b) for b in message.content],
+        stop_reason=message.stop_reason or "",
+        model=message.model,
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cache_read_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
+        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        request_id=request_id,
+    )
+
+
+def _map_error(exc: anthropic.APIError, started: float) -> LLMError:
+    duration_ms = int((time.monotonic() - started) * 1000)
+    status = getattr(exc, "status_code", None)
+    message = getattr(exc, "message", None) or str(exc)
+    if isinstance(exc, anthropic.APITimeoutError):
+        return LLMError(
+            "ahentic_llm_timeout", "The model did not answer in time.", True, None, duration_ms
+        )
+    if isinstance(exc, anthropic.APIConnectionError):
+        return LLMError(
+            "ahentic_llm_error", f"Could not reach the model: {message}", True, None, duration_ms
+        )
+    if status == 529:
+        return LLMError(
+            "ahentic_llm_overloaded",
+            "The model is overloaded; try again shortly.",
+            True,
+            status,
+            duration_ms,
+        )
+    if status == 429:
+        return LLMError(
+            "ahentic_llm_rate_limited",
+            "The model's rate limit was hit; try again shortly.",
+            True,
+            status,
+            duration_ms,
+        )
+    if status in (401, 403):
+        return LLMError(
+            "ahentic_llm_auth",
+            f"The model refused the credentials: {message}",
+            False,
+            status,
+            duration_ms,
+        )
+    return LLMError(
+        "ahentic_llm_error",
+        f"The model call failed ({status}): {message}",
+        True,
+        status,
+        duration_ms,
+    )

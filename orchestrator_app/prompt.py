@@ -1,0 +1,139 @@
+"""Request assembly: events -> an Anthropic Messages API request.
+
+Roles alternate, every tool_use is answered by exactly one tool_result in the next user
+message, and orphan halves (pruned or never answered) are dropped rather than sent. Cache
+breakpoints sit on the last tool, the system prompt and the newest message; nothing that changes
+per request (timestamps, ids) is placed before them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Event, Session
+
+from .tools import Tool
+
+CURRENT_RUN_RESULT_CHARS = 8000
+HISTORY_RESULT_CHARS = 1500
+CACHE = {"type": "ephemeral"}
+
+DEFAULT_SOUL = """You are the AI agent of this website, working for the signed-in user.
+Use the tools you are given to do the work; ask the user (ask_user) only when you cannot
+proceed without an answer. For multi-step jobs keep a short plan with update_plan. Keep replies
+short and concrete, and say plainly what you did and what is left."""
+
+
+def soul_text() -> str:
+    soul = ahentic_settings.SOUL
+    if not soul:
+        return DEFAULT_SOUL
+    soul = str(soul)
+    if "\n" not in soul and soul.endswith((".md", ".txt")) and Path(soul).is_file():
+        return Path(soul).read_text(encoding="utf-8")
+    return soul
+
+
+def system_blocks(session: Session) -> list[dict[str, Any]]:
+    parts = [soul_text()]
+    if session.prompt:
+        parts.append(f"## Your task (sub-agent)\n{session.prompt}")
+    parts.append(
+        f"## Mode\n{'Ask mode: read-only tools only.' if session.mode == 'ask' else 'Agent mode.'}"
+    )
+    return [{"type": "text", "text": "\n\n".join(parts), "cache_control": CACHE}]
+
+
+def tool_definitions(tools: list[Tool]) -> list[dict[str, Any]]:
+    defs = [t.api_schema() for t in tools]
+    if defs:
+        defs[-1] = {**defs[-1], "cache_control": CACHE}
+    return defs
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _blocks_for(event: Event, current_run: int) -> tuple[str, dict[str, Any]] | None:
+    payload = event.payload or {}
+    if event.kind == Event.Kind.USER_MESSAGE:
+        return ("user", {"type": "text", "text": event.content}) if event.content.strip() else None
+    if event.kind == Event.Kind.AGENT_MESSAGE:
+        if payload.get("meta", {}).get("error") or not event.content.strip():
+            return None  # failure copy is for the user, never fed back to the model
+        return "assistant", {"type": "text", "text": event.content}
+    if event.kind == Event.Kind.TOOL_CALL:
+        return "assistant", {
+            "type": "tool_use",
+            "id": event.tool_use_id,
+            "name": payload.get("tool", "unknown"),
+            "input": payload.get("input") or {},
+        }
+    if event.kind == Event.Kind.TOOL_RESPONSE:
+        limit = CURRENT_RUN_RESULT_CHARS if event.run == current_run else HISTORY_RESULT_CHARS
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": event.tool_use_id,
+            "content": _clip(event.content or "(empty result)", limit),
+        }
+        if not payload.get("ok", True):
+            block["is_error"] = True
+        return "user", block
+    if event.kind == Event.Kind.SUBAGENT_MESSAGE:
+        name = payload.get("name", "sub-agent")
+        return "user", {"type": "text", "text": f"[Report from sub-agent {name}]\n{event.content}"}
+    return None  # system messages are UI notices
+
+
+def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]]:
+    """Events (chronological) -> alternating messages with every tool pair intact."""
+    calls = {e.tool_use_id for e in events if e.kind == Event.Kind.TOOL_CALL}
+    results = {e.tool_use_id for e in events if e.kind == Event.Kind.TOOL_RESPONSE}
+    paired = calls & results
+    messages: list[dict[str, Any]] = []
+    for event in events:
+        if (
+            event.kind in (Event.Kind.TOOL_CALL, Event.Kind.TOOL_RESPONSE)
+            and event.tool_use_id not in paired
+        ):
+            continue  # orphan half: its partner was pruned or is not answered yet
+        item = _blocks_for(event, current_run)
+        if item is None:
+            continue
+        role, block = item
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+    while messages and messages[0]["role"] != "user":
+        messages.pop(0)
+    for message in messages:
+        if message["role"] == "user":
+            # The API wants tool_result blocks before any other block of a user message.
+            message["content"].sort(key=lambda b: b["type"] != "tool_result")
+    if messages:
+        last = messages[-1]["content"][-1]
+        messages[-1]["content"][-1] = {**last, "cache_control": CACHE}
+    return messages
+
+
+def build_request(session: Session, events: list[Event], tools: list[Tool]) -> dict[str, Any]:
+    return {
+        "system": system_blocks(session),
+        "tools": tool_definitions(tools),
+        "messages": build_messages(events, session.run_seq),
+    }
+
+
+def request_excerpt(request: dict[str, Any]) -> dict[str, Any]:
+    """Sizes for the llm_request trace event (never whole bodies)."""
+    return {
+        "system_len": sum(len(b["text"]) for b in request["system"]),
+        "tools": len(request["tools"]),
+        "messages": len(request["messages"]),
+        "bytes": len(json.dumps(request, ensure_ascii=False)),
+    }

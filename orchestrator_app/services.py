@@ -1,0 +1,819 @@
+"""Run control: the writers the API, the admin, tools and the step loop share.
+
+Everything here is a short transaction or one conditional UPDATE; the model and tools are called
+by ``step.py`` outside any transaction. Errors a client can cause raise ``AhenticError`` with a
+stable code and an HTTP status (the API renders it as ``{code, detail}``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from sessions_app import services as session_services
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Event, Goal, PendingMessage, Session
+
+from . import plan as plan_rules
+from .models import UsageRecord
+
+log = logging.getLogger("ahentic")
+
+RESUME_CUES = {
+    "continue",
+    "keep going",
+    "go on",
+    "resume",
+    "retry",
+    "try again",
+    "finish it",
+    "complete it",
+}
+TITLE_MAX = 60
+
+
+class AhenticError(Exception):
+    def __init__(self, code: str, detail: str, status: int = 400):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.status = status
+
+
+# --- queue ---------------------------------------------------------------------------------
+
+
+def enqueue_step(session_id, run_seq: int) -> None:
+    """Enqueue ``run_step`` once the surrounding transaction commits (ids only)."""
+    transaction.on_commit(
+        lambda: async_task(
+            "orchestrator_app.tasks.run_step",
+            str(session_id),
+            run_seq,
+            group="ahentic",
+            q_options={"ack_failure": True},
+        )
+    )
+
+
+def _now():
+    return timezone.now()
+
+
+# --- small state writers -------------------------------------------------------------------
+
+
+def progress_set(*, session_id, label: str | None) -> None:
+    """Write the progress label (bumps the heartbeat) and trace it."""
+    now = _now()
+    if label is None:
+        session_services.session_update(session_id=session_id, progress=None)
+        return
+    session_services.session_update(
+        session_id=session_id,
+        progress={"label": label, "updatedAt": now.isoformat()},
+        heartbeat_at=now,
+    )
+    session_services.trace_record(
+        session_id=session_id, type="progress", summary=label, data={"label": label}
+    )
+
+
+def capability_request_add(*, session_id, ability: str, reason: str = "") -> None:
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        requests = list(session.capability_requests or [])
+        if not any(r.get("ability") == ability for r in requests):
+            requests.append({"ability": ability, "reason": reason, "at": _now().isoformat()})
+            session_services.session_update(session_id=session_id, capability_requests=requests)
+
+
+def plan_update(*, session_id, steps: list[dict[str, Any]], title: str | None) -> dict[str, Any]:
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        plan = plan_rules.merge(session.plan, steps, title)
+        session_services.session_update(session_id=session_id, plan=plan)
+    session_services.trace_record(
+        session_id=session_id,
+        type="plan_updated",
+        summary=f"Plan: {len(plan['steps'])} steps",
+        data={"steps": plan["steps"]},
+    )
+    return plan
+
+
+def usage_cost(
+    model: str, *, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int
+):
+    """USD cost from ``PRICES`` (per million tokens), or None when the model has no price."""
+    price = (ahentic_settings.PRICES or {}).get(model)
+    if not price:
+        return None
+    million = Decimal(1_000_000)
+    return (
+        Decimal(str(price["input"])) * input_tokens
+        + Decimal(str(price["output"])) * output_tokens
+        + Decimal(str(price["cache_read"])) * cache_read
+        + Decimal(str(price["cache_write"])) * cache_write
+    ) / million
+
+
+def usage_record(
+    *,
+    session_id,
+    user_id,
+    run: int,
+    model: str,
+    purpose: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int,
+    cache_write_tokens: int,
+    duration_ms: int,
+    stop_reason: str = "",
+) -> UsageRecord:
+    """One ledger row per model call; the session counters are its running sum."""
+    cost = usage_cost(
+        model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read=cache_read_tokens,
+        cache_write=cache_write_tokens,
+    )
+    with transaction.atomic():
+        record = UsageRecord.objects.create(
+            session_id=session_id,
+            user_id=user_id,
+            run=run,
+            model=model,
+            purpose=purpose,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            cost_usd=cost,
+            duration_ms=duration_ms,
+            stop_reason=stop_reason,
+        )
+        fields: dict[str, Any] = {
+            "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
+            "tokens_out": F("tokens_out") + output_tokens,
+            "cache_read_tokens": F("cache_read_tokens") + cache_read_tokens,
+            "cache_write_tokens": F("cache_write_tokens") + cache_write_tokens,
+        }
+        if cost is not None:
+            # NULL + x is NULL in SQL: start the sum at 0 on the first priced call.
+            Session.objects.filter(pk=session_id, cost_usd__isnull=True).update(cost_usd=0)
+            fields["cost_usd"] = F("cost_usd") + cost
+        session_services.session_update(session_id=session_id, **fields)
+    return record
+
+
+def daily_tokens_used() -> int:
+    start = _now().replace(hour=0, minute=0, second=0, microsecond=0)
+    totals = UsageRecord.objects.filter(created_at__gte=start).aggregate(
+        a=Sum("input_tokens"),
+        b=Sum("output_tokens"),
+        c=Sum("cache_read_tokens"),
+        d=Sum("cache_write_tokens"),
+    )
+    return sum(v or 0 for v in totals.values())
+
+
+def daily_limit_reached() -> bool:
+    limit = ahentic_settings.DAILY_TOKEN_LIMIT
+    return bool(limit) and daily_tokens_used() >= int(limit)
+
+
+# --- tool responses and healing ------------------------------------------------------------
+
+
+def unanswered_tool_calls(session_id) -> list[Event]:
+    """Tool calls without a tool_response, oldest first."""
+    answered = Event.objects.filter(session_id=session_id, kind=Event.Kind.TOOL_RESPONSE).values(
+        "tool_use_id"
+    )
+    return list(
+        Event.objects.filter(session_id=session_id, kind=Event.Kind.TOOL_CALL)
+        .exclude(tool_use_id__in=answered)
+        .order_by("seq")
+    )
+
+
+def result_text(result: Any) -> str:
+    return (
+        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    )
+
+
+def tool_response_record(
+    *,
+    session_id,
+    call: Event,
+    result: Any,
+    ok: bool,
+    meta: dict[str, Any] | None = None,
+) -> Event | None:
+    """Answer a tool call. Returns None when it was already answered (a late or repeated result)."""
+    payload = {"tool": call.payload.get("tool"), "ok": ok, **(meta or {})}
+    if not ok and isinstance(result, dict) and result.get("error"):
+        payload["error"] = result["error"]
+    try:
+        with transaction.atomic():
+            return session_services.event_append(
+                session_id=session_id,
+                kind=Event.Kind.TOOL_RESPONSE,
+                content=result_text(result),
+                payload=payload,
+                tool_use_id=call.tool_use_id,
+                run=call.run,
+            )
+    except IntegrityError:
+        return None
+
+
+def answer_unanswered(
+    *, session_id, code: str, message: str, only: list[Event] | None = None
+) -> int:
+    """Answer open tool calls with an error result so no tool_use is left unanswered."""
+    calls = unanswered_tool_calls(session_id) if only is None else only
+    answered = 0
+    for call in calls:
+        result = {"ok": False, "error": code, "message": message}
+        if tool_response_record(session_id=session_id, call=call, result=result, ok=False):
+            answered += 1
+    return answered
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+def _provisional_title(content: str) -> str:
+    text = " ".join(content.split())
+    return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 3] + "…"
+
+
+def _is_resume_cue(content: str) -> bool:
+    return content.strip().lower().rstrip(".!") in RESUME_CUES
+
+
+def message_post(
+    *,
+    session: Session,
+    content: str,
+    mode: str | None = None,
+    page_context: dict | None = None,
+    page_context_given: bool = False,
+    if_busy: str | None = None,
+) -> PendingMessage | None:
+    """Post a user message: start a run, resume one, or queue it while the agent is busy.
+
+    Returns the PendingMessage when it was queued, else None (a run started or resumed).
+    """
+    content = content.strip()
+    if not content:
+        raise AhenticError("ahentic_empty_message", "The message is empty.")
+    limit = int(ahentic_settings.MAX_MESSAGE_CHARS)
+    if len(content) > limit:
+        raise AhenticError(
+            "ahentic_message_too_long",
+            f"The message has {len(content)} characters; the limit is {limit}.",
+        )
+    if session.job_resumable and session.last_error_code == "ahentic_session_token_budget":
+        raise AhenticError(
+            "ahentic_session_token_budget",
+            "This chat paused after using a lot of tokens. Continue or stop it first.",
+            409,
+        )
+    if daily_limit_reached():
+        raise AhenticError(
+            "ahentic_daily_token_limit",
+            "The site's daily token limit is reached; try again tomorrow.",
+            429,
+        )
+    sticky: dict[str, Any] = {}
+    if mode:
+        sticky["mode"] = mode
+    if page_context_given:
+        sticky["page_context"] = page_context
+
+    if session.status == Session.Status.AWAITING_HUMAN:
+        _redirect_pending_tool(session)
+        session.refresh_from_db()
+
+    if session.status in Session.ACCEPTS_MESSAGE:
+        if session.job_resumable and _is_resume_cue(content):
+            if _resume(session, source="composer_cue", content=content, sticky=sticky):
+                return None
+        elif _start_run(session, content=content, sticky=sticky):
+            return None
+        session.refresh_from_db()  # lost a race: someone else started a run
+
+    if (if_busy or ahentic_settings.BUSY_POLICY) == "reject":
+        raise AhenticError("ahentic_session_busy", "The agent is busy with this chat.", 409)
+    if sticky:
+        session_services.session_update(session_id=session.pk, **sticky)
+    return session_services.pending_message_add(session_id=session.pk, content=content)
+
+
+def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> bool:
+    now = _now()
+    with transaction.atomic():
+        fields: dict[str, Any] = {
+            "run_seq": F("run_seq") + 1,
+            "step_count": 0,
+            "plan": None,
+            "pending_tool": None,
+            "last_error": "",
+            "last_error_code": "",
+            "job_resumable": False,
+            "heartbeat_at": now,
+            "lease_token": "",
+            "lease_expires_at": None,
+            "browser_paused_at": None,
+            "progress": {"label": "Thinking…", "updatedAt": now.isoformat()},
+            **sticky,
+        }
+        if session.title_source == Session.TitleSource.DEFAULT:
+            fields["title"] = _provisional_title(content)
+            fields["title_source"] = Session.TitleSource.AUTO
+        if not session_services.session_transition(
+            session_id=session.pk,
+            from_statuses=Session.ACCEPTS_MESSAGE,
+            to_status=Session.Status.RUNNING,
+            **fields,
+        ):
+            return False
+        run_seq = Session.objects.filter(pk=session.pk).values_list("run_seq", flat=True).get()
+        event = session_services.event_append(
+            session_id=session.pk, kind=Event.Kind.USER_MESSAGE, content=content
+        )
+        Goal.objects.filter(
+            session_id=session.pk, status=Goal.Status.ACTIVE, parent__isnull=True
+        ).update(status=Goal.Status.ABANDONED)
+        goal = Goal.objects.create(session_id=session.pk, description=content[:2000])
+        goal.pinned_events.add(event)
+        session_services.trace_record(
+            session_id=session.pk,
+            type="run_start",
+            summary=f"Run {run_seq} started",
+            data={"mode": sticky.get("mode", session.mode), "message": content[:160]},
+            step=0,
+        )
+        enqueue_step(session.pk, run_seq)
+    return True
+
+
+def _resume(
+    session: Session, *, source: str, content: str | None = None, sticky: dict | None = None
+) -> bool:
+    """Resume a resumable job: plan kept (cancelled steps reopened), goal kept."""
+    now = _now()
+    with transaction.atomic():
+        fields: dict[str, Any] = {
+            "last_error": "",
+            "last_error_code": "",
+            "job_resumable": False,
+            "step_count": 0,
+            "heartbeat_at": now,
+            "lease_token": "",
+            "lease_expires_at": None,
+            "plan": plan_rules.reopen_cancelled(session.plan),
+            "soft_budget_acked": _soft_budget_boundary(session.tokens_used),
+            "progress": {"label": "Resuming…", "updatedAt": now.isoformat()},
+            **(sticky or {}),
+        }
+        if not session_services.session_transition(
+            session_id=session.pk,
+            from_statuses=[Session.Status.ERROR, Session.Status.IDLE],
+            to_status=Session.Status.RUNNING,
+            **fields,
+        ):
+            return False
+        if content:
+            session_services.event_append(
+                session_id=session.pk, kind=Event.Kind.USER_MESSAGE, content=content
+            )
+        session_services.trace_record(
+            session_id=session.pk,
+            type="run_resume",
+            summary="Run resumed",
+            data={"source": source},
+            step=0,
+        )
+        enqueue_step(session.pk, session.run_seq)
+    return True
+
+
+def _soft_budget_boundary(tokens_used: int) -> int:
+    budget = int(ahentic_settings.SESSION_SOFT_TOKEN_BUDGET or 0)
+    return (tokens_used // budget) * budget if budget else 0
+
+
+def _redirect_pending_tool(session: Session) -> None:
+    """A message while awaiting approval: deny the pending call, skip the rest of its turn."""
+    pending = session.pending_tool or {}
+    with transaction.atomic():
+        if not session_services.session_transition(
+            session_id=session.pk,
+            from_statuses=[Session.Status.AWAITING_HUMAN],
+            to_status=Session.Status.IDLE,
+            pending_tool=None,
+            progress=None,
+        ):
+            return
+        calls = unanswered_tool_calls(session.pk)
+        for call in calls:
+            if call.tool_use_id == pending.get("call_id"):
+                result = {
+                    "ok": False,
+                    "error": "user_denied",
+                    "message": "The user sent a new message instead of approving this call.",
+                    "reason": "user_redirect",
+                }
+                meta = {"denied": True, "reason": "user_redirect"}
+            else:
+                result = {
+                    "ok": False,
+                    "error": "skipped",
+                    "message": "Skipped: the user redirected the run.",
+                }
+                meta = {"skipped": True, "reason": "user_redirect"}
+            tool_response_record(
+                session_id=session.pk, call=call, result=result, ok=False, meta=meta
+            )
+        session_services.trace_record(
+            session_id=session.pk,
+            type="hitl_denied",
+            summary="Approval skipped: user redirect",
+            data={"reason": "user_redirect", "call_id": pending.get("call_id")},
+        )
+
+
+def run_cancel(*, session_id) -> bool:
+    """Stop the run now. Open tool calls are answered ``cancelled``; children are cancelled too."""
+    with transaction.atomic():
+        session = Session.objects.select_for_update().filter(pk=session_id).first()
+        if session is None or session.status not in (*Session.LIVE, Session.Status.ERROR):
+            return False
+        session_services.session_transition(
+            session_id=session_id,
+            from_statuses=[*Session.LIVE, Session.Status.ERROR],
+            to_status=Session.Status.CANCELLED,
+            pending_tool=None,
+            progress=None,
+            lease_token="",
+            lease_expires_at=None,
+            browser_paused_at=None,
+            job_resumable=False,
+            plan=plan_rules.settle(session.plan, "cancel"),
+        )
+        answer_unanswered(
+            session_id=session_id, code="cancelled", message="The user cancelled the run."
+        )
+        session_services.event_append(
+            session_id=session_id,
+            kind=Event.Kind.SYSTEM_MESSAGE,
+            content="Run cancelled.",
+            payload={"meta": {"type": "cancelled"}},
+        )
+        session_services.trace_record(
+            session_id=session_id,
+            type="run_idle",
+            summary="Cancelled by the user",
+            data={"reason": "user_cancel"},
+        )
+    for child_id in Session.objects.filter(parent_id=session_id).values_list("pk", flat=True):
+        run_cancel(session_id=child_id)
+    return True
+
+
+def lease_is_stale(session: Session, now=None) -> bool:
+    """A running session nobody works on: its lease expired, or no worker claimed it in time."""
+    now = now or _now()
+    if session.lease_token:
+        return session.lease_expires_at is None or session.lease_expires_at < now
+    last = session.heartbeat_at or session.updated_at
+    return last is None or last < now - timedelta(seconds=int(ahentic_settings.RUN_LEASE_S))
+
+
+def run_continue(*, session_id) -> str:
+    """The Continue button: resume a resumable job, re-enqueue a stalled run, or time out a
+    stale browser pause. Returns what it did (``resumed``, ``requeued``, ``browser_timeout``,
+    ``noop``)."""
+    session = Session.objects.filter(pk=session_id).first()
+    if session is None:
+        return "noop"
+    if session.status in (Session.Status.ERROR, Session.Status.IDLE) and session.job_resumable:
+        if daily_limit_reached():
+            raise AhenticError(
+                "ahentic_daily_token_limit",
+                "The site's daily token limit is reached; try again tomorrow.",
+                429,
+            )
+        return "resumed" if _resume(session, source="continue_api") else "noop"
+    if session.status == Session.Status.RUNNING and lease_is_stale(session):
+        session_services.trace_record(
+            session_id=session_id, type="run_requeue", summary="Stalled step re-enqueued"
+        )
+        with transaction.atomic():
+            enqueue_step(session.pk, session.run_seq)
+        return "requeued"
+    if session.status == Session.Status.AWAITING_BROWSER and session.browser_paused_at:
+        age = (_now() - session.browser_paused_at).total_seconds()
+        if age > int(ahentic_settings.BROWSER_TIMEOUT_S):
+            return "browser_timeout" if browser_timeout(session) else "noop"
+    return "noop"
+
+
+def browser_timeout(session: Session) -> bool:
+    pending = session.pending_tool or {}
+    with transaction.atomic():
+        if not session_services.session_transition(
+            session_id=session.pk,
+            from_statuses=[Session.Status.AWAITING_BROWSER],
+            to_status=Session.Status.RUNNING,
+            pending_tool=None,
+            browser_paused_at=None,
+            heartbeat_at=_now(),
+            lease_token="",
+            lease_expires_at=None,
+        ):
+            return False
+        calls = [
+            c for c in unanswered_tool_calls(session.pk) if c.tool_use_id == pending.get("call_id")
+        ]
+        answer_unanswered(
+            session_id=session.pk,
+            code="ahentic_browser_timeout",
+            message="The browser did not return a result in time.",
+            only=calls,
+        )
+        session_services.trace_record(
+            session_id=session.pk, type="browser_timeout_fallback", summary="Browser tool timed out"
+        )
+        enqueue_step(session.pk, session.run_seq)
+    return True
+
+
+def recover_stalled() -> int:
+    """Re-enqueue running sessions whose worker is gone (the ``ahentic_recover`` sweep)."""
+    now = _now()
+    lease_cutoff = now - timedelta(seconds=int(ahentic_settings.RUN_LEASE_S))
+    candidates = Session.objects.filter(status=Session.Status.RUNNING).filter(
+        Q(lease_token="", heartbeat_at__lt=lease_cutoff)
+        | Q(lease_token="", heartbeat_at__isnull=True)
+        | ~Q(lease_token="") & Q(lease_expires_at__lt=now)
+    )
+    count = 0
+    for session in candidates.only("pk", "run_seq"):
+        session_services.trace_record(
+            session_id=session.pk, type="run_requeue", summary="Recovered by ahentic_recover"
+        )
+        with transaction.atomic():
+            enqueue_step(session.pk, session.run_seq)
+        count += 1
+    return count
+
+
+# --- approvals, browser results, actions ------------------------------------------------------
+
+DECISIONS = ("allow_once", "allow_session", "always_allow", "deny")
+
+
+def _require_pending(session: Session, status: str) -> dict[str, Any]:
+    pending = session.pending_tool
+    if not pending:
+        raise AhenticError("ahentic_no_pending", "There is no pending tool call.", 400)
+    if session.status != status:
+        raise AhenticError(
+            "ahentic_not_awaiting", f"The session is {session.status}, not {status}.", 409
+        )
+    return pending
+
+
+def approval_decide(
+    *, session: Session, decision: str, reason: str = "", edited_input: dict | None = None
+) -> None:
+    """Record the user's decision on the pending call; the worker runs the tool (not this request)."""
+    from .tools import get_tool
+
+    if decision not in DECISIONS:
+        raise AhenticError(
+            "ahentic_bad_decision", f"decision must be one of {', '.join(DECISIONS)}.", 400
+        )
+    pending = _require_pending(session, Session.Status.AWAITING_HUMAN)
+    tool = get_tool(pending.get("name", ""))
+    if decision in ("allow_session", "always_allow") and (
+        pending.get("non_preallowable") or (tool and tool.non_preallowable)
+    ):
+        raise AhenticError(
+            "ahentic_hitl_not_preallowable",
+            f"{pending.get('name')} must be approved every time.",
+            400,
+        )
+    if edited_input is not None and decision != "deny":
+        problem = tool.validate(edited_input) if tool else "unknown tool"
+        if problem:
+            raise AhenticError("ahentic_invalid_input", f"Edited input is invalid: {problem}", 400)
+    now = _now()
+    with transaction.atomic():
+        common = {
+            "heartbeat_at": now,
+            "lease_token": "",
+            "lease_expires_at": None,
+            "progress": {"label": "Thinking…", "updatedAt": now.isoformat()},
+        }
+        if decision == "deny":
+            won = session_services.session_transition(
+                session_id=session.pk,
+                from_statuses=[Session.Status.AWAITING_HUMAN],
+                to_status=Session.Status.RUNNING,
+                pending_tool=None,
+                **common,
+            )
+        else:
+            approved = {**pending, "approved": decision}
+            if edited_input is not None:
+                approved["edited_input"] = edited_input
+            extra: dict[str, Any] = {}
+            if decision == "allow_session":
+                extra["hitl_allows"] = sorted({*(session.hitl_allows or []), pending["name"]})
+            won = session_services.session_transition(
+                session_id=session.pk,
+                from_statuses=[Session.Status.AWAITING_HUMAN],
+                to_status=Session.Status.RUNNING,
+                pending_tool=approved,
+                **common,
+                **extra,
+            )
+        if not won:  # a concurrent decision got there first
+            raise AhenticError("ahentic_not_awaiting", "This call was already decided.", 409)
+        if decision == "always_allow":
+            from .models import ToolGrant
+
+            ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=pending["name"])
+        if decision == "deny":
+            calls = [
+                c
+                for c in unanswered_tool_calls(session.pk)
+                if c.tool_use_id == pending.get("call_id")
+            ]
+            for call in calls:
+                result = {
+                    "ok": False,
+                    "error": "user_denied",
+                    "message": "The user denied this call.",
+                }
+                if reason:
+                    result["reason"] = reason
+                tool_response_record(
+                    session_id=session.pk,
+                    call=call,
+                    result=result,
+                    ok=False,
+                    meta={"denied": True, "reason": reason or "user_denied"},
+                )
+        session_services.trace_record(
+            session_id=session.pk,
+            type="hitl_denied" if decision == "deny" else "hitl_approved",
+            summary=f"{pending.get('name')}: {decision}",
+            data={"decision": decision, "reason": reason, "call_id": pending.get("call_id")},
+        )
+        enqueue_step(session.pk, session.run_seq)
+
+
+def browser_result_record(
+    *, session: Session, call_id: str, result: Any = None, error: str | None = None
+) -> None:
+    """The sidebar ran a browser tool: record its result as the tool_result and continue."""
+    pending = _require_pending(session, Session.Status.AWAITING_BROWSER)
+    if call_id != pending.get("call_id"):
+        raise AhenticError(
+            "ahentic_call_mismatch", "callId does not match the pending browser call.", 409
+        )
+    if error is not None:
+        result, ok = (
+            {
+                "ok": False,
+                "error": "browser_error",
+                "message": str(error)[:2000],
+                "tool": pending.get("name"),
+            },
+            False,
+        )
+    else:
+        if not isinstance(result, dict):
+            result = {"value": result}
+        ok = result.get("ok", True) is not False
+    now = _now()
+    with transaction.atomic():
+        if not session_services.session_transition(
+            session_id=session.pk,
+            from_statuses=[Session.Status.AWAITING_BROWSER],
+            to_status=Session.Status.RUNNING,
+            pending_tool=None,
+            browser_paused_at=None,
+            heartbeat_at=now,
+            lease_token="",
+            lease_expires_at=None,
+            progress={"label": "Thinking…", "updatedAt": now.isoformat()},
+        ):
+            raise AhenticError(
+                "ahentic_not_awaiting", "This browser call was already answered.", 409
+            )
+        calls = [c for c in unanswered_tool_calls(session.pk) if c.tool_use_id == call_id]
+        meta: dict[str, Any] = {"browser": True}
+        if pending.get("approved"):
+            meta["approved"] = pending["approved"]
+        for call in calls:
+            tool_response_record(session_id=session.pk, call=call, result=result, ok=ok, meta=meta)
+        session_services.trace_record(
+            session_id=session.pk,
+            type="tool_result",
+            summary=f"{pending.get('name')}: {'ok' if ok else 'error'} (browser)",
+            data={"tool": pending.get("name"), "ok": ok, "browser": True, "call_id": call_id},
+        )
+        enqueue_step(session.pk, session.run_seq)
+
+
+def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> None:
+    """Run one tool the user picked (a suggested action), then let the model follow up."""
+    import uuid
+
+    from .tools import get_tool, tools_for
+
+    if session.status != Session.Status.IDLE:
+        raise AhenticError(
+            "ahentic_session_busy", "Actions run only while the session is idle.", 409
+        )
+    tool = get_tool(name)
+    if tool is None or tool not in tools_for(session, session.owner):
+        raise AhenticError("ahentic_unknown_action", f"There is no action named {name!r}.", 400)
+    if session.mode == Session.Mode.ASK and not tool.readonly:
+        raise AhenticError(
+            "ahentic_ask_readonly", f"{name} is not read-only and the session is in Ask mode.", 400
+        )
+    problem = tool.validate(tool_input)
+    if problem:
+        raise AhenticError("ahentic_invalid_input", f"Invalid input: {problem}", 400)
+    call_id = f"toolu_action_{uuid.uuid4().hex[:20]}"
+    now = _now()
+    with transaction.atomic():
+        if not session_services.session_transition(
+            session_id=session.pk,
+            from_statuses=[Session.Status.IDLE],
+            to_status=Session.Status.RUNNING,
+            run_seq=F("run_seq") + 1,
+            step_count=0,
+            last_error="",
+            last_error_code="",
+            job_resumable=False,
+            heartbeat_at=now,
+            lease_token="",
+            lease_expires_at=None,
+            # The user picked this call, so it counts as approved.
+            pending_tool={
+                "name": name,
+                "input": tool_input,
+                "call_id": call_id,
+                "approved": "user_action",
+                "summary": tool.summarize(tool_input),
+                "runtime": tool.runtime,
+            },
+            progress={"label": tool.summarize(tool_input), "updatedAt": now.isoformat()},
+        ):
+            raise AhenticError("ahentic_session_busy", "The session is busy.", 409)
+        run_seq = Session.objects.filter(pk=session.pk).values_list("run_seq", flat=True).get()
+        session_services.events_append(
+            session_id=session.pk,
+            items=[
+                {
+                    "kind": Event.Kind.USER_MESSAGE,
+                    "content": f"Run the action {name}.",
+                    "payload": {"meta": {"action": name}},
+                },
+                {
+                    "kind": Event.Kind.TOOL_CALL,
+                    "content": result_text(tool_input),
+                    "payload": {"tool": name, "input": tool_input, "source": "suggested_action"},
+                    "tool_use_id": call_id,
+                },
+            ],
+        )
+        session_services.trace_record(
+            session_id=session.pk,
+            type="run_start",
+            summary=f"Action {name}",
+            data={"action": name},
+            step=0,
+        )
+        enqueue_step(session.pk, run_seq)

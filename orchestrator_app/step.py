@@ -1,0 +1,456 @@
+"""One step of a run: claim, heal, promote, call the model, persist, run the tools.
+
+A step holds a lease on its session (``lease_token``/``lease_expires_at``), refreshed while the
+model streams and between tools; every write it makes afterwards is conditional on still
+holding that lease and the session still running, so a cancel or a recovered duplicate makes
+it stop quietly. No transaction or row lock is held across the model call or a tool.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from sessions_app import services as session_services
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Event, PendingMessage, Session
+
+from . import llm, pipeline, prompt, services
+from . import plan as plan_rules
+from .tools import tools_for
+
+log = logging.getLogger("ahentic")
+
+# stop_reason values that end the run with the assistant's reply.
+FINISH_REASONS = ("end_turn", "stop_sequence")
+MAX_TOKENS_NUDGE = "Your previous reply hit the output limit. Continue exactly where it stopped."
+
+
+class LeaseLost(Exception):
+    """The session was cancelled, deleted, or another worker took over."""
+
+
+class StepRunner:
+    def __init__(self, session_id, run_seq: int, token: str):
+        self.session_id = session_id
+        self.run_seq = run_seq
+        self.token = token
+        self.session: Session = Session.objects.select_related("owner").get(pk=session_id)
+
+    # --- lease --------------------------------------------------------------------------
+
+    def holding(self) -> Any:
+        return Session.objects.filter(
+            pk=self.session_id,
+            status=Session.Status.RUNNING,
+            run_seq=self.run_seq,
+            lease_token=self.token,
+        )
+
+    def refresh_lease(self, extra_s: float = 0) -> bool:
+        """Extend the lease and the heartbeat. False once the run was cancelled or taken over.
+
+        ``extra_s`` covers work that cannot refresh while it runs (a tool call).
+        """
+        now = timezone.now()
+        rows = self.holding().update(
+            lease_expires_at=now + timedelta(seconds=int(ahentic_settings.RUN_LEASE_S) + extra_s),
+            heartbeat_at=now,
+            version=F("version") + 1,
+        )
+        return rows == 1
+
+    def ensure_lease(self) -> None:
+        if not self.refresh_lease():
+            raise LeaseLost()
+
+    def reload(self) -> Session:
+        self.session = Session.objects.select_related("owner").get(pk=self.session_id)
+        return self.session
+
+    def trace(self, type: str, summary: str = "", **data: Any) -> None:
+        session_services.trace_record(
+            session_id=self.session_id, type=type, summary=summary, data=data, run=self.run_seq
+        )
+
+    # --- run endings ---------------------------------------------------------------------
+
+    def end(
+        self, to_status: str, *, plan_outcome: str | None, trace_reason: str, **fields: Any
+    ) -> bool:
+        """Leave ``running`` (conditional on the lease) and drop the lease."""
+        session = self.reload()
+        plan = plan_rules.settle(session.plan, plan_outcome) if plan_outcome else session.plan
+        ended = (
+            self.holding().update(
+                status=to_status,
+                lease_token="",
+                lease_expires_at=None,
+                progress=None,
+                plan=plan,
+                version=F("version") + 1,
+                updated_at=timezone.now(),
+                **fields,
+            )
+            == 1
+        )
+        if ended:
+            self.trace(
+                "run_idle",
+                f"Run ended: {trace_reason}",
+                reason=trace_reason,
+                code=fields.get("last_error_code", ""),
+            )
+        return ended
+
+    def finish(self, reason: str = "final_reply") -> None:
+        self.end(Session.Status.IDLE, plan_outcome="finish", trace_reason=reason)
+
+    def fail(
+        self, code: str, message: str, *, resumable: bool = True, plan_outcome: str | None = None
+    ) -> None:
+        """Fail the run: an assistant event with meta.error, lastError + code, usually resumable."""
+        if not self.end(
+            Session.Status.ERROR,
+            plan_outcome=plan_outcome,
+            trace_reason="error",
+            last_error=message,
+            last_error_code=code,
+            job_resumable=resumable,
+        ):
+            return
+        session_services.event_append(
+            session_id=self.session_id,
+            kind=Event.Kind.AGENT_MESSAGE,
+            content=message,
+            payload={"meta": {"error": True, "code": code}},
+        )
+        self.trace("error", message, code=code)
+
+    def next_step(self) -> None:
+        """Hand the run to a fresh step: drop the lease, then enqueue (on commit)."""
+        with transaction.atomic():
+            if (
+                self.holding().update(
+                    lease_token="", lease_expires_at=None, heartbeat_at=timezone.now()
+                )
+                == 1
+            ):
+                services.enqueue_step(self.session_id, self.run_seq)
+
+    # --- the step ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        session = self.session
+        if services.daily_limit_reached():
+            self.fail(
+                "ahentic_daily_token_limit",
+                "The site's daily token limit is reached; the run stopped.",
+                resumable=True,
+                plan_outcome="cancel",
+            )
+            return
+        budget = int(ahentic_settings.SESSION_SOFT_TOKEN_BUDGET or 0)
+        if budget and session.tokens_used >= session.soft_budget_acked + budget:
+            self.fail(
+                "ahentic_session_token_budget",
+                f"This chat has used {session.tokens_used} tokens. Continue to keep going, or stop.",
+            )
+            return
+        self.heal()
+        open_calls = services.unanswered_tool_calls(self.session_id)
+        if open_calls:
+            self.run_calls(open_calls)
+            return
+        self.promote_pending()
+        self.think()
+
+    def heal(self) -> None:
+        """Answer tool calls that can no longer complete (their worker is gone or timed out)."""
+        for call in services.unanswered_tool_calls(self.session_id):
+            started = call.payload.get("started")
+            if started and started.get("lease") != self.token:
+                tool = pipeline.get_tool(call.payload.get("tool", ""))
+                mutating = tool is None or not tool.readonly
+                message = (
+                    "Interrupted, outcome unknown: the worker stopped while this tool ran. Check "
+                    "the result before trying again."
+                    if mutating
+                    else "Interrupted: the worker stopped while this tool ran. You may call it again."
+                )
+                result = {"ok": False, "error": "tool_interrupted", "message": message}
+                services.tool_response_record(
+                    session_id=self.session_id, call=call, result=result, ok=False
+                )
+                self.trace(
+                    "tool_healed",
+                    f"Healed {call.payload.get('tool')}",
+                    call_id=call.tool_use_id,
+                    mutating=mutating,
+                )
+            elif call.run != self.run_seq and not started:
+                result = {
+                    "ok": False,
+                    "error": "tool_not_run",
+                    "message": "This call was never run.",
+                }
+                services.tool_response_record(
+                    session_id=self.session_id, call=call, result=result, ok=False
+                )
+
+    def promote_pending(self) -> None:
+        """At a round boundary, queued messages join the conversation as user turns."""
+        with transaction.atomic():
+            pending = list(PendingMessage.objects.filter(session_id=self.session_id).order_by("id"))
+            if not pending:
+                return
+            items = []
+            for message in pending:
+                if message.source_type == PendingMessage.SourceType.SUBAGENT:
+                    items.append(
+                        {
+                            "kind": Event.Kind.SUBAGENT_MESSAGE,
+                            "content": message.content,
+                            "payload": {"name": message.source_name},
+                        }
+                    )
+                else:
+                    items.append({"kind": Event.Kind.USER_MESSAGE, "content": message.content})
+            session_services.events_append(session_id=self.session_id, items=items)
+            PendingMessage.objects.filter(pk__in=[m.pk for m in pending]).delete()
+        self.trace(
+            "pending_promoted",
+            f"{len(pending)} queued message(s) joined the conversation",
+            count=len(pending),
+        )
+
+    def max_steps(self) -> int:
+        if self.session.content_work:
+            return int(ahentic_settings.MAX_STEPS_PER_RUN_CONTENT_WORK)
+        return int(ahentic_settings.MAX_STEPS_PER_RUN)
+
+    def think(self) -> None:
+        session = self.reload()
+        if session.step_count >= self.max_steps():
+            self.fail(
+                "ahentic_max_steps",
+                f"The run reached its limit of {self.max_steps()} steps. Continue to keep going.",
+            )
+            return
+        self.holding().update(step_count=F("step_count") + 1, version=F("version") + 1)
+        session = self.reload()
+        step = session.step_count
+        tools = tools_for(session, session.owner)
+        events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
+        request = prompt.build_request(session, events, tools)
+        max_tokens = int(
+            ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
+            if session.content_work
+            else ahentic_settings.MAX_OUTPUT_TOKENS
+        )
+        model = ahentic_settings.MODEL
+        self.trace("step_start", f"Step {step}", step=step)
+        services.progress_set(session_id=self.session_id, label="Thinking…")
+        self.trace(
+            "llm_request",
+            f"Request to {model}",
+            model=model,
+            max_tokens=max_tokens,
+            **prompt.request_excerpt(request),
+        )
+        try:
+            result = llm.call_model(
+                model=model,
+                system=request["system"],
+                messages=request["messages"],
+                tools=request["tools"],
+                max_tokens=max_tokens,
+                on_progress=self.refresh_lease,
+            )
+        except llm.Aborted:
+            self.trace("llm_aborted", "Model call abandoned: the run was cancelled")
+            return
+        except llm.LLMError as exc:
+            self.trace(
+                "llm_error",
+                exc.message,
+                code=exc.code,
+                status=exc.status,
+                duration_ms=exc.duration_ms,
+            )
+            self.fail(
+                exc.code, exc.message, resumable=exc.retryable or exc.code == "ahentic_llm_auth"
+            )
+            return
+        services.usage_record(
+            session_id=self.session_id,
+            user_id=session.owner_id,
+            run=self.run_seq,
+            model=result.model,
+            purpose="step",
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            cache_read_tokens=result.cache_read_tokens,
+            cache_write_tokens=result.cache_write_tokens,
+            duration_ms=result.duration_ms,
+            stop_reason=result.stop_reason,
+        )
+        self.trace(
+            "llm_response",
+            f"{result.stop_reason}: {result.text[:120]}",
+            model=result.model,
+            stop_reason=result.stop_reason,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            cache_read_tokens=result.cache_read_tokens,
+            cache_write_tokens=result.cache_write_tokens,
+            duration_ms=result.duration_ms,
+            tool_uses=[t["name"] for t in result.tool_uses],
+        )
+        # A cancel that arrived during the call: usage is recorded above, nothing new starts.
+        if not self.refresh_lease():
+            return
+        self.handle_result(result)
+
+    def handle_result(self, result: llm.LLMResult) -> None:
+        reason = result.stop_reason
+        tool_uses = result.tool_uses if reason != "max_tokens" else []
+        calls = self.persist_turn(result, tool_uses)
+        if calls is None:
+            return
+        if reason == "tool_use" and calls:
+            self.run_calls(calls)
+        elif reason in FINISH_REASONS or (reason == "tool_use" and not calls):
+            self.finish()
+        elif reason == "max_tokens":
+            session_services.event_append(
+                session_id=self.session_id,
+                kind=Event.Kind.USER_MESSAGE,
+                content=MAX_TOKENS_NUDGE,
+                payload={"meta": {"synthetic": "max_tokens"}},
+            )
+            self.next_step()
+        elif reason == "pause_turn":
+            self.next_step()
+        elif reason == "refusal":
+            self.end(
+                Session.Status.IDLE,
+                plan_outcome=None,
+                trace_reason="refusal",
+                last_error="The model declined to continue this request.",
+                last_error_code="ahentic_refusal",
+            )
+        else:
+            self.fail(
+                "ahentic_llm_error", f"The model stopped for an unexpected reason: {reason!r}."
+            )
+
+    def persist_turn(
+        self, result: llm.LLMResult, tool_uses: list[dict[str, Any]]
+    ) -> list[Event] | None:
+        """Write the assistant turn (text + each tool_use) atomically, if the lease still holds."""
+        items: list[dict[str, Any]] = []
+        if result.text:
+            items.append(
+                {
+                    "kind": Event.Kind.AGENT_MESSAGE,
+                    "content": result.text,
+                    "payload": {"meta": {"model": result.model}},
+                }
+            )
+        for use in tool_uses:
+            items.append(
+                {
+                    "kind": Event.Kind.TOOL_CALL,
+                    "content": services.result_text(use["input"]),
+                    "payload": {"tool": use["name"], "input": use["input"]},
+                    "tool_use_id": use["id"],
+                }
+            )
+        with transaction.atomic():
+            if not self.holding().exists():
+                return None
+            events = session_services.events_append(session_id=self.session_id, items=items)
+        calls = [e for e in events if e.kind == Event.Kind.TOOL_CALL]
+        limit = int(ahentic_settings.MAX_TOOLS_PER_STEP)
+        if len(calls) > limit:
+            # Extra calls are answered, never dropped, so the pairs stay intact.
+            services.answer_unanswered(
+                session_id=self.session_id,
+                code="too_many_tools",
+                message=f"At most {limit} tool calls run per step; call this again in the next step.",
+                only=calls[limit:],
+            )
+            calls = calls[:limit]
+        return calls
+
+    def run_calls(self, calls: list[Event]) -> None:
+        """Run open tool calls in order. A pause stops here; the rest wait for the next step."""
+        for index, call in enumerate(calls):
+            outcome = pipeline.process_call(self, call)
+            if outcome.kind == "paused" or outcome.kind == "lost":
+                return
+            if outcome.kind == "stop":
+                services.answer_unanswered(
+                    session_id=self.session_id,
+                    code="skipped",
+                    message="Skipped: the run paused for the user's answer.",
+                    only=calls[index + 1 :],
+                )
+                self.ask_user(outcome.reply)
+                return
+        self.next_step()
+
+    def ask_user(self, question: str) -> None:
+        session_services.event_append(
+            session_id=self.session_id,
+            kind=Event.Kind.AGENT_MESSAGE,
+            content=question,
+            payload={"meta": {"ask_user": True}},
+        )
+        self.end(Session.Status.IDLE, plan_outcome="ask_user", trace_reason="ask_user")
+
+
+def claim(session_id, run_seq: int) -> str | None:
+    """Take the session's lease with one conditional UPDATE; None if someone else has it."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    rows = (
+        Session.objects.filter(pk=session_id, status=Session.Status.RUNNING, run_seq=run_seq)
+        .filter(Q(lease_token="") | Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+        .update(
+            lease_token=token,
+            lease_expires_at=now + timedelta(seconds=int(ahentic_settings.RUN_LEASE_S)),
+            heartbeat_at=now,
+            version=F("version") + 1,
+        )
+    )
+    return token if rows == 1 else None
+
+
+def run_step(session_id, run_seq: int) -> None:
+    token = claim(session_id, run_seq)
+    if token is None:
+        return
+    try:
+        runner = StepRunner(session_id, run_seq, token)
+    except Session.DoesNotExist:
+        return
+    try:
+        runner.run()
+    except (LeaseLost, Session.DoesNotExist):
+        return
+    except Exception as exc:  # the run must end in a visible state, never stay "running"
+        log.exception("ahentic step failed for session %s", session_id)
+        try:
+            runner.fail(
+                "ahentic_internal_error", f"Internal error: {exc.__class__.__name__}: {exc}"
+            )
+        except Exception:
+            log.exception("ahentic could not record the failure for session %s", session_id)

@@ -1,0 +1,202 @@
+"""The tool registry: the extension point host sites use to give the agent abilities.
+
+::
+
+    from orchestrator_app.tools import tool, ToolError
+
+    @tool(name="notes_create", description="...", input_schema={...}, readonly=False)
+    def notes_create(ctx, input):
+        ...  # return a JSON-serializable dict, or raise ToolError(code, message, hint=None)
+
+Tools are discovered from each installed app's ``ahentic_tools`` module on first use.
+``requires_approval`` defaults to ``not readonly``; ``runtime="browser"`` tools have no server
+body (the sidebar runs them); ``artifact_field`` lets the model pass ``{"from_memory": key}``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from django.utils.module_loading import autodiscover_modules
+
+NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+RUNTIMES = ("server", "browser")
+
+
+class ToolError(Exception):
+    """A tool failure the model should see: ``{ok: false, error: code, message, hint?}``."""
+
+    def __init__(self, code: str, message: str, hint: str | None = None, **data: Any):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.data = data
+
+    def as_result(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"ok": False, "error": self.code, "message": self.message}
+        if self.hint:
+            result["hint"] = self.hint
+        result.update({k: v for k, v in self.data.items() if k not in result})
+        return result
+
+
+@dataclass
+class ToolContext:
+    """What a tool receives besides its input. ``stop`` lets a tool end the run (ask_user)."""
+
+    session: Any
+    user: Any
+    call_id: str
+    run: int
+    step: int
+    stop: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    func: Callable[[ToolContext, dict[str, Any]], Any] | None
+    readonly: bool = False
+    requires_approval: bool = True
+    non_preallowable: bool = False
+    runtime: str = "server"
+    artifact_field: str | None = None
+    artifact_kinds: tuple[str, ...] = ()
+    permission: Callable[[Any], bool] | None = None
+    timeout: float | None = None
+    summary: Callable[[dict[str, Any]], str] | None = None
+    # Built-ins that always answer without approval even though they write session state.
+    internal: bool = field(default=False, compare=False)
+
+    def allowed_for(self, user) -> bool:
+        return self.permission is None or bool(self.permission(user))
+
+    def summarize(self, input: dict[str, Any]) -> str:
+        if self.summary is not None:
+            try:
+                return str(self.summary(input))[:300]
+            except Exception:  # a summary must never break the pipeline
+                pass
+        return self.name.replace("_", " ")
+
+    def validate(self, input: Any) -> str | None:
+        """The validator's message for invalid input, or None when it is valid."""
+        validator = jsonschema.Draft202012Validator(self.input_schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(input))
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return f"{where}: {error.message}" if where else error.message
+
+    def api_schema(self) -> dict[str, Any]:
+        """The tool as sent to the model. Artifact fields also accept ``{"from_memory": key}``."""
+        schema = self.input_schema
+        if self.artifact_field:
+            schema = {**schema, "properties": dict(schema.get("properties", {}))}
+            schema["properties"]["from_memory"] = {
+                "type": "string",
+                "description": f"Key of a staged artifact to use as `{self.artifact_field}` "
+                "instead of sending the body inline.",
+            }
+            required = [r for r in schema.get("required", []) if r != self.artifact_field]
+            schema["required"] = required
+        return {"name": self.name, "description": self.description, "input_schema": schema}
+
+
+_registry: dict[str, Tool] = {}
+_discovered = False
+_lock = threading.Lock()
+
+
+def tool(
+    *,
+    name: str,
+    description: str,
+    input_schema: dict[str, Any] | None = None,
+    readonly: bool = False,
+    requires_approval: bool | None = None,
+    non_preallowable: bool = False,
+    runtime: str = "server",
+    artifact_field: str | None = None,
+    artifact_kinds: tuple[str, ...] | list[str] = (),
+    permission: Callable[[Any], bool] | None = None,
+    timeout: float | None = None,
+    summary: Callable[[dict[str, Any]], str] | None = None,
+    internal: bool = False,
+):
+    """Register a tool. Used as a decorator; browser tools may decorate a stub."""
+    if not NAME_RE.match(name):
+        raise ValueError(f"Tool name {name!r} must match {NAME_RE.pattern}")
+    if runtime not in RUNTIMES:
+        raise ValueError(f"Tool {name!r}: runtime must be one of {RUNTIMES}")
+    schema = input_schema or {"type": "object", "properties": {}}
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+    def register(func):
+        definition = Tool(
+            name=name,
+            description=description,
+            input_schema=schema,
+            func=func if runtime == "server" else None,
+            readonly=readonly,
+            requires_approval=(not readonly) if requires_approval is None else requires_approval,
+            non_preallowable=non_preallowable,
+            runtime=runtime,
+            artifact_field=artifact_field,
+            artifact_kinds=tuple(artifact_kinds),
+            permission=permission,
+            timeout=timeout,
+            summary=summary,
+            internal=internal,
+        )
+        existing = _registry.get(name)
+        if existing is not None and getattr(existing.func, "__qualname__", None) != getattr(
+            func, "__qualname__", None
+        ):
+            raise ValueError(f"Tool {name!r} is already registered by {existing.func!r}")
+        _registry[name] = definition
+        return func
+
+    return register
+
+
+def unregister(name: str) -> None:
+    _registry.pop(name, None)
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    with _lock:
+        if not _discovered:
+            from . import builtins  # noqa: F401
+
+            autodiscover_modules("ahentic_tools")
+            _discovered = True
+
+
+def get_tool(name: str) -> Tool | None:
+    _discover()
+    return _registry.get(name)
+
+
+def all_tools() -> list[Tool]:
+    _discover()
+    return sorted(_registry.values(), key=lambda t: t.name)
+
+
+def tools_for(session, user) -> list[Tool]:
+    """Tools this session may offer the model: granted to the session and allowed for the user."""
+    granted = session.granted_tools
+    return [
+        t for t in all_tools() if (granted is None or t.name in granted) and t.allowed_for(user)
+    ]

@@ -1,0 +1,85 @@
+"""Built-in tools that every session has. Artifact, goal, skill and browser tools join here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import plan as plan_rules
+from .. import services
+from . import ToolContext, ToolError, tool
+
+
+@tool(
+    name="ask_user",
+    description="Ask the user a clarifying question and wait for the answer. Ends this run; "
+    "the user's reply starts the next one.",
+    input_schema={
+        "type": "object",
+        "properties": {"question": {"type": "string", "minLength": 1}},
+        "required": ["question"],
+    },
+    readonly=True,
+    internal=True,
+)
+def ask_user(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
+    ctx.stop = ("ask_user", input["question"])
+    return {"ok": True, "asked": True}
+
+
+@tool(
+    name="request_capability",
+    description="Tell the user you are missing a tool or permission needed for the task.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "ability": {"type": "string", "minLength": 1},
+            "reason": {"type": "string"},
+        },
+        "required": ["ability"],
+    },
+    readonly=True,
+    internal=True,
+)
+def request_capability(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
+    services.capability_request_add(
+        session_id=ctx.session.pk, ability=input["ability"], reason=input.get("reason", "")
+    )
+    return {"ok": True, "recorded": True}
+
+
+@tool(
+    name="update_plan",
+    description="Create or update the visible plan for a multi-step job. The first plan needs at "
+    "least 3 steps (max 12); at most one step is in_progress; steps merge by id.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "title": {"type": "string"},
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": plan_rules.MAX_STEPS,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "minLength": 1, "maxLength": 64},
+                        "content": {"type": "string"},
+                        "status": {"enum": list(plan_rules.STEP_STATUSES)},
+                    },
+                    "required": ["id"],
+                },
+            },
+        },
+        "required": ["steps"],
+    },
+    readonly=True,
+    internal=True,
+)
+def update_plan(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
+    try:
+        plan = services.plan_update(
+            session_id=ctx.session.pk, steps=input["steps"], title=input.get("title")
+        )
+    except plan_rules.PlanError as exc:
+        raise ToolError(exc.code, str(exc)) from exc
+    return {"ok": True, "plan": plan}
