@@ -1,0 +1,14 @@
+from orchestrator_app.offline import demo_responder
+
+from .conftest import API
+
+
+def test_the_offline_model_shows_a_plan_then_answers(owner_client, session, llm, run_tasks):
+    llm.responder = demo_responder
+    url = f"{API}/sessions/{session.pk}"
+    r = run_tasks(owner_client.post, f"{url}/messages", {"content": "Hello there"}, format="json")
+    assert r.status_code == 202
+    body = owner_client.get(url).json()
+    assert body["status"] == "idle"
+    assert [s["status"] for s in body["plan"]["steps"]] == ["completed"] * 3
+    assert "You said: “Hello there”" in body["messages"][-1]["content"]
