@@ -10,10 +10,12 @@ from __future__ import annotations
 from django.contrib import admin
 
 from artifacts_app.admin import artifacts_table
+from sessions_app import services as session_services
 from sessions_app.admin import ReadOnlyAdmin
 from sessions_app.admin import SessionAdmin as BaseSessionAdmin
 from sessions_app.models import Session
 
+from . import services
 from .models import ToolGrant, UsageRecord
 
 admin.site.unregister(Session)
@@ -39,6 +41,17 @@ class SessionAdmin(BaseSessionAdmin):
     @admin.display(description="artifacts")
     def artifacts_table(self, obj: Session):
         return artifacts_table(obj)
+
+    def delete_model(self, request, obj) -> None:
+        # As DELETE sessions/{id}: a live run is cancelled first, so a worker holding its
+        # lease sees "cancelled" and starts nothing new.
+        services.run_cancel(session_id=obj.pk)
+        session_services.session_delete(session_id=obj.pk)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for session_id in queryset.values_list("pk", flat=True):
+            services.run_cancel(session_id=session_id)
+            session_services.session_delete(session_id=session_id)
 
 
 @admin.register(UsageRecord)

@@ -31,6 +31,20 @@ def _bump(**extra: Any) -> dict[str, Any]:
     return {"version": F("version") + 1, "updated_at": timezone.now(), **extra}
 
 
+# What a parent's payload shows of each sub-agent (``children``). Changing one of these on a
+# child changes the parent's payload, so it bumps the parent's version (its ETag) too.
+CHILD_SUMMARY_FIELDS = frozenset({"title", "status", "tokens_in", "tokens_out"})
+
+
+def _bump_parent_of(session_id) -> None:
+    """Bump the version of ``session_id``'s parent, if it has one (one UPDATE either way).
+
+    Lock order: the child's row, then its parent's. A transaction must never lock a parent
+    and then one of its children, or it can deadlock against this.
+    """
+    Session.objects.filter(children__pk=session_id).update(version=F("version") + 1)
+
+
 def session_create(
     *,
     owner,
@@ -43,7 +57,7 @@ def session_create(
 ) -> Session:
     """Create a session. Without a title it is "New Agent" and may be renamed automatically."""
     title = (title or "").strip()
-    return Session.objects.create(
+    session = Session.objects.create(
         owner=owner,
         title=title[:255] or DEFAULT_TITLE,
         title_source=Session.TitleSource.USER if title else Session.TitleSource.DEFAULT,
@@ -53,11 +67,17 @@ def session_create(
         granted_tools=granted_tools,
         fork_event_id=fork_event_id,
     )
+    if parent is not None:
+        _bump_parent_of(session.pk)
+    return session
 
 
 def session_update(*, session_id, **fields: Any) -> bool:
     """Write plain fields (no status change) and bump the version."""
-    return Session.objects.filter(pk=session_id).update(**_bump(**fields)) == 1
+    updated = Session.objects.filter(pk=session_id).update(**_bump(**fields)) == 1
+    if updated and CHILD_SUMMARY_FIELDS.intersection(fields):
+        _bump_parent_of(session_id)
+    return updated
 
 
 def session_transition(
@@ -71,13 +91,17 @@ def session_transition(
     rows = Session.objects.filter(pk=session_id, status__in=list(from_statuses)).update(
         **_bump(status=to_status, **fields)
     )
+    if rows == 1:
+        _bump_parent_of(session_id)
     return rows == 1
 
 
 def _allocate_seq(session_id, count: int) -> tuple[int, int]:
     """Reserve ``count`` event seqs. Caller is inside a transaction; the UPDATE locks the row."""
     Session.objects.filter(pk=session_id).update(**_bump(last_seq=F("last_seq") + count))
-    last_seq, run_seq = Session.objects.filter(pk=session_id).values_list("last_seq", "run_seq").get()
+    last_seq, run_seq = (
+        Session.objects.filter(pk=session_id).values_list("last_seq", "run_seq").get()
+    )
     return last_seq - count + 1, run_seq
 
 
@@ -231,4 +255,5 @@ def pending_message_recall(*, session_id, pending_id: int) -> bool:
 
 def session_delete(*, session_id) -> None:
     """Delete a session with its children, events, trace and artifacts (database cascade)."""
+    _bump_parent_of(session_id)
     Session.objects.filter(pk=session_id).delete()

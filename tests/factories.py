@@ -2,8 +2,10 @@ import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
+from artifacts_app.models import Artifact
+from orchestrator_app.models import UsageRecord
 from sessions_app import services
-from sessions_app.models import Session
+from sessions_app.models import Goal, Session
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -39,3 +41,38 @@ class SessionFactory(factory.django.DjangoModelFactory):
     @classmethod
     def _create(cls, model_class, *args, **kwargs):
         return services.session_create(**kwargs)
+
+
+class GoalFactory(factory.django.DjangoModelFactory):
+    """Goals have no service yet (the orchestrator creates them); rows are made directly."""
+
+    class Meta:
+        model = Goal
+
+    session = factory.SubFactory(SessionFactory)
+    description = factory.Sequence(lambda n: f"Goal {n}")
+
+
+class ArtifactFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Artifact
+
+    session = factory.SubFactory(SessionFactory)
+    key = factory.Sequence(lambda n: f"draft-{n}")
+    kind = Artifact.Kind.MARKDOWN
+    title = "Draft"
+    payload = factory.LazyAttribute(lambda a: {"markdown": f"# {a.title}"})
+    bytes = 12
+
+
+class UsageRecordFactory(factory.django.DjangoModelFactory):
+    """One model call in the ledger (written by the orchestrator in production)."""
+
+    class Meta:
+        model = UsageRecord
+
+    session = factory.SubFactory(SessionFactory)
+    user = factory.LazyAttribute(lambda r: r.session.owner if r.session else None)
+    model = "claude-sonnet-5-5"
+    input_tokens = 100
+    output_tokens = 10

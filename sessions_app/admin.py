@@ -1,0 +1,344 @@
+"""Read-only inspection of agent sessions in the Django admin.
+
+Nothing here edits session state: every model admin is view-only (``has_change_permission``
+returns False, so Django renders the change page read-only and refuses its POST), and the only
+write, deleting a session, goes through ``services.session_delete``. The full Session admin
+(artifacts and the run actions: cancel, continue, heal, export diagnostics) is assembled in
+``orchestrator_app/admin.py``, because those live in the apps above this one.
+
+Pending messages, goals and memory snapshots have no admin of their own: they are tables on the
+session page, next to the event timeline and the trace.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
+from django.db.models import Count, F
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from . import services
+from .models import Event, Goal, Session, TraceEvent
+
+EXCERPT_CHARS = 200
+
+
+# Rendering helpers, shared with the other apps' admins.
+
+
+def pretty_json(value: Any) -> SafeString:
+    """A JSON value indented in a <pre>, escaped; "-" when empty."""
+    if value in (None, "", [], {}):
+        return SafeString("-")
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', text)
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    text = text or ""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> SafeString:
+    """An admin-styled table. Cells are escaped unless they are already safe (links)."""
+    rows = list(rows)
+    if not rows:
+        return SafeString("-")
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
+    )
+    return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
+
+
+def admin_link(obj, text: Any) -> SafeString:
+    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+def json_column(field: str):
+    """A read-only admin column showing the JSON field ``field`` pretty-printed."""
+
+    @admin.display(description=field.replace("_", " "))
+    def render(model_admin, obj) -> SafeString:
+        return pretty_json(getattr(obj, field))
+
+    return render
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View-only: the list and the detail open, nothing can be added, edited or deleted."""
+
+    def get_readonly_fields(self, request, obj=None):
+        # Everything shown is read-only, even if a subclass grants change permission.
+        return flatten_fieldsets(self.get_fieldsets(request, obj))
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    list_display = [
+        "title",
+        "owner",
+        "status",
+        "mode",
+        "tokens_used",
+        "cost_usd",
+        "step_count",
+        "children_count",
+        "updated_at",
+    ]
+    list_filter = ["status", "mode", "view_mode", "updated_at"]
+    search_fields = ["title", "owner__username", "owner__email"]
+    search_help_text = "Title, owner username or email, or a session id."
+    list_select_related = ["owner"]
+    # orchestrator_app/admin.py extends this admin with the run actions.
+    actions: list = []
+
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "id",
+                    ("title", "title_source"),
+                    "owner",
+                    ("status", "mode", "view_mode"),
+                    "parent",
+                    "prompt",
+                    ("created_at", "updated_at", "version"),
+                ]
+            },
+        ),
+        (
+            "Run",
+            {
+                "fields": [
+                    ("run_seq", "step_count", "last_seq", "trace_count"),
+                    ("heartbeat_at", "browser_paused_at"),
+                    ("lease_token", "lease_expires_at"),
+                    ("job_resumable", "content_work", "soft_budget_acked"),
+                    ("last_error_code", "last_error"),
+                    ("active_workflow", "viewport_start_event_id", "fork_event_id"),
+                    ("summary_status", "summary"),
+                ]
+            },
+        ),
+        (
+            "Tokens",
+            {
+                "fields": [
+                    ("tokens_in", "tokens_out", "cache_read_tokens", "cache_write_tokens"),
+                    "cost_usd",
+                ]
+            },
+        ),
+        (
+            "State",
+            {
+                "fields": [
+                    "progress_json",
+                    "plan_json",
+                    "pending_tool_json",
+                    "page_context_json",
+                    "context_usage_json",
+                    "hitl_allows_json",
+                    "capability_requests_json",
+                    "granted_tools_json",
+                    "active_skills_json",
+                ]
+            },
+        ),
+        ("Sub-agents", {"fields": ["children_table"]}),
+        ("Goals", {"fields": ["goals_table"]}),
+        ("Pending messages", {"fields": ["pending_messages_table"]}),
+        ("Timeline", {"fields": ["events_table"]}),
+        ("Trace", {"fields": ["trace_table"]}),
+        ("Memory", {"fields": ["snapshots_table"]}),
+    ]
+
+    def get_queryset(self, request):
+        # One COUNT per page instead of one query per row for the children column.
+        return super().get_queryset(request).annotate(children_count=Count("children"))
+
+    def get_search_results(self, request, queryset, search_term):
+        # A pasted session id is an exact primary-key match; text search cannot match a UUID
+        # portably (SQLite stores it without dashes).
+        try:
+            pk = uuid.UUID(search_term.strip())
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+        return queryset.filter(pk=pk), False
+
+    def delete_model(self, request, obj) -> None:
+        services.session_delete(session_id=obj.pk)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for session_id in queryset.values_list("pk", flat=True):
+            services.session_delete(session_id=session_id)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Deleting is the one write allowed here (Django's default rule, not ReadOnlyAdmin's).
+        return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Events, trace rows and artifacts go with their session. Their admins refuse deletes
+        # only so no one prunes a conversation piecemeal, which must not block this cascade.
+        return deleted, counts, set(), protected
+
+    # List columns
+
+    @admin.display(description="tokens used", ordering=F("tokens_in") + F("tokens_out"))
+    def tokens_used(self, obj: Session) -> int:
+        return obj.tokens_used
+
+    @admin.display(description="children", ordering="children_count")
+    def children_count(self, obj: Session) -> int:
+        return obj.children_count
+
+    # Detail sections
+
+    progress_json = json_column("progress")
+    plan_json = json_column("plan")
+    pending_tool_json = json_column("pending_tool")
+    page_context_json = json_column("page_context")
+    context_usage_json = json_column("context_usage")
+    hitl_allows_json = json_column("hitl_allows")
+    capability_requests_json = json_column("capability_requests")
+    granted_tools_json = json_column("granted_tools")
+    active_skills_json = json_column("active_skills")
+
+    @admin.display(description="children")
+    def children_table(self, obj: Session) -> SafeString:
+        children = obj.children.order_by("created_at")
+        return html_table(
+            ["title", "status", "tokens used", "updated"],
+            ((admin_link(c, c.title), c.status, c.tokens_used, c.updated_at) for c in children),
+        )
+
+    @admin.display(description="goals")
+    def goals_table(self, obj: Session) -> SafeString:
+        goals = list(obj.goals.order_by("id"))
+        by_parent: dict[int | None, list[Goal]] = {}
+        for goal in goals:
+            by_parent.setdefault(goal.parent_id, []).append(goal)
+        # Roots, each followed by its sub-goals (two levels at most).
+        ordered = [
+            (depth, goal)
+            for root in by_parent.get(None, [])
+            for depth, goal in [(0, root), *((1, sub) for sub in by_parent.get(root.pk, []))]
+        ]
+        return html_table(
+            ["id", "description", "status", "completed"],
+            (
+                (g.pk, ("↳ " if depth else "") + g.description, g.status, g.completed_at or "-")
+                for depth, g in ordered
+            ),
+        )
+
+    @admin.display(description="pending messages")
+    def pending_messages_table(self, obj: Session) -> SafeString:
+        return html_table(
+            ["id", "source", "content", "created"],
+            (
+                (p.pk, f"{p.source_type} {p.source_name}".strip(), excerpt(p.content), p.created_at)
+                for p in obj.pending_messages.order_by("id")
+            ),
+        )
+
+    @admin.display(description="events")
+    def events_table(self, obj: Session) -> SafeString:
+        return html_table(
+            ["seq", "kind", "content", "tool", "run", "created"],
+            (
+                (
+                    admin_link(e, e.seq),
+                    e.kind,
+                    excerpt(e.content),
+                    (e.payload or {}).get("tool") or "-",
+                    e.run,
+                    e.created_at,
+                )
+                for e in obj.events.order_by("seq")
+            ),
+        )
+
+    @admin.display(description="trace")
+    def trace_table(self, obj: Session) -> SafeString:
+        return html_table(
+            ["seq", "type", "step", "summary", "run", "at"],
+            (
+                (admin_link(t, t.seq), t.type, t.step, t.summary, t.run, t.at)
+                for t in obj.trace_events.order_by("seq").defer("data")
+            ),
+        )
+
+    @admin.display(description="memory snapshots")
+    def snapshots_table(self, obj: Session) -> SafeString:
+        return html_table(
+            ["level", "events", "tokens", "text", "created"],
+            (
+                (
+                    s.level,
+                    f"{s.from_event_id}..{s.to_event_id}",
+                    s.token_count,
+                    excerpt(s.text),
+                    s.created_at,
+                )
+                for s in obj.snapshots.order_by("from_event_id")
+            ),
+        )
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ["session", "seq", "kind", "content_excerpt", "tool_name", "run", "created_at"]
+    list_filter = ["kind", "created_at"]
+    search_fields = ["content", "tool_use_id"]
+    list_select_related = ["session"]
+    fields = [
+        "session",
+        ("seq", "kind", "run"),
+        "tool_use_id",
+        "token_count",
+        "created_at",
+        "content",
+        "payload_json",
+    ]
+    payload_json = json_column("payload")
+
+    @admin.display(description="content")
+    def content_excerpt(self, obj: Event) -> str:
+        return excerpt(obj.content, 80)
+
+    @admin.display(description="tool")
+    def tool_name(self, obj: Event) -> str:
+        return (obj.payload or {}).get("tool") or "-"
+
+
+@admin.register(TraceEvent)
+class TraceEventAdmin(ReadOnlyAdmin):
+    list_display = ["session", "seq", "type", "step", "summary", "run", "at"]
+    list_filter = ["type", "at"]
+    search_fields = ["type", "summary"]
+    list_select_related = ["session"]
+    fields = ["session", ("seq", "run", "step"), "type", "summary", ("at", "ms"), "data_json"]
+    data_json = json_column("data")

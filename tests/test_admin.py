@@ -1,0 +1,236 @@
+"""The Django admin: read-only inspection of sessions, the ledger, artifacts and grants.
+
+``admin_client`` (pytest-django) is a logged-in superuser.
+"""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from orchestrator_app.models import ToolGrant
+from sessions_app import services
+from sessions_app.models import Event, Session, TraceEvent
+
+from .factories import ArtifactFactory, GoalFactory, SessionFactory, UsageRecordFactory
+
+
+def url(model, view, *args):
+    app_label = model._meta.app_label
+    return reverse(f"admin:{app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+@pytest.fixture
+def inspected(session):
+    """A session with something in every section of its admin page."""
+    services.session_update(
+        session_id=session.pk,
+        plan={
+            "title": "Launch plan",
+            "steps": [{"id": "s1", "content": "Draft", "status": "done"}],
+        },
+    )
+    services.events_append(
+        session_id=session.pk,
+        items=[
+            {"kind": Event.Kind.USER_MESSAGE, "content": "<script>alert('owned')</script>"},
+            {
+                "kind": Event.Kind.TOOL_CALL,
+                "content": "calling",
+                "payload": {"tool": "create_page", "input": {"title": "About"}},
+                "tool_use_id": "toolu_1",
+            },
+        ],
+    )
+    services.trace_record(session_id=session.pk, type="run_start", summary="<b>bold</b> start")
+    services.pending_message_add(session_id=session.pk, content="queued while busy")
+    GoalFactory(session=session, description="Publish the about page")
+    ArtifactFactory(session=session, key="about-draft")
+    return session
+
+
+def test_it_lists_sessions_with_their_children_counted(admin_client, owner):
+    parent = SessionFactory(owner=owner, title="Parent agent")
+    SessionFactory(owner=owner, parent=parent, title="Helper one")
+    SessionFactory(owner=owner, parent=parent, title="Helper two")
+
+    response = admin_client.get(url(Session, "changelist"))
+
+    assert response.status_code == 200
+    assert response.context["cl"].result_count == 3
+    counts = {s.title: s.children_count for s in response.context["cl"].result_list}
+    assert counts == {"Parent agent": 2, "Helper one": 0, "Helper two": 0}
+
+
+def test_it_lists_sessions_in_a_constant_number_of_queries(admin_client, owner):
+    def changelist_queries():
+        with CaptureQueriesContext(connection) as queries:
+            assert admin_client.get(url(Session, "changelist")).status_code == 200
+        return len(queries)
+
+    parent = SessionFactory(owner=owner)
+    SessionFactory(owner=owner, parent=parent)
+    few = changelist_queries()
+    for _ in range(10):
+        SessionFactory(parent=SessionFactory())  # each with its own owner
+    many = changelist_queries()
+
+    assert few == many
+
+
+def test_it_filters_sessions_by_status_and_mode(admin_client, owner):
+    running = SessionFactory(owner=owner, title="Busy one")
+    services.session_transition(session_id=running.pk, from_statuses=["idle"], to_status="running")
+    SessionFactory(owner=owner, title="Idle one")
+    SessionFactory(owner=owner, title="Asking one", mode=Session.Mode.ASK)
+
+    by_status = admin_client.get(url(Session, "changelist"), {"status__exact": "running"})
+    by_mode = admin_client.get(url(Session, "changelist"), {"mode__exact": "ask"})
+
+    assert [s.title for s in by_status.context["cl"].result_list] == ["Busy one"]
+    assert [s.title for s in by_mode.context["cl"].result_list] == ["Asking one"]
+
+
+@pytest.mark.parametrize("query", ["Quarterly", "owner", "owner@example.com", "{id}", "{id_upper}"])
+def test_it_finds_a_session_by_title_owner_or_id(admin_client, owner, other, query):
+    wanted = SessionFactory(owner=owner, title="Quarterly report")
+    SessionFactory(owner=other, title="Holiday plan")
+
+    q = query.format(id=wanted.pk, id_upper=str(wanted.pk).upper())
+    response = admin_client.get(url(Session, "changelist"), {"q": q})
+
+    assert response.status_code == 200
+    assert [s.pk for s in response.context["cl"].result_list] == [wanted.pk]
+
+
+def test_it_shows_a_read_only_session_page_with_timeline_and_trace(admin_client, inspected):
+    response = admin_client.get(url(Session, "change", inspected.pk))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    # Timeline, trace, pending messages, goals, artifacts
+    assert "user_message" in html and "tool_call" in html and "create_page" in html
+    assert "run_start" in html and "&lt;b&gt;bold&lt;/b&gt; start" in html
+    assert "queued while busy" in html
+    assert "Publish the about page" in html
+    assert "about-draft" in html
+    # Pretty-printed JSON
+    assert "&quot;title&quot;: &quot;Launch plan&quot;" in html
+    # Event content is escaped, never executed
+    assert "&lt;script&gt;alert(&#x27;owned&#x27;)&lt;/script&gt;" in html
+    assert "<script>alert(" not in html
+    # Nothing to edit: no form inputs for the session's fields, no save button
+    assert 'name="title"' not in html
+    assert 'name="_save"' not in html
+    assert response.context["has_change_permission"] is False
+
+
+def test_it_refuses_to_save_a_session_from_the_admin(admin_client, session):
+    before = Session.objects.filter(pk=session.pk).values().get()
+
+    response = admin_client.post(
+        url(Session, "change", session.pk), {"title": "Edited", "status": "done"}
+    )
+
+    assert response.status_code == 403
+    assert Session.objects.filter(pk=session.pk).values().get() == before
+
+
+def test_it_refuses_to_add_a_session_from_the_admin(admin_client):
+    assert admin_client.get(url(Session, "add")).status_code == 403
+    assert admin_client.post(url(Session, "add"), {"title": "x"}).status_code == 403
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize("status", ["idle", "running"])
+def test_it_deletes_a_session_with_its_rows(admin_client, inspected, status):
+    services.session_transition(session_id=inspected.pk, from_statuses=["idle"], to_status=status)
+
+    confirm = admin_client.get(url(Session, "delete", inspected.pk))
+    response = admin_client.post(url(Session, "delete", inspected.pk), {"post": "yes"})
+
+    assert confirm.status_code == 200
+    assert response.status_code == 302
+    assert not Session.objects.exists()
+    assert not Event.objects.exists() and not TraceEvent.objects.exists()
+
+
+def test_it_deletes_selected_sessions_from_the_list(admin_client, owner):
+    doomed = [SessionFactory(owner=owner), SessionFactory(owner=owner)]
+    kept = SessionFactory(owner=owner)
+
+    response = admin_client.post(
+        url(Session, "changelist"),
+        {"action": "delete_selected", "_selected_action": [s.pk for s in doomed], "post": "yes"},
+    )
+
+    assert response.status_code == 302
+    assert list(Session.objects.values_list("pk", flat=True)) == [kept.pk]
+
+
+@pytest.mark.parametrize("model", [Event, TraceEvent])
+def test_it_shows_events_and_trace_rows_read_only(admin_client, inspected, model):
+    row = model.objects.filter(session=inspected).first()
+
+    listing = admin_client.get(url(model, "changelist"))
+    detail = admin_client.get(url(model, "change", row.pk))
+
+    assert listing.status_code == detail.status_code == 200
+    assert listing.context["cl"].result_count == model.objects.count()
+    assert admin_client.get(url(model, "add")).status_code == 403
+    assert admin_client.post(url(model, "delete", row.pk), {"post": "yes"}).status_code == 403
+    assert model.objects.filter(pk=row.pk).exists()
+
+
+def test_it_filters_events_by_kind_and_searches_their_content(admin_client, inspected):
+    by_kind = admin_client.get(url(Event, "changelist"), {"kind__exact": "tool_call"})
+    by_text = admin_client.get(url(Event, "changelist"), {"q": "alert"})
+
+    assert [e.kind for e in by_kind.context["cl"].result_list] == ["tool_call"]
+    assert [e.kind for e in by_text.context["cl"].result_list] == ["user_message"]
+
+
+def test_it_shows_artifacts_read_only(admin_client, inspected):
+    artifact = inspected.artifacts.get()
+
+    listing = admin_client.get(url(type(artifact), "changelist"), {"kind__exact": "markdown"})
+    detail = admin_client.get(url(type(artifact), "change", artifact.pk))
+
+    assert listing.status_code == detail.status_code == 200
+    assert listing.context["cl"].result_count == 1
+    assert "&quot;markdown&quot;: &quot;# Draft&quot;" in detail.content.decode()
+    assert admin_client.get(url(type(artifact), "add")).status_code == 403
+
+
+def test_it_shows_the_usage_ledger_by_date(admin_client, session):
+    record = UsageRecordFactory(session=session, purpose="brain")
+
+    this_year = {"created_at__year": record.created_at.year}
+
+    listing = admin_client.get(url(type(record), "changelist"), this_year)
+    by_purpose = admin_client.get(url(type(record), "changelist"), {"purpose__exact": "step"})
+    detail = admin_client.get(url(type(record), "change", record.pk))
+
+    assert listing.status_code == detail.status_code == 200
+    assert listing.context["cl"].result_count == 1
+    assert by_purpose.context["cl"].result_count == 0
+    assert admin_client.get(url(type(record), "add")).status_code == 403
+
+
+def test_it_lets_an_admin_revoke_a_tool_grant(admin_client, owner):
+    grant = ToolGrant.objects.create(user=owner, tool_name="create_page")
+
+    listing = admin_client.get(url(ToolGrant, "changelist"))
+    response = admin_client.post(url(ToolGrant, "delete", grant.pk), {"post": "yes"})
+
+    assert listing.status_code == 200 and "create_page" in listing.content.decode()
+    assert response.status_code == 302
+    assert not ToolGrant.objects.exists()
+    assert admin_client.get(url(ToolGrant, "add")).status_code == 403
+
+
+def test_it_keeps_non_staff_users_out(owner_client, session):
+    response = owner_client.get(url(Session, "change", session.pk))
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))

@@ -1,0 +1,242 @@
+"""sessions_app.services, the internal write API: trace cap, retention, transitions, estimates."""
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from sessions_app import services
+from sessions_app.models import Event, Session, TraceEvent
+
+from .conftest import API
+from .factories import SessionFactory
+
+
+def ahentic(**overrides):
+    """``override_settings`` for a few AHENTIC keys, keeping the test settings' others."""
+    return override_settings(AHENTIC={**settings.AHENTIC, **overrides})
+
+
+def trace_rows(session):
+    return list(TraceEvent.objects.filter(session=session).order_by("seq"))
+
+
+def event_seqs(session):
+    return list(Event.objects.filter(session=session).values_list("seq", flat=True))
+
+
+# Trace cap
+
+
+@ahentic(TRACE_CAP=10, TRACE_HEAD=3)
+def test_it_keeps_every_trace_event_up_to_the_cap(session):
+    for i in range(10):
+        services.trace_record(session_id=session.pk, type="step", summary=f"e{i + 1}")
+
+    rows = trace_rows(session)
+    assert [r.summary for r in rows] == [f"e{i + 1}" for i in range(10)]
+    assert not any(r.type == TraceEvent.GAP for r in rows)
+
+
+@ahentic(TRACE_CAP=10, TRACE_HEAD=3)
+def test_it_collapses_the_trace_into_head_gap_and_newest_tail(owner_client, session):
+    trace_counts = []
+    for n in range(1, 31):
+        services.trace_record(session_id=session.pk, type="step", summary=f"e{n}")
+        trace_counts.append(owner_client.get(f"{API}/sessions/{session.pk}").json()["traceCount"])
+        if n <= 10:
+            continue
+
+        rows = trace_rows(session)
+        gaps = [r for r in rows if r.type == TraceEvent.GAP]
+        assert len(rows) == 10
+        assert [r.summary for r in rows[:3]] == ["e1", "e2", "e3"]
+        assert len(gaps) == 1 and rows[3].type == TraceEvent.GAP  # sorts between head and tail
+        assert gaps[0].data == {"dropped": n - 9}  # cumulative over every collapse
+        assert [r.summary for r in rows[4:]] == [f"e{k}" for k in range(n - 5, n + 1)]
+
+    assert trace_counts == list(range(1, 31))
+
+
+@ahentic(TRACE_CAP=10, TRACE_HEAD=3)
+def test_it_counts_every_trace_event_ever_recorded(session):
+    for _ in range(25):
+        services.trace_record(session_id=session.pk, type="step")
+
+    assert Session.objects.get(pk=session.pk).trace_count == 25
+    assert TraceEvent.objects.filter(session=session).count() == 10
+
+
+def test_it_records_trace_rows_with_the_sessions_run_and_step(session):
+    services.session_update(session_id=session.pk, run_seq=3, step_count=7)
+
+    row = services.trace_record(
+        session_id=session.pk, type="tool", summary="s" * 600, data={"a": 1}
+    )
+    explicit = services.trace_record(session_id=session.pk, type="tool", step=2, run=1)
+
+    assert (row.run, row.step, len(row.summary), row.data) == (3, 7, 500, {"a": 1})
+    assert (explicit.run, explicit.step) == (1, 2)
+    assert [r.seq for r in trace_rows(session)] == [1, 2]
+
+
+# Event retention and seq
+
+
+@ahentic(ENTRY_RETENTION=5, MESSAGES_WINDOW=3)
+def test_it_prunes_the_oldest_events_beyond_retention(owner_client, session):
+    for i in range(12):
+        services.event_append(session_id=session.pk, kind="user_message", content=f"m{i + 1}")
+
+    assert event_seqs(session) == [8, 9, 10, 11, 12]
+
+    batch = services.events_append(
+        session_id=session.pk,
+        items=[{"kind": "agent_message", "content": f"b{i}"} for i in range(3)],
+    )
+
+    assert [e.seq for e in batch] == [13, 14, 15]  # never reuses a pruned seq
+    assert event_seqs(session) == [11, 12, 13, 14, 15]
+    payload = owner_client.get(f"{API}/sessions/{session.pk}").json()
+    assert [m["seq"] for m in payload["messages"]] == [13, 14, 15]
+    assert payload["hasMore"] is True
+    older = owner_client.get(f"{API}/sessions/{session.pk}/messages?before=11").json()
+    assert older == {"messages": [], "hasMore": False}
+
+
+@ahentic(ENTRY_RETENTION=5, MESSAGES_WINDOW=5)
+def test_it_reports_no_more_messages_when_the_rest_was_pruned(owner_client, session):
+    for _ in range(12):
+        services.event_append(session_id=session.pk, kind="user_message", content="m")
+
+    payload = owner_client.get(f"{API}/sessions/{session.pk}").json()
+
+    assert [m["seq"] for m in payload["messages"]] == [8, 9, 10, 11, 12]
+    assert payload["hasMore"] is False
+
+
+@ahentic(ENTRY_RETENTION=None)
+def test_it_keeps_every_event_without_retention(session):
+    for _ in range(12):
+        services.event_append(session_id=session.pk, kind="user_message", content="m")
+
+    assert Event.objects.filter(session=session).count() == 12
+
+
+def test_it_numbers_events_per_session(owner):
+    first, second = SessionFactory(owner=owner), SessionFactory(owner=owner)
+
+    a = services.event_append(session_id=first.pk, kind="user_message", content="a")
+    b = services.event_append(session_id=second.pk, kind="user_message", content="b")
+    c = services.event_append(session_id=first.pk, kind="agent_message", content="c")
+
+    assert (a.seq, b.seq, c.seq) == (1, 1, 2)
+    assert Session.objects.get(pk=first.pk).last_seq == 2
+
+
+def test_it_stamps_events_with_the_current_run_unless_told(session):
+    services.session_update(session_id=session.pk, run_seq=4)
+
+    current = services.event_append(session_id=session.pk, kind="user_message", content="x")
+    explicit = services.event_append(session_id=session.pk, kind="user_message", run=2)
+
+    assert (current.run, explicit.run) == (4, 2)
+
+
+# Transitions
+
+
+def test_it_transitions_a_session_in_the_expected_status(session):
+    before = Session.objects.get(pk=session.pk)
+
+    moved = services.session_transition(
+        session_id=session.pk, from_statuses=["idle", "error"], to_status="running", run_seq=1
+    )
+
+    after = Session.objects.get(pk=session.pk)
+    assert moved is True
+    assert (after.status, after.run_seq, after.version) == ("running", 1, before.version + 1)
+
+
+def test_it_refuses_a_transition_from_another_status(session):
+    services.session_transition(session_id=session.pk, from_statuses=["idle"], to_status="running")
+    before = Session.objects.filter(pk=session.pk).values().get()
+
+    moved = services.session_transition(
+        session_id=session.pk,
+        from_statuses=["idle", "error"],
+        to_status="cancelled",
+        last_error="should not be written",
+    )
+
+    assert moved is False
+    assert Session.objects.filter(pk=session.pk).values().get() == before
+
+
+def test_it_lets_only_one_of_two_racing_transitions_win(session):
+    results = [
+        services.session_transition(session_id=session.pk, from_statuses=["idle"], to_status=to)
+        for to in ("running", "cancelled")
+    ]
+
+    assert results == [True, False]
+    assert Session.objects.get(pk=session.pk).status == "running"
+
+
+def test_it_does_not_transition_a_missing_session(db):
+    assert (
+        services.session_transition(
+            session_id="00000000-0000-0000-0000-000000000000",
+            from_statuses=["idle"],
+            to_status="running",
+        )
+        is False
+    )
+
+
+# Pending messages
+
+
+def test_it_recalls_a_pending_message_only_once(session):
+    pending = services.pending_message_add(session_id=session.pk, content="later")
+    version = Session.objects.get(pk=session.pk).version
+
+    first = services.pending_message_recall(session_id=session.pk, pending_id=pending.pk)
+    second = services.pending_message_recall(session_id=session.pk, pending_id=pending.pk)
+
+    assert (first, second) == (True, False)
+    assert Session.objects.get(pk=session.pk).version == version + 1
+
+
+def test_it_does_not_recall_another_sessions_pending_message(owner, session):
+    elsewhere = SessionFactory(owner=owner)
+    pending = services.pending_message_add(session_id=elsewhere.pk, content="later")
+
+    assert services.pending_message_recall(session_id=session.pk, pending_id=pending.pk) is False
+    assert elsewhere.pending_messages.count() == 1
+
+
+# Token estimates
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("", 1),
+        (None, 1),
+        ("a", 1),
+        ("abcd", 1),
+        ("abcde", 2),
+        ("x" * 400, 100),
+        ("éééé", 2),  # 4 characters, 8 bytes
+        ("日本語", 3),  # 3 characters, 9 bytes
+        ("😀😀", 2),  # 2 characters, 8 bytes
+    ],
+)
+def test_it_estimates_tokens_from_utf8_bytes(text, tokens):
+    assert services.estimate_tokens(text) == tokens
+
+
+def test_it_stores_the_token_estimate_on_each_event(session):
+    event = services.event_append(session_id=session.pk, kind="user_message", content="日本語" * 4)
+
+    assert Event.objects.get(pk=event.pk).token_count == 9
