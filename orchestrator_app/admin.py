@@ -7,7 +7,10 @@ point down only, so sessions_app/admin.py cannot reach them).
 
 from __future__ import annotations
 
-from django.contrib import admin
+import json
+
+from django.contrib import admin, messages
+from django.http import HttpResponse
 
 from artifacts_app.admin import artifacts_table
 from sessions_app import services as session_services
@@ -16,6 +19,7 @@ from sessions_app.admin import SessionAdmin as BaseSessionAdmin
 from sessions_app.models import Session
 
 from . import services
+from .api.payload import session_diagnostics
 from .models import ToolGrant, UsageRecord
 
 admin.site.unregister(Session)
@@ -23,9 +27,45 @@ admin.site.unregister(Session)
 
 @admin.register(Session)
 class SessionAdmin(BaseSessionAdmin):
-    # Run actions (cancel, continue/requeue, heal orphaned tool calls, export diagnostics) go
-    # here; each calls a service, never saves the model.
-    actions: list = []
+    # Run actions: each calls a service, never saves the model.
+    actions = ["cancel_runs", "continue_runs", "heal_tool_calls", "export_diagnostics"]
+
+    @admin.action(description="Cancel the run")
+    def cancel_runs(self, request, queryset):
+        done = sum(
+            services.run_cancel(session_id=pk) for pk in queryset.values_list("pk", flat=True)
+        )
+        self.message_user(request, f"Cancelled {done} run(s).", messages.SUCCESS)
+
+    @admin.action(description="Continue / requeue")
+    def continue_runs(self, request, queryset):
+        outcomes = [
+            services.run_continue(session_id=pk) for pk in queryset.values_list("pk", flat=True)
+        ]
+        summary = ", ".join(f"{o}: {outcomes.count(o)}" for o in sorted(set(outcomes)))
+        self.message_user(request, f"Continue: {summary}.", messages.SUCCESS)
+
+    @admin.action(description="Heal orphaned tool calls")
+    def heal_tool_calls(self, request, queryset):
+        healed = sum(
+            services.heal_orphans(session_id=pk) for pk in queryset.values_list("pk", flat=True)
+        )
+        self.message_user(request, f"Answered {healed} orphaned tool call(s).", messages.SUCCESS)
+
+    @admin.action(description="Export diagnostics (JSON)")
+    def export_diagnostics(self, request, queryset):
+        bundles = [session_diagnostics(session) for session in queryset]
+        data = bundles[0] if len(bundles) == 1 else {"sessions": bundles}
+        name = (
+            f"ahentic-diagnostics-{bundles[0]['id']}"
+            if len(bundles) == 1
+            else "ahentic-diagnostics"
+        )
+        response = HttpResponse(
+            json.dumps(data, indent=2, ensure_ascii=False), content_type="application/json"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+        return response
 
     # The base sections with "Artifacts" inserted before the (long) event timeline.
     fieldsets = [

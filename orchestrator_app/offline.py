@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .localapi import LocalResponse, text_reply, tool_call, tool_reply
+from .prompt import CONTEXT_HEADER
 
 TOUR_PLAN = [
     {"id": "read", "content": "Read your message", "status": "completed"},
@@ -24,7 +25,11 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
         content = message["content"]
         if isinstance(content, str):
             return content
-        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        texts = [
+            b.get("text", "")
+            for b in content
+            if b.get("type") == "text" and not b.get("text", "").startswith(CONTEXT_HEADER)
+        ]
         if texts:
             return texts[-1]
     return ""

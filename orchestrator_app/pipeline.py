@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import F
 from django.utils import timezone
 
+from artifacts_app import store
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session
@@ -141,17 +142,47 @@ def process_call(runner: StepRunner, call: Event) -> Outcome:
     if problem:
         return answer(runner, call, failure("invalid_input", problem), False)
 
+    artifact = None
+    if tool.artifact_field:
+        tool_input = store.auto_stage(
+            session.pk,
+            tool_input,
+            tool.artifact_field,
+            tool.artifact_kinds,
+            step=session.step_count,
+            run=runner.run_seq,
+        )
+        if "from_memory" in tool_input:
+            try:
+                artifact = store.check_ready(
+                    session.pk, tool_input["from_memory"], tool.artifact_kinds
+                )
+            except store.ArtifactError as exc:
+                return answer(runner, call, artifact_failure(exc), False)
+
     approved = (pending or {}).get("approved")
-    if tool.requires_approval and not approved:
+    if tool.needs_approval(tool_input) and not approved:
         if is_preallowed(tool, session):
             approved = "preallowed"
         else:
-            return pause(runner, call, tool, tool_input, Session.Status.AWAITING_HUMAN)
+            return pause(
+                runner, call, tool, tool_input, Session.Status.AWAITING_HUMAN, artifact=artifact
+            )
     if tool.runtime == "browser":
         return pause(
-            runner, call, tool, tool_input, Session.Status.AWAITING_BROWSER, approved=approved
+            runner,
+            call,
+            tool,
+            tool_input,
+            Session.Status.AWAITING_BROWSER,
+            approved=approved,
+            artifact=artifact,
         )
     return execute(runner, call, tool, tool_input, approved=approved)
+
+
+def artifact_failure(exc: store.ArtifactError) -> dict[str, Any]:
+    return ToolError(exc.code, exc.message, exc.hint, **exc.data).as_result()
 
 
 def pause(
@@ -161,9 +192,13 @@ def pause(
     tool_input: dict[str, Any],
     status: str,
     approved: str | None = None,
+    artifact=None,
 ) -> Outcome:
+    """Pause for the user or the browser. The stored input keeps ``from_memory`` as a key."""
     now = timezone.now()
     summary = tool.summarize(tool_input)
+    if artifact is not None:
+        summary = " · ".join(p for p in (summary, artifact.title, f"{artifact.bytes} bytes") if p)
     pending = {
         "name": tool.name,
         "input": tool_input,
@@ -173,6 +208,8 @@ def pause(
         "approved": approved,
         "non_preallowable": tool.non_preallowable,
         "paused_at": now.isoformat(),
+        "artifact_key": artifact.key if artifact is not None else None,
+        "memory": store.memory_summary(artifact) if artifact is not None else None,
     }
     if status == Session.Status.AWAITING_HUMAN:
         label = f"Waiting for your approval: {summary}"
@@ -199,9 +236,9 @@ def pause(
 
 def mark_started(runner: StepRunner, call: Event) -> None:
     """Record that execution began, so a crash is healed as "outcome unknown", never re-run."""
-    payload = {**call.payload, "started": {"lease": runner.token, "at": timezone.now().isoformat()}}
-    Event.objects.filter(pk=call.pk).update(payload=payload)
-    call.payload = payload
+    call.payload = session_services.event_payload_merge(
+        event_id=call.pk, started={"lease": runner.token, "at": timezone.now().isoformat()}
+    )
 
 
 def execute(
@@ -211,6 +248,19 @@ def execute(
     session = runner.session
     if not runner.refresh_lease(extra_s=timeout):
         return Outcome("lost")
+    artifact_key = None
+    if tool.artifact_field and "from_memory" in tool_input:
+        try:
+            tool_input, artifact_key = store.apply_from_memory(
+                runner.session_id, tool_input, tool.artifact_field, tool.artifact_kinds
+            )
+        except store.ArtifactError as exc:
+            return answer(runner, call, artifact_failure(exc), False)
+        problem = tool.validate(tool_input, strict=True)
+        if problem:
+            return answer(
+                runner, call, failure("invalid_input", problem), False, artifactKey=artifact_key
+            )
     mark_started(runner, call)
     summary = tool.summarize(tool_input)
     runner.trace(
@@ -248,7 +298,11 @@ def execute(
     meta: dict[str, Any] = {}
     if approved:
         meta["approved"] = approved
+    if artifact_key:
+        meta["artifactKey"] = artifact_key
     outcome = answer(runner, call, result, ok, **meta)
+    if ok and artifact_key:
+        store.mark_applied(runner.session_id, artifact_key)
     if (session.pending_tool or {}).get("call_id") == call.tool_use_id:
         session_services.session_update(session_id=runner.session_id, pending_tool=None)
     if ok and not tool.readonly:

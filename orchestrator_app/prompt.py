@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from artifacts_app import store
+from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session
 
@@ -56,6 +58,50 @@ def tool_definitions(tools: list[Tool]) -> list[dict[str, Any]]:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+PAGE_CONTEXT_CHARS = 2000
+CONTEXT_HEADER = "[Context for this step, from the system, not the user]"
+USER_ROLE_KINDS = (Event.Kind.USER_MESSAGE, Event.Kind.TOOL_RESPONSE, Event.Kind.SUBAGENT_MESSAGE)
+
+
+def step_context(session: Session) -> str:
+    """Volatile per-step context: page context, plan checklist, artifact pointers.
+
+    It rides in a text block of the user turn the step creates and is stored with that turn,
+    so earlier turns (and the cached prefix) never change.
+    """
+    parts = []
+    if session.page_context:
+        page = json.dumps(session.page_context, ensure_ascii=False, sort_keys=True)
+        parts.append("Active browser page context:\n" + _clip(page, PAGE_CONTEXT_CHARS))
+    plan = session.plan or {}
+    if plan.get("steps"):
+        lines = [f"- [{s['status']}] {s['id']}: {s['content']}" for s in plan["steps"]]
+        title = f" {plan['title']}" if plan.get("title") else ""
+        parts.append(
+            f"Current plan{title} (keep it current with update_plan):\n" + "\n".join(lines)
+        )
+    pointers = store.prompt_pointers(session.pk)
+    if pointers:
+        parts.append(pointers)
+    return f"{CONTEXT_HEADER}\n" + "\n\n".join(parts) if parts else ""
+
+
+def attach_context(events: list[Event], context: str) -> None:
+    """Store ``context`` on the newest user-role event unless it is unchanged since the last
+    time it was sent (repeating it would only spend tokens)."""
+    if not context or not events or events[-1].kind not in USER_ROLE_KINDS:
+        return
+    newest = events[-1]
+    if "context" in newest.payload:
+        return
+    previous = next(
+        (e.payload["context"] for e in reversed(events) if "context" in e.payload), None
+    )
+    if previous == context:
+        return
+    newest.payload = session_services.event_payload_merge(event_id=newest.pk, context=context)
 
 
 def _blocks_for(event: Event, current_run: int) -> tuple[str, dict[str, Any]] | None:
@@ -105,10 +151,13 @@ def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]
         if item is None:
             continue
         role, block = item
+        blocks = [block]
+        if role == "user" and event.payload.get("context"):
+            blocks.append({"type": "text", "text": event.payload["context"]})
         if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].append(block)
+            messages[-1]["content"].extend(blocks)
         else:
-            messages.append({"role": role, "content": [block]})
+            messages.append({"role": role, "content": blocks})
     while messages and messages[0]["role"] != "user":
         messages.pop(0)
     for message in messages:

@@ -18,6 +18,7 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from artifacts_app import store
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, PendingMessage, Session
@@ -321,7 +322,44 @@ def message_post(
         raise AhenticError("ahentic_session_busy", "The agent is busy with this chat.", 409)
     if sticky:
         session_services.session_update(session_id=session.pk, **sticky)
-    return session_services.pending_message_add(session_id=session.pk, content=content)
+    pending = session_services.pending_message_add(session_id=session.pk, content=content)
+    # The run may have ended between our status read and the insert: then nobody would promote
+    # this message, so start a run for it (the step loop checks the same after it goes idle).
+    wake_for_pending(session.pk)
+    return pending
+
+
+def wake_for_pending(session_id) -> bool:
+    """Start a run for queued messages left on an idle session. Returns whether it did."""
+    now = _now()
+    with transaction.atomic():
+        if not PendingMessage.objects.filter(session_id=session_id).exists():
+            return False
+        if not session_services.session_transition(
+            session_id=session_id,
+            from_statuses=[Session.Status.IDLE],
+            to_status=Session.Status.RUNNING,
+            run_seq=F("run_seq") + 1,
+            step_count=0,
+            last_error="",
+            last_error_code="",
+            job_resumable=False,
+            heartbeat_at=now,
+            lease_token="",
+            lease_expires_at=None,
+            progress={"label": "Thinking…", "updatedAt": now.isoformat()},
+        ):
+            return False
+        run_seq = Session.objects.filter(pk=session_id).values_list("run_seq", flat=True).get()
+        session_services.trace_record(
+            session_id=session_id,
+            type="run_start",
+            summary=f"Run {run_seq} started for queued message(s)",
+            data={"source": "pending_messages"},
+            step=0,
+        )
+        enqueue_step(session_id, run_seq)
+    return True
 
 
 def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> bool:
@@ -734,8 +772,12 @@ def browser_result_record(
         meta: dict[str, Any] = {"browser": True}
         if pending.get("approved"):
             meta["approved"] = pending["approved"]
+        if pending.get("artifact_key"):
+            meta["artifactKey"] = pending["artifact_key"]
         for call in calls:
             tool_response_record(session_id=session.pk, call=call, result=result, ok=ok, meta=meta)
+        if ok and pending.get("artifact_key"):
+            store.mark_applied(session.pk, pending["artifact_key"])
         session_services.trace_record(
             session_id=session.pk,
             type="tool_result",
@@ -817,3 +859,30 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
             step=0,
         )
         enqueue_step(session.pk, run_seq)
+
+
+def heal_orphans(*, session_id) -> int:
+    """Staff repair: answer tool calls no worker will ever answer (admin action).
+
+    A run a live worker holds is left alone, and so is the call a pause is waiting on.
+    """
+    session = Session.objects.filter(pk=session_id).first()
+    if session is None:
+        return 0
+    if session.status == Session.Status.RUNNING and not lease_is_stale(session):
+        return 0
+    waiting = (
+        (session.pending_tool or {}).get("call_id") if session.status in Session.LIVE else None
+    )
+    calls = [c for c in unanswered_tool_calls(session_id) if c.tool_use_id != waiting]
+    healed = answer_unanswered(
+        session_id=session_id,
+        code="tool_interrupted",
+        message="Interrupted, outcome unknown: this call was repaired by staff.",
+        only=calls,
+    )
+    if healed:
+        session_services.trace_record(
+            session_id=session_id, type="tool_healed", summary=f"{healed} call(s) healed by staff"
+        )
+    return healed

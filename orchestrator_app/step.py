@@ -107,9 +107,15 @@ class StepRunner:
                 reason=trace_reason,
                 code=fields.get("last_error_code", ""),
             )
+            if to_status == Session.Status.IDLE:
+                services.wake_for_pending(self.session_id)
         return ended
 
     def finish(self, reason: str = "final_reply") -> None:
+        if PendingMessage.objects.filter(session_id=self.session_id).exists():
+            # Messages queued during this step: the run goes on so the model answers them.
+            self.next_step()
+            return
         self.end(Session.Status.IDLE, plan_outcome="finish", trace_reason=reason)
 
     def fail(
@@ -248,6 +254,7 @@ class StepRunner:
         step = session.step_count
         tools = tools_for(session, session.owner)
         events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
+        prompt.attach_context(events, prompt.step_context(session))
         request = prompt.build_request(session, events, tools)
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK

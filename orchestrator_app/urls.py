@@ -31,6 +31,8 @@ urlpatterns = [
     route(rf"{SESSION}/cancel", views.SessionCancelView, "session-cancel"),
     route(rf"{SESSION}/continue", views.SessionContinueView, "session-continue"),
     route(rf"{SESSION}/actions", views.SessionActionsView, "session-actions"),
+    route(rf"{SESSION}/artifacts", views.SessionArtifactsView, "session-artifacts"),
+    route(rf"{SESSION}/artifacts/(?P<key>[^/]+)", views.SessionArtifactView, "session-artifact"),
     route(rf"{SESSION}/diagnostics", views.SessionDiagnosticsView, "session-diagnostics"),
     route(r"stats/tokens", views.TokenStatsView, "stats-tokens"),
     route(r"tools", views.ToolCatalogView, "tools"),

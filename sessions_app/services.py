@@ -257,3 +257,15 @@ def session_delete(*, session_id) -> None:
     """Delete a session with its children, events, trace and artifacts (database cascade)."""
     _bump_parent_of(session_id)
     Session.objects.filter(pk=session_id).delete()
+
+
+def event_payload_merge(*, event_id: int, **values: Any) -> dict[str, Any]:
+    """Merge bookkeeping keys into an event's payload (a tool call's ``started`` marker, the
+    per-step context note of a user turn). What the event says is never rewritten."""
+    with transaction.atomic():
+        payload = (
+            Event.objects.select_for_update().values_list("payload", flat=True).get(pk=event_id)
+        )
+        payload = {**(payload or {}), **values}
+        Event.objects.filter(pk=event_id).update(payload=payload)
+    return payload

@@ -6,11 +6,20 @@ table, each bounded by a window (``MESSAGES_WINDOW``, ``TRACE_POLL_WINDOW``).
 
 from __future__ import annotations
 
+import platform
 from typing import Any
 
+import django
+from django.db import connection
+from django.utils import timezone
+
+from artifacts_app import store
 from artifacts_app.models import Artifact
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session, TraceEvent
+
+from ..models import UsageRecord
+from ..tools import get_tool
 
 ROLE_BY_KIND = {
     Event.Kind.USER_MESSAGE: "user",
@@ -93,13 +102,32 @@ def message_json(event: Event, view_mode: str) -> dict[str, Any]:
     }
 
 
-def pending_tool_json(pending: dict | None) -> dict | None:
-    """Storage keeps snake_case keys and a from_memory key only; REST shows camelCase."""
+def pending_tool_json(pending: dict | None, session_id) -> dict | None:
+    """Storage keeps snake_case keys and a from_memory key only; REST shows camelCase.
+
+    For a browser call the input is shown with ``from_memory`` expanded, so the sidebar runs it
+    without loading artifacts itself (storage is not changed).
+    """
     if not pending:
         return None
-    return {
+    tool_input = pending.get("input")
+    memory_error = None
+    if (
+        pending.get("runtime") == "browser"
+        and isinstance(tool_input, dict)
+        and "from_memory" in tool_input
+    ):
+        tool = get_tool(pending.get("name", ""))
+        if tool is not None and tool.artifact_field:
+            try:
+                tool_input, _ = store.apply_from_memory(
+                    session_id, tool_input, tool.artifact_field, tool.artifact_kinds
+                )
+            except store.ArtifactError as exc:
+                memory_error = exc.message
+    data = {
         "name": pending.get("name"),
-        "input": pending.get("display_input", pending.get("input")),
+        "input": tool_input,
         "summary": pending.get("summary", ""),
         "callId": pending.get("call_id"),
         "runtime": pending.get("runtime", "server"),
@@ -108,6 +136,9 @@ def pending_tool_json(pending: dict | None) -> dict | None:
         "artifactKey": pending.get("artifact_key"),
         "memory": pending.get("memory"),
     }
+    if memory_error:
+        data["memoryError"] = memory_error
+    return data
 
 
 def context_usage_json(stored: dict | None) -> dict[str, Any]:
@@ -228,7 +259,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
         "progress": progress,
         "heartbeatAt": iso(session.heartbeat_at),
         "plan": session.plan or None,
-        "pendingTool": pending_tool_json(session.pending_tool),
+        "pendingTool": pending_tool_json(session.pending_tool, session.pk),
         "artifacts": [artifact_pointer_json(a, with_payload=include_artifacts) for a in artifacts],
         "goals": goals_json(goals),
         "activeSkills": list(session.active_skills or []),
@@ -251,4 +282,58 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
         "version": session.version,
         "createdAt": iso(session.created_at),
         "modifiedAt": iso(session.updated_at),
+    }
+
+
+def session_diagnostics(session: Session) -> dict[str, Any]:
+    """The diagnostics bundle: state, environment and the full trace with data.
+
+    Served by GET sessions/{id}/diagnostics and the admin's "Export diagnostics" action.
+    """
+    trace = TraceEvent.objects.filter(session_id=session.pk).order_by("seq")
+    last_model = (
+        UsageRecord.objects.filter(session_id=session.pk)
+        .order_by("-id")
+        .values_list("model", flat=True)
+        .first()
+    )
+    active_goal = session.goals.filter(parent__isnull=True, status=Goal.Status.ACTIVE).last()
+    return {
+        "id": str(session.pk),
+        "title": session.title,
+        "exportedAt": iso(timezone.now()),
+        "environment": {
+            "django": django.get_version(),
+            "python": platform.python_version(),
+            "database": connection.vendor,
+            "model": ahentic_settings.MODEL,
+            "brainModel": ahentic_settings.BRAIN_MODEL,
+            "llmConfigured": bool(ahentic_settings.API_KEY or ahentic_settings.BASE_URL),
+        },
+        "session": {
+            "status": session.status,
+            "mode": session.mode,
+            "model": last_model,
+            "runs": session.run_seq,
+            "stepCount": session.step_count,
+            "tokensIn": session.tokens_in,
+            "tokensOut": session.tokens_out,
+            "tokensUsed": session.tokens_used,
+            "lastError": session.last_error,
+            "lastErrorCode": session.last_error_code,
+            "createdAt": iso(session.created_at),
+            "modifiedAt": iso(session.updated_at),
+        },
+        "state": {
+            "pendingTool": session.pending_tool,
+            "browserPausedAt": iso(session.browser_paused_at),
+            "heartbeatAt": iso(session.heartbeat_at),
+            "leaseExpiresAt": iso(session.lease_expires_at),
+            "progress": session.progress,
+            "contentWork": session.content_work,
+            "jobResumable": session.job_resumable,
+            "activeGoal": active_goal.description if active_goal else None,
+            "plan": session.plan,
+        },
+        "trace": [trace_envelope(row, with_data=True) for row in trace],
     }

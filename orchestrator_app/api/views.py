@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import platform
 import uuid
 from datetime import timedelta
 from decimal import Decimal
 
-import django
-from django.db import connection
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -20,24 +17,39 @@ from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
+from artifacts_app import store
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Session, TraceEvent
+from sessions_app.models import Session
 
 from .. import services
 from ..models import UsageRecord
 from ..tools import all_tools
 from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
-from .payload import events_for_view, iso, message_json, session_payload, trace_envelope
+from .payload import (
+    artifact_pointer_json,
+    events_for_view,
+    iso,
+    message_json,
+    session_diagnostics,
+    session_payload,
+)
 from .permissions import HasAgentPermission
 
 # Request bodies above this are refused before parsing (browser tool results are the largest).
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
-def etag_for(version: int) -> str:
-    return f'"v{version}"'
+def etag_for(version: int, *, include_artifacts: bool = False) -> str:
+    # The body differs with ?include=artifacts, so the tag does too.
+    return f'"v{version}{"a" if include_artifacts else ""}"'
+
+
+def etag_matches(header: str, etag: str) -> bool:
+    """If-None-Match: a list of tags, weak ones included (proxies that gzip weaken them)."""
+    tags = [tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()]
+    return "*" in tags or etag in tags
 
 
 class AhenticView(APIView):
@@ -89,7 +101,7 @@ class AhenticView(APIView):
         return Response(
             session_payload(session, **kwargs),
             status=status_code,
-            headers={"ETag": etag_for(session.version)},
+            headers={"ETag": etag_for(session.version, **kwargs)},
         )
 
 
@@ -138,11 +150,11 @@ class SessionDetailView(AhenticView):
         version = self.sessions().filter(pk=pk).values_list("version", flat=True).first()
         if version is None:
             raise session_not_found()
-        etag = etag_for(version)
-        if etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+        include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
+        etag = etag_for(version, include_artifacts=include_artifacts)
+        if etag_matches(request.headers.get("If-None-Match", ""), etag):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        include = request.query_params.get("include", "")
-        return self.payload_response(pk, include_artifacts="artifacts" in include.split(","))
+        return self.payload_response(pk, include_artifacts=include_artifacts)
 
     def patch(self, request, session_id):
         session = self.get_session(session_id)
@@ -202,56 +214,7 @@ class SessionMessagesView(AhenticView):
 
 class SessionDiagnosticsView(AhenticView):
     def get(self, request, session_id):
-        session = self.get_session(session_id)
-        trace = TraceEvent.objects.filter(session_id=session.pk).order_by("seq")
-        last_model = (
-            UsageRecord.objects.filter(session_id=session.pk)
-            .order_by("-id")
-            .values_list("model", flat=True)
-            .first()
-        )
-        active_goal = session.goals.filter(parent__isnull=True, status="active").last()
-        return Response(
-            {
-                "id": str(session.pk),
-                "title": session.title,
-                "exportedAt": iso(timezone.now()),
-                "environment": {
-                    "django": django.get_version(),
-                    "python": platform.python_version(),
-                    "database": connection.vendor,
-                    "model": ahentic_settings.MODEL,
-                    "brainModel": ahentic_settings.BRAIN_MODEL,
-                    "llmConfigured": bool(ahentic_settings.API_KEY or ahentic_settings.BASE_URL),
-                },
-                "session": {
-                    "status": session.status,
-                    "mode": session.mode,
-                    "model": last_model,
-                    "runs": session.run_seq,
-                    "stepCount": session.step_count,
-                    "tokensIn": session.tokens_in,
-                    "tokensOut": session.tokens_out,
-                    "tokensUsed": session.tokens_used,
-                    "lastError": session.last_error,
-                    "lastErrorCode": session.last_error_code,
-                    "createdAt": iso(session.created_at),
-                    "modifiedAt": iso(session.updated_at),
-                },
-                "state": {
-                    "pendingTool": session.pending_tool,
-                    "browserPausedAt": iso(session.browser_paused_at),
-                    "heartbeatAt": iso(session.heartbeat_at),
-                    "leaseExpiresAt": iso(session.lease_expires_at),
-                    "progress": session.progress,
-                    "contentWork": session.content_work,
-                    "jobResumable": session.job_resumable,
-                    "activeGoal": active_goal.description if active_goal else None,
-                    "plan": session.plan,
-                },
-                "trace": [trace_envelope(row, with_data=True) for row in trace],
-            }
-        )
+        return Response(session_diagnostics(self.get_session(session_id)))
 
 
 class TokenStatsView(AhenticView):
@@ -409,10 +372,29 @@ class ToolCatalogView(AhenticView):
                     "description": t.description,
                     "readonly": t.readonly,
                     "runtime": t.runtime,
-                    "requiresApproval": t.requires_approval,
+                    # Input-aware policies count as "may ask".
+                    "requiresApproval": bool(t.requires_approval),
                     "nonPreallowable": t.non_preallowable,
                 }
                 for t in all_tools()
                 if t.allowed_for(request.user)
             ]
         )
+
+
+class SessionArtifactsView(AhenticView):
+    def get(self, request, session_id):
+        session = self.get_session(session_id)
+        return Response(
+            {"artifacts": [artifact_pointer_json(a) for a in store.pointers(session.pk)]}
+        )
+
+
+class SessionArtifactView(AhenticView):
+    def get(self, request, session_id, key):
+        session = self.get_session(session_id)
+        try:
+            artifact = store.get(session.pk, key)
+        except store.ArtifactError as exc:
+            raise ApiError("artifact_missing", exc.message, 404) from None
+        return Response(artifact_pointer_json(artifact, with_payload=True))

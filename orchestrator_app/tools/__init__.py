@@ -65,7 +65,8 @@ class Tool:
     input_schema: dict[str, Any]
     func: Callable[[ToolContext, dict[str, Any]], Any] | None
     readonly: bool = False
-    requires_approval: bool = True
+    # A bool, or a callable(input) -> bool for input-aware policies (a password field...).
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = True
     non_preallowable: bool = False
     runtime: str = "server"
     artifact_field: str | None = None
@@ -75,6 +76,11 @@ class Tool:
     summary: Callable[[dict[str, Any]], str] | None = None
     # Built-ins that always answer without approval even though they write session state.
     internal: bool = field(default=False, compare=False)
+
+    def needs_approval(self, input: dict[str, Any]) -> bool:
+        if callable(self.requires_approval):
+            return bool(self.requires_approval(input))
+        return bool(self.requires_approval)
 
     def allowed_for(self, user) -> bool:
         return self.permission is None or bool(self.permission(user))
@@ -87,9 +93,14 @@ class Tool:
                 pass
         return self.name.replace("_", " ")
 
-    def validate(self, input: Any) -> str | None:
-        """The validator's message for invalid input, or None when it is valid."""
-        validator = jsonschema.Draft202012Validator(self.input_schema)
+    def validate(self, input: Any, *, strict: bool = False) -> str | None:
+        """The validator's message for invalid input, or None when it is valid.
+
+        By default the model-facing schema is used (``from_memory`` may stand in for the
+        artifact field); ``strict`` checks the tool's own schema, after expansion.
+        """
+        schema = self.input_schema if strict else self.api_schema()["input_schema"]
+        validator = jsonschema.Draft202012Validator(schema)
         error = jsonschema.exceptions.best_match(validator.iter_errors(input))
         if error is None:
             return None
@@ -122,7 +133,7 @@ def tool(
     description: str,
     input_schema: dict[str, Any] | None = None,
     readonly: bool = False,
-    requires_approval: bool | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] | None = None,
     non_preallowable: bool = False,
     runtime: str = "server",
     artifact_field: str | None = None,
@@ -178,7 +189,7 @@ def _discover() -> None:
         return
     with _lock:
         if not _discovered:
-            from . import builtins  # noqa: F401
+            from . import artifact_tools, browser_tools, builtins  # noqa: F401
 
             autodiscover_modules("ahentic_tools")
             _discovered = True
