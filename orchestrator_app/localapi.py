@@ -60,14 +60,16 @@ markers are allowed, counting tools, system blocks, message blocks, blocks neste
 tool_result content and the top-level one. Then, with C the set of prefixes
 cached by earlier successful requests:
 
-* ``cache_read_input_tokens`` = tokens of the longest breakpoint prefix in C (else 0);
+* ``cache_read_input_tokens`` = tokens of the longest prefix in C that ends at a
+  breakpoint or at one of the ``LOOKBACK_BLOCKS`` (20) pieces before a breakpoint, as the
+  real API looks back for earlier cache entries (else 0);
 * ``cache_creation_input_tokens`` = tokens of the longest breakpoint prefix minus the
   read part if that prefix is not in C (else 0); in that case every breakpoint prefix
   of the request is added to C;
 * ``input_tokens`` = total - read - creation.
 
-Unlike the real API there is no look-back: a prefix is only read when this request
-puts a breakpoint at exactly its end. C is updated only for requests answered with
+So a conversation that moves its last-message breakpoint forward each step reads the
+previous step's prefix, as with the real API. C is updated only for requests answered with
 success: just before the JSON answer is sent, or when a stream starts.
 ``output_tokens`` = ``max(1, ceil(bytes of the compact sorted JSON of the reply content
 / 4))`` unless the scripted response sets it.
@@ -94,6 +96,7 @@ JSON = dict[str, Any]
 
 MAX_CACHE_BREAKPOINTS = 4
 ROLE_OVERHEAD_TOKENS = 4
+LOOKBACK_BLOCKS = 20  # pieces before a breakpoint checked for an earlier cache entry
 GATE_TIMEOUT_S = 30.0
 TEXT_CHUNK = 24  # characters per streamed text_delta
 JSON_PARTS = 3  # a tool input is streamed as this many input_json_delta parts
@@ -589,7 +592,8 @@ class LocalMessagesServer:
         read = creation = 0
         with self._cond:  # look up and commit atomically: concurrent calls see one cache
             if marks:
-                read = max((totals[k] for k in marks if hashes[k] in self._cached), default=0)
+                candidates = {j for k in marks for j in range(max(0, k - LOOKBACK_BLOCKS), k + 1)}
+                read = max((totals[j] for j in candidates if hashes[j] in self._cached), default=0)
                 if hashes[marks[-1]] not in self._cached:
                     creation = totals[marks[-1]] - read
                     self._cached.update(hashes[k] for k in marks)

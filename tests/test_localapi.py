@@ -373,9 +373,10 @@ def test_cache_accounting(server: LocalMessagesServer, client: anthropic.Anthrop
     )
     usage = second.usage
     total2 = count_request_tokens(server.message_requests()[1])
-    prefix = count_request_tokens({"tools": tools, "system": system, "messages": []})
-    assert usage.cache_read_input_tokens == prefix > 0  # tools + system were read back
-    assert usage.cache_creation_input_tokens == total2 - prefix
+    # Look-back: the first request's whole prompt is a prefix of this one and is read back,
+    # although this request has no breakpoint exactly at its end.
+    assert usage.cache_read_input_tokens == total1 > 0
+    assert usage.cache_creation_input_tokens == total2 - total1
     assert (
         usage.cache_read_input_tokens + usage.cache_creation_input_tokens + usage.input_tokens
         == total2
@@ -471,3 +472,16 @@ def test_gate_on_a_stream_sends_deltas_after_release(
         assert next(events).type == "message_start"  # sent before the gate opens
         gate.set()
         assert stream.get_final_text() == "streamed text"
+
+
+def test_look_back_reaches_only_20_pieces_before_a_breakpoint(
+    server: LocalMessagesServer, client: anthropic.Anthropic
+) -> None:
+    first = [user([{"type": "text", "text": "start", "cache_control": CC}])]
+    client.messages.create(model=MODEL, max_tokens=50, messages=first)
+    history: list[dict[str, Any]] = [user("start")]
+    for turn in range(11):  # 22 more pieces: the first prompt is out of look-back reach
+        history += [assistant(f"reply {turn}"), user(f"question {turn}")]
+    history[-1] = user([{"type": "text", "text": "question 10", "cache_control": CC}])
+    far = client.messages.create(model=MODEL, max_tokens=50, messages=history)
+    assert far.usage.cache_read_input_tokens == 0
