@@ -36,4 +36,6 @@ urlpatterns = [
     route(rf"{SESSION}/diagnostics", views.SessionDiagnosticsView, "session-diagnostics"),
     route(r"stats/tokens", views.TokenStatsView, "stats-tokens"),
     route(r"tools", views.ToolCatalogView, "tools"),
+    route(r"skills", views.SkillCatalogView, "skills"),
+    route(r"workflows", views.WorkflowCatalogView, "workflows"),
 ]

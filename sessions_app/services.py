@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .conf import ahentic_settings
-from .models import Event, PendingMessage, Session, TraceEvent
+from .models import Event, Goal, PendingMessage, Session, TraceEvent
 
 DEFAULT_TITLE = "New Agent"
 
@@ -269,3 +269,34 @@ def event_payload_merge(*, event_id: int, **values: Any) -> dict[str, Any]:
         payload = {**(payload or {}), **values}
         Event.objects.filter(pk=event_id).update(payload=payload)
     return payload
+
+
+def goal_create(*, session_id, description: str, parent_id: int | None = None) -> Goal:
+    """A goal, or a sub-goal of one of the session's root goals (two levels at most)."""
+    with transaction.atomic():
+        if parent_id is not None:
+            parent = Goal.objects.filter(session_id=session_id, pk=parent_id).first()
+            if parent is None:
+                raise ValueError("goal_missing")
+            if parent.parent_id is not None:
+                raise ValueError("goal_too_deep")
+        goal = Goal.objects.create(
+            session_id=session_id, parent_id=parent_id, description=description
+        )
+        session_update(session_id=session_id)
+    return goal
+
+
+def goal_complete(*, session_id, goal_id: int) -> bool:
+    """Complete an active goal (and its active sub-goals). False if there is no such goal."""
+    now = timezone.now()
+    with transaction.atomic():
+        rows = Goal.objects.filter(
+            session_id=session_id, pk=goal_id, status=Goal.Status.ACTIVE
+        ).update(status=Goal.Status.COMPLETED, completed_at=now)
+        if rows:
+            Goal.objects.filter(
+                session_id=session_id, parent_id=goal_id, status=Goal.Status.ACTIVE
+            ).update(status=Goal.Status.COMPLETED, completed_at=now)
+            session_update(session_id=session_id)
+    return bool(rows)

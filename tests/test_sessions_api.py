@@ -193,7 +193,11 @@ def test_it_renames_a_session_and_stops_automatic_titles(owner_client, session):
     assert Session.objects.get(pk=session.pk).title_source == Session.TitleSource.USER
 
 
-def test_it_updates_the_session_settings(owner_client, session):
+def test_it_updates_the_session_settings(owner_client, session, settings, tmp_path):
+    (tmp_path / "seo.md").write_text("---\nname: seo\ndescription: Rank.\n---\nUse keywords.")
+    (tmp_path / "tone.md").write_text("---\nname: tone\n---\nBe warm.")
+    (tmp_path / "publish.md").write_text("---\nname: publish\n---\n1. Draft 2. Publish")
+    settings.AHENTIC = {**settings.AHENTIC, "SKILL_DIRS": [tmp_path], "WORKFLOW_DIRS": [tmp_path]}
     response = owner_client.patch(
         f"{API}/sessions/{session.pk}",
         {
@@ -660,3 +664,12 @@ def test_it_exports_diagnostics_with_the_full_trace(owner_client, session):
     )
     assert len(payload["trace"]) == 2 and "data" not in payload["trace"][0]
     assert payload["traceCount"] == 5
+
+
+def test_it_refuses_unknown_skills_and_workflows(owner_client, session):
+    url = f"{API}/sessions/{session.pk}"
+    skill = owner_client.patch(url, {"activeSkills": ["no_such_skill"]}, format="json")
+    workflow = owner_client.patch(url, {"activeWorkflow": "no_such_flow"}, format="json")
+    assert (skill.status_code, skill.json()["code"]) == (400, "ahentic_unknown_skill")
+    assert (workflow.status_code, workflow.json()["code"]) == (400, "ahentic_unknown_workflow")
+    assert Session.objects.get(pk=session.pk).active_skills == []

@@ -22,7 +22,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
-from .. import services
+from .. import services, skills
 from ..models import UsageRecord
 from ..tools import all_tools
 from . import serializers as s
@@ -174,9 +174,23 @@ class SessionDetailView(AhenticView):
         if "pageContext" in data:
             fields["page_context"] = data["pageContext"]
         if "activeSkills" in data:
+            unknown = sorted(set(data["activeSkills"]) - set(skills.skills()))
+            if unknown:
+                raise ApiError(
+                    "ahentic_unknown_skill",
+                    f"Unknown skill(s): {', '.join(unknown)}. See GET skills.",
+                    fields={"activeSkills": unknown},
+                )
             fields["active_skills"] = list(dict.fromkeys(data["activeSkills"]))
         if "activeWorkflow" in data:
-            fields["active_workflow"] = data["activeWorkflow"] or ""
+            workflow = data["activeWorkflow"] or ""
+            if workflow and workflow not in skills.workflows():
+                raise ApiError(
+                    "ahentic_unknown_workflow",
+                    f"Unknown workflow {workflow!r}. See GET workflows.",
+                    fields={"activeWorkflow": [workflow]},
+                )
+            fields["active_workflow"] = workflow
         if fields:
             session_services.session_update(session_id=session.pk, **fields)
         return self.payload_response(session.pk)
@@ -398,3 +412,13 @@ class SessionArtifactView(AhenticView):
         except store.ArtifactError as exc:
             raise ApiError("artifact_missing", exc.message, 404) from None
         return Response(artifact_pointer_json(artifact, with_payload=True))
+
+
+class SkillCatalogView(AhenticView):
+    def get(self, request):
+        return Response(skills.catalog(skills.skills()))
+
+
+class WorkflowCatalogView(AhenticView):
+    def get(self, request):
+        return Response(skills.catalog(skills.workflows()))

@@ -189,7 +189,7 @@ def _discover() -> None:
         return
     with _lock:
         if not _discovered:
-            from . import artifact_tools, browser_tools, builtins  # noqa: F401
+            from . import artifact_tools, browser_tools, builtins, context_tools  # noqa: F401
 
             autodiscover_modules("ahentic_tools")
             _discovered = True
