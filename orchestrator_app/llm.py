@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+import httpx2  # the SDK's HTTP client; its errors can escape a stream being read
 
 from sessions_app.conf import ahentic_settings
 
@@ -139,6 +140,23 @@ def call_model(
         raise
     except anthropic.APIError as exc:
         raise _map_error(exc, started) from exc
+    except httpx2.TimeoutException as exc:
+        # Raised by the transport mid-stream, after the SDK handed over the response.
+        raise LLMError(
+            "ahentic_llm_timeout",
+            "The model stopped answering mid-reply.",
+            True,
+            None,
+            _ms(started),
+        ) from exc
+    except httpx2.HTTPError as exc:
+        raise LLMError(
+            "ahentic_llm_error",
+            f"The connection to the model broke: {exc}",
+            True,
+            None,
+            _ms(started),
+        ) from exc
     usage = message.usage
     return LLMResult(
         content=[_block_dict(b) for b in message.content],
@@ -151,6 +169,10 @@ def call_model(
         duration_ms=int((time.monotonic() - started) * 1000),
         request_id=request_id,
     )
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
 
 
 def _map_error(exc: anthropic.APIError, started: float) -> LLMError:

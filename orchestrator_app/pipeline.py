@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,10 +57,17 @@ def time_limit(seconds: float) -> Iterator[None]:
     ):
         yield
         return
+    # django-q2 may have armed SIGALRM for the task's own timeout: never cancel it. If it fires
+    # first, leave it alone; otherwise re-arm it with what is left when the tool returns.
+    outer_remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+    if outer_remaining and outer_remaining <= seconds:
+        yield
+        return
 
     def expire(signum, frame):
         raise ToolTimeout()
 
+    started = time.monotonic()
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
@@ -67,6 +75,9 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_remaining:
+            left = outer_remaining - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
 
 
 def failure(code: str, message: str, hint: str | None = None) -> dict[str, Any]:

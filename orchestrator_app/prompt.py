@@ -12,11 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.utils import timezone
+
 from artifacts_app import store
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, Session
+from sessions_app.models import Event, Goal, Session, Snapshot
 
+from . import skills
 from .tools import Tool
 
 CURRENT_RUN_RESULT_CHARS = 8000
@@ -39,14 +42,106 @@ def soul_text() -> str:
     return soul
 
 
-def system_blocks(session: Session) -> list[dict[str, Any]]:
-    parts = [soul_text()]
-    if session.prompt:
-        parts.append(f"## Your task (sub-agent)\n{session.prompt}")
-    parts.append(
-        f"## Mode\n{'Ask mode: read-only tools only.' if session.mode == 'ask' else 'Agent mode.'}"
+GOAL_DECAY_MESSAGES = 5
+CONVERSATION_KINDS = (Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE)
+WINDOW_OPENER = "[Earlier conversation is summarized in your memory.]"
+
+
+def memory_text(session: Session) -> str:
+    snapshots = list(Snapshot.objects.filter(session_id=session.pk).order_by("from_event_id"))
+    if not snapshots:
+        return ""
+    return "## Memory (summaries of earlier conversation)\n" + "\n\n".join(
+        s.text for s in snapshots
     )
-    return [{"type": "text", "text": "\n\n".join(parts), "cache_control": CACHE}]
+
+
+def environment_text(session: Session) -> str:
+    owner = session.owner
+    name = owner.get_full_name() or owner.get_username()
+    mode = (
+        "Ask mode: use read-only tools only." if session.mode == Session.Mode.ASK else "Agent mode."
+    )
+    # The date changes once a day, never per request, so the cached prefix holds all day.
+    lines = [
+        "## Environment",
+        f"User: {name}",
+        f"Today: {timezone.localdate().isoformat()}",
+        f"Mode: {mode}",
+    ]
+    if session.prompt:
+        lines.append(f"You are a sub-agent. Your task: {session.prompt}")
+    return "\n".join(lines)
+
+
+def expertise_text(session: Session) -> str:
+    available_skills, available_workflows = skills.skills(), skills.workflows()
+    parts = []
+    for name in session.active_skills or []:
+        if name in available_skills:
+            parts.append(f"### Skill: {name}\n{available_skills[name].body}")
+    workflow = available_workflows.get(session.active_workflow or "")
+    if workflow:
+        parts.append(f"### Workflow: {workflow.name}\n{workflow.body}")
+    inactive = [s for s in available_skills.values() if s.name not in (session.active_skills or [])]
+    if inactive:
+        parts.append(
+            "Skills you can activate (activate_skill): "
+            + "; ".join(f"{s.name}: {s.description}" for s in inactive)
+        )
+    if available_workflows and not workflow:
+        parts.append(
+            "Workflows you can follow (activate_workflow): "
+            + "; ".join(f"{w.name}: {w.description}" for w in available_workflows.values())
+        )
+    return "## Expertise\n" + "\n\n".join(parts) if parts else ""
+
+
+def goals_text(session: Session) -> str:
+    """Active goals, and completed ones until 5 conversation messages have passed."""
+    goals = list(Goal.objects.filter(session_id=session.pk).exclude(status=Goal.Status.ABANDONED))
+    completed = [
+        g.completed_at for g in goals if g.status == Goal.Status.COMPLETED and g.completed_at
+    ]
+    later: list = []
+    if completed:
+        later = list(
+            Event.objects.filter(
+                session_id=session.pk, kind__in=CONVERSATION_KINDS, created_at__gt=min(completed)
+            ).values_list("created_at", flat=True)
+        )
+
+    def shown(goal: Goal) -> bool:
+        if goal.status == Goal.Status.ACTIVE:
+            return True
+        return sum(1 for at in later if at > goal.completed_at) < GOAL_DECAY_MESSAGES
+
+    lines = []
+    for goal in goals:
+        if goal.parent_id is None and shown(goal):
+            lines.append(f"- [{goal.status}] #{goal.pk} {goal.description[:500]}")
+            for sub in goals:
+                if sub.parent_id == goal.pk and shown(sub):
+                    lines.append(f"  - [{sub.status}] #{sub.pk} {sub.description[:300]}")
+    return "## Goals\n" + "\n".join(lines) if lines else ""
+
+
+def system_blocks(session: Session) -> tuple[list[dict[str, Any]], int]:
+    """System prompt blocks in order: soul, memory, environment, expertise, goals.
+
+    Returns the blocks and how many of them are memory (for contextUsage buckets).
+    """
+    memory = memory_text(session)
+    texts = [
+        soul_text(),
+        memory,
+        environment_text(session),
+        expertise_text(session),
+        goals_text(session),
+    ]
+    blocks = [{"type": "text", "text": t} for t in texts if t]
+    blocks[-1] = {**blocks[-1], "cache_control": CACHE}
+    return blocks, 1 if memory else 0
 
 
 def tool_definitions(tools: list[Tool]) -> list[dict[str, Any]]:
@@ -158,8 +253,10 @@ def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]
             messages[-1]["content"].extend(blocks)
         else:
             messages.append({"role": role, "content": blocks})
-    while messages and messages[0]["role"] != "user":
-        messages.pop(0)
+    if messages and messages[0]["role"] != "user":
+        # The window opens on an assistant turn (older turns were evicted): a stable opener
+        # keeps the roles alternating without dropping that turn's tool calls.
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": WINDOW_OPENER}]})
     for message in messages:
         if message["role"] == "user":
             # The API wants tool_result blocks before any other block of a user message.
@@ -168,14 +265,6 @@ def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]
         last = messages[-1]["content"][-1]
         messages[-1]["content"][-1] = {**last, "cache_control": CACHE}
     return messages
-
-
-def build_request(session: Session, events: list[Event], tools: list[Tool]) -> dict[str, Any]:
-    return {
-        "system": system_blocks(session),
-        "tools": tool_definitions(tools),
-        "messages": build_messages(events, session.run_seq),
-    }
 
 
 def request_excerpt(request: dict[str, Any]) -> dict[str, Any]:

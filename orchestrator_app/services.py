@@ -65,6 +65,19 @@ def enqueue_step(session_id, run_seq: int) -> None:
     )
 
 
+def enqueue_memory(session_id) -> None:
+    """Summarize events that left the context window (background, on commit)."""
+    transaction.on_commit(
+        lambda: async_task("orchestrator_app.tasks.remember", str(session_id), group="ahentic")
+    )
+
+
+def enqueue_naming(session_id) -> None:
+    transaction.on_commit(
+        lambda: async_task("orchestrator_app.tasks.name_session", str(session_id), group="ahentic")
+    )
+
+
 def _now():
     return timezone.now()
 
@@ -514,8 +527,19 @@ def run_cancel(*, session_id) -> bool:
             job_resumable=False,
             plan=plan_rules.settle(session.plan, "cancel"),
         )
+        # A call a live worker is executing right now keeps its real result, recorded when
+        # the tool returns; every other open call is answered now.
+        executing = session.lease_token
+        open_calls = [
+            call
+            for call in unanswered_tool_calls(session_id)
+            if not (executing and (call.payload.get("started") or {}).get("lease") == executing)
+        ]
         answer_unanswered(
-            session_id=session_id, code="cancelled", message="The user cancelled the run."
+            session_id=session_id,
+            code="cancelled",
+            message="The user cancelled the run.",
+            only=open_calls,
         )
         session_services.event_append(
             session_id=session_id,

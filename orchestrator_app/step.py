@@ -21,7 +21,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, PendingMessage, Session
 
-from . import llm, pipeline, prompt, services
+from . import brain, context, llm, pipeline, prompt, services
 from . import plan as plan_rules
 from .tools import tools_for
 
@@ -116,7 +116,10 @@ class StepRunner:
             # Messages queued during this step: the run goes on so the model answers them.
             self.next_step()
             return
-        self.end(Session.Status.IDLE, plan_outcome="finish", trace_reason=reason)
+        if self.end(Session.Status.IDLE, plan_outcome="finish", trace_reason=reason):
+            if brain.naming_due(self.reload()):
+                with transaction.atomic():
+                    services.enqueue_naming(self.session_id)
 
     def fail(
         self, code: str, message: str, *, resumable: bool = True, plan_outcome: str | None = None
@@ -179,6 +182,7 @@ class StepRunner:
 
     def heal(self) -> None:
         """Answer tool calls that can no longer complete (their worker is gone or timed out)."""
+        healed: list[str] = []
         for call in services.unanswered_tool_calls(self.session_id):
             started = call.payload.get("started")
             if started and started.get("lease") != self.token:
@@ -200,6 +204,7 @@ class StepRunner:
                     call_id=call.tool_use_id,
                     mutating=mutating,
                 )
+                healed.append(call.tool_use_id)
             elif call.run != self.run_seq and not started:
                 result = {
                     "ok": False,
@@ -209,6 +214,11 @@ class StepRunner:
                 services.tool_response_record(
                     session_id=self.session_id, call=call, result=result, ok=False
                 )
+                healed.append(call.tool_use_id)
+        pending = self.reload().pending_tool or {}
+        if pending.get("call_id") in healed:
+            # The approval was for a call that is answered now: nothing is pending any more.
+            self.holding().update(pending_tool=None, version=F("version") + 1)
 
     def promote_pending(self) -> None:
         """At a round boundary, queued messages join the conversation as user turns."""
@@ -253,9 +263,12 @@ class StepRunner:
         session = self.reload()
         step = session.step_count
         tools = tools_for(session, session.owner)
-        events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
-        prompt.attach_context(events, prompt.step_context(session))
-        request = prompt.build_request(session, events, tools)
+        request, memory_blocks = self.assemble(session, tools)
+        calibration = float((session.context_usage or {}).get("calibration") or 1.0)
+        session_services.session_update(
+            session_id=self.session_id,
+            context_usage=context.usage_snapshot(request, memory_blocks, calibration),
+        )
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
@@ -295,6 +308,14 @@ class StepRunner:
                 exc.code, exc.message, resumable=exc.retryable or exc.code == "ahentic_llm_auth"
             )
             return
+        estimated = context.estimate(request)
+        real = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens
+        if estimated and real:
+            # Calibrate the estimator with what the API actually counted for this request.
+            session_services.session_update(
+                session_id=self.session_id,
+                context_usage=context.usage_snapshot(request, memory_blocks, real / estimated),
+            )
         services.usage_record(
             session_id=self.session_id,
             user_id=session.owner_id,
@@ -324,6 +345,33 @@ class StepRunner:
         if not self.refresh_lease():
             return
         self.handle_result(result)
+
+    def assemble(self, session: Session, tools) -> tuple[dict[str, Any], int]:
+        """Build the request from the viewport; move the window start in a batch if needed."""
+        events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
+        prompt.attach_context(events, prompt.step_context(session))
+        system, memory_blocks = prompt.system_blocks(session)
+        tool_defs = prompt.tool_definitions(tools)
+        fixed = context.estimate({"system": system, "tools": tool_defs})
+        window, new_start = context.select_window(events, session.viewport_start_event_id, fixed)
+        if new_start is not None:
+            with transaction.atomic():
+                self.holding().update(viewport_start_event_id=new_start, version=F("version") + 1)
+                services.enqueue_memory(self.session_id)
+            self.trace(
+                "context_compact",
+                f"Window moved: {len(events) - len(window)} older events leave the context",
+                from_event_id=session.viewport_start_event_id,
+                to_event_id=new_start,
+                evicted=len(events) - len(window),
+                window_events=len(window),
+            )
+        request = {
+            "system": system,
+            "tools": tool_defs,
+            "messages": prompt.build_messages(window, session.run_seq),
+        }
+        return request, memory_blocks
 
     def handle_result(self, result: llm.LLMResult) -> None:
         reason = result.stop_reason

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import services, step
+from . import brain, services, step
 
 
 def run_step(session_id: str, run_seq: int) -> None:
@@ -13,3 +13,13 @@ def run_step(session_id: str, run_seq: int) -> None:
 def recover() -> int:
     """The ``ahentic_recover`` sweep: re-enqueue running sessions whose worker is gone."""
     return services.recover_stalled()
+
+
+def remember(session_id: str) -> None:
+    """Summarize events that left the context window into memory snapshots."""
+    brain.remember(session_id)
+
+
+def name_session(session_id: str) -> None:
+    """Let the brain model name the session (keeps a title the user set)."""
+    brain.name_session(session_id)

@@ -102,6 +102,8 @@ class Session(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     summary = models.TextField(blank=True, default="")
     summary_status = models.CharField(max_length=16, blank=True, default="")
+    # Conversation messages counted when the brain last named the session (0 = never).
+    named_at_messages = models.PositiveIntegerField(default=0)
 
     # Accounting (running sums of orchestrator_app.UsageRecord)
     tokens_in = models.BigIntegerField(default=0)

@@ -28,11 +28,17 @@ else:
     DATABASES = {"default": sqlite_database(os.path.join(_TEST_DIR, "test.sqlite3"))}
     DATABASES["default"]["TEST"] = {"NAME": os.path.join(_TEST_DIR, "test.sqlite3")}
 
+# The test tools (tests/tools_for_tests.py) are found by tool discovery, in this process and in
+# a real worker, through tests/ahentic_tools.py.
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.AhenticTestsConfig"]  # noqa: F405
+
 Q_CLUSTER = {**Q_CLUSTER, "sync": True}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 AHENTIC = {
     "API_KEY": "test-key",
     "BASE_URL": "http://127.0.0.1:9",  # tests point this at their local Messages API server
     "LLM_MAX_RETRIES": 2,
+    # The brain's naming call would take scripted model answers; tests that name turn it on.
+    "NAME_REFRESH_INTERVAL": 0,
 }
 LOGGING = {"version": 1, "disable_existing_loggers": False}

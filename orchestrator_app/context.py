@@ -1,0 +1,134 @@
+"""Context accounting: the token estimator, the viewport and ``contextUsage``.
+
+The estimator follows the counting rule documented in ``localapi`` (ceil(utf-8 bytes / 4) per
+piece, 4 tokens per message), and ``contextUsage`` is calibrated by the real ``input_tokens``
+of the last call, so it tracks the real API within a few percent.
+
+Viewport (from Anima): the window holds whole events, newest first; its start only moves when
+the next request would exceed ``CONTEXT_BUDGET_TOKENS``, and then in one batch down to
+``CONTEXT_EVICT_TO`` of it, so the cached prefix survives many steps between evictions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Event
+
+ROLE_OVERHEAD = 4
+PAGE_SECTION = "Active browser page context:"
+
+
+def tokens(text: str) -> int:
+    return max(1, math.ceil(len(text.encode("utf-8")) / 4))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _plain(block: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
+def block_tokens(block: dict[str, Any]) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return tokens(block.get("text", ""))
+    if kind == "tool_use":
+        return tokens(_dumps({"name": block.get("name"), "input": block.get("input")}))
+    if kind == "tool_result":
+        content = block.get("content") or ""
+        return tokens(content if isinstance(content, str) else _dumps([_plain(b) for b in content]))
+    return tokens(_dumps(_plain(block)))
+
+
+def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
+    """Estimated tokens of a request by bucket. ``memory_blocks``: how many system blocks
+    (right after the soul) hold memory snapshots."""
+    result = dict.fromkeys(
+        (
+            "systemPrompt",
+            "tools",
+            "history",
+            "toolResults",
+            "memory",
+            "pageContext",
+            "planArtifacts",
+        ),
+        0,
+    )
+    for tool in request.get("tools") or []:
+        result["tools"] += tokens(_dumps(_plain(tool)))
+    for index, block in enumerate(request.get("system") or []):
+        bucket = "memory" if 1 <= index <= memory_blocks else "systemPrompt"
+        result[bucket] += tokens(block["text"])
+    for message in request.get("messages") or []:
+        result["history"] += ROLE_OVERHEAD
+        for block in message["content"]:
+            text = block.get("text", "") if block.get("type") == "text" else ""
+            if block.get("type") == "tool_result":
+                result["toolResults"] += block_tokens(block)
+            elif text.startswith("[Context for this step"):
+                page = sum(tokens(s) for s in text.split("\n\n") if s.startswith(PAGE_SECTION))
+                result["pageContext"] += page
+                result["planArtifacts"] += max(0, block_tokens(block) - page)
+            else:
+                result["history"] += block_tokens(block)
+    return result
+
+
+def estimate(request: dict[str, Any]) -> int:
+    return sum(buckets(request).values())
+
+
+def usage_snapshot(
+    request: dict[str, Any], memory_blocks: int, calibration: float
+) -> dict[str, Any]:
+    """``contextUsage`` for the session payload: the next request's fill, calibrated."""
+    parts = buckets(request, memory_blocks)
+    used = round(sum(parts.values()) * calibration)
+    budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
+    return {
+        "budgetTokens": budget,
+        "usedTokens": used,
+        "percent": round(100 * used / budget, 1) if budget else 0,
+        "buckets": {k: round(v * calibration) for k, v in parts.items()},
+        "estimatedTokens": sum(parts.values()),
+        "calibration": round(calibration, 4),
+    }
+
+
+def event_tokens(event: Event) -> int:
+    extra = tokens(event.payload["context"]) if event.payload.get("context") else 0
+    return event.token_count + ROLE_OVERHEAD + extra
+
+
+def select_window(
+    events: list[Event], start_id: int | None, fixed_tokens: int
+) -> tuple[list[Event], int | None]:
+    """The events to send and the (possibly moved) window start.
+
+    Returns ``(window, new_start)``; ``new_start`` is None when the start did not move.
+    """
+    budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
+    window = [e for e in events if start_id is None or e.pk >= start_id]
+    if fixed_tokens + sum(event_tokens(e) for e in window) <= budget or len(window) <= 1:
+        return window, None
+    target = float(ahentic_settings.CONTEXT_EVICT_TO) * budget - fixed_tokens
+    kept: list[Event] = []
+    total = 0
+    for event in reversed(window):
+        cost = event_tokens(event)
+        if kept and total + cost > target:
+            break
+        kept.append(event)
+        total += cost
+    kept.reverse()
+    # Never open the window on the answer half of a tool pair (its call is gone).
+    while len(kept) > 1 and kept[0].kind == Event.Kind.TOOL_RESPONSE:
+        kept.pop(0)
+    return kept, kept[0].pk
