@@ -88,6 +88,10 @@ def answer(runner: StepRunner, call: Event, result: Any, ok: bool, **meta: Any) 
     services.tool_response_record(
         session_id=runner.session_id, call=call, result=result, ok=ok, meta=meta
     )
+    # However the call ends (executed or refused), its approval card is done.
+    runner.holding().filter(pending_tool__call_id=call.tool_use_id).update(
+        pending_tool=None, version=F("version") + 1
+    )
     excerpt = services.result_text(result)[:240]
     runner.trace(
         "tool_result",
@@ -314,8 +318,6 @@ def execute(
     outcome = answer(runner, call, result, ok, **meta)
     if ok and artifact_key:
         store.mark_applied(runner.session_id, artifact_key)
-    if (session.pending_tool or {}).get("call_id") == call.tool_use_id:
-        session_services.session_update(session_id=runner.session_id, pending_tool=None)
     if ok and not tool.readonly:
         session = runner.reload()
         if session.plan:

@@ -186,9 +186,11 @@ def step_context(session: Session) -> str:
 def attach_context(events: list[Event], context: str) -> None:
     """Store ``context`` on the newest user-role event unless it is unchanged since the last
     time it was sent (repeating it would only spend tokens)."""
-    if not context or not events or events[-1].kind not in USER_ROLE_KINDS:
+    # System notes (artifact writes, cancels) are not sent; the newest sent event counts.
+    sent = [e for e in events if e.kind != Event.Kind.SYSTEM_MESSAGE]
+    if not context or not sent or sent[-1].kind not in USER_ROLE_KINDS:
         return
-    newest = events[-1]
+    newest = sent[-1]
     if "context" in newest.payload:
         return
     previous = next(

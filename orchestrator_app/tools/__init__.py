@@ -96,10 +96,11 @@ class Tool:
     def validate(self, input: Any, *, strict: bool = False) -> str | None:
         """The validator's message for invalid input, or None when it is valid.
 
-        By default the model-facing schema is used (``from_memory`` may stand in for the
-        artifact field); ``strict`` checks the tool's own schema, after expansion.
+        A call with ``from_memory`` is checked against the model-facing schema (the key stands
+        in for the artifact field) until it is expanded; ``strict`` forces the tool's own.
         """
-        schema = self.input_schema if strict else self.api_schema()["input_schema"]
+        relaxed = not strict and isinstance(input, dict) and "from_memory" in input
+        schema = self.api_schema()["input_schema"] if relaxed else self.input_schema
         validator = jsonschema.Draft202012Validator(schema)
         error = jsonschema.exceptions.best_match(validator.iter_errors(input))
         if error is None:
