@@ -78,9 +78,3 @@ def catalog(items: dict[str, Expertise]) -> list[dict[str, str]]:
         {"name": i.name, "description": i.description}
         for i in sorted(items.values(), key=lambda i: i.name)
     ]
-
-
-def next_view_mode(current: str) -> str:
-    """basic -> verbose -> debug -> basic."""
-    order = ["basic", "verbose", "debug"]
-    return order[(order.index(current) + 1) % len(order)] if current in order else "basic"

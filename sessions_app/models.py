@@ -153,6 +153,12 @@ class Session(models.Model):
     def auto_title(self) -> bool:
         return self.title_source != self.TitleSource.USER
 
+    def next_view_mode(self) -> str:
+        """The view mode after this one: basic -> verbose -> debug -> basic."""
+        order = list(self.ViewMode.values)
+        current = self.view_mode if self.view_mode in order else order[-1]
+        return order[(order.index(current) + 1) % len(order)]
+
 
 class Event(models.Model):
     class Kind(models.TextChoices):
