@@ -32,10 +32,6 @@ FINISH_REASONS = ("end_turn", "stop_sequence")
 MAX_TOKENS_NUDGE = "Your previous reply hit the output limit. Continue exactly where it stopped."
 
 
-class LeaseLost(Exception):
-    """The session was cancelled, deleted, or another worker took over."""
-
-
 class StepRunner:
     def __init__(self, session_id, run_seq: int, token: str):
         self.session_id = session_id
@@ -65,10 +61,6 @@ class StepRunner:
             version=F("version") + 1,
         )
         return rows == 1
-
-    def ensure_lease(self) -> None:
-        if not self.refresh_lease():
-            raise LeaseLost()
 
     def reload(self) -> Session:
         self.session = Session.objects.select_related("owner").get(pk=self.session_id)
@@ -499,7 +491,7 @@ def run_step(session_id, run_seq: int) -> None:
         return
     try:
         runner.run()
-    except (LeaseLost, Session.DoesNotExist):
+    except Session.DoesNotExist:  # deleted mid-step: nothing left to record
         return
     except Exception as exc:  # the run must end in a visible state, never stay "running"
         log.exception("ahentic step failed for session %s", session_id)

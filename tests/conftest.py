@@ -4,6 +4,8 @@
 - ``other``: may use the agent, owns nothing here (ownership tests: 404)
 - ``noperm``: logged in without ``sessions_app.use_agent`` (403)
 - anonymous: a client that never logged in
+
+Admin tests use pytest-django's ``admin_client`` (a logged-in superuser).
 """
 
 import pytest
@@ -95,3 +97,75 @@ def run_tasks(django_capture_on_commit_callbacks):
             return fn(*args, **kwargs)
 
     return run
+
+
+# --- the agent loop: strict model server, tool-call log, API helpers ---------------------------
+
+
+@pytest.fixture
+def llm_strict(llm):
+    """``llm``, plus a teardown check that the local server never rejected a request.
+
+    The server answers a malformed request (unanswered tool_use, roles out of order, too many
+    cache breakpoints...) with a 400 the product may swallow as a failed run; this makes it fail
+    the test instead. Scripted errors are fine: they passed validation (``accepted``).
+    """
+    yield llm
+    rejected = [
+        (entry["status"], (entry["response"] or {}).get("error"))
+        for entry in llm.requests
+        if entry["path"] == "/v1/messages"
+        and (
+            not entry["accepted"]
+            or "localapi internal error"
+            in str(((entry["response"] or {}).get("error") or {}).get("message", ""))
+        )
+    ]
+    assert not rejected, f"the local Messages API rejected or dropped requests: {rejected}"
+
+
+@pytest.fixture
+def tool_calls():
+    """Executions of the test tools (``tests.tools_for_tests.CALLS``), emptied for this test."""
+    from . import tools_for_tests
+
+    tools_for_tests.CALLS.clear()
+    yield tools_for_tests.CALLS
+    tools_for_tests.CALLS.clear()
+
+
+def session_url(session, path: str = "") -> str:
+    return f"{API}/sessions/{session.pk}{'/' + path if path else ''}"
+
+
+def payload_of(client, session) -> dict:
+    response = client.get(session_url(session))
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def transcript_of(client, session) -> list[dict]:
+    """Every message of the session in the debug view, chronological."""
+    response = client.get(session_url(session, "messages") + "?view=debug&limit=100")
+    assert response.status_code == 200, response.content
+    return response.json()["messages"]
+
+
+def trace_types(client, session) -> list[str]:
+    """The full trace (diagnostics export), as a list of event types, oldest first."""
+    response = client.get(session_url(session, "diagnostics"))
+    assert response.status_code == 200, response.content
+    return [row["type"] for row in response.json()["trace"]]
+
+
+# --- artifacts, HITL and browser tools ---------------------------------------------------------
+
+
+@pytest.fixture
+def artifact_calls():
+    """Executions of the artifact test tools (``tests.tools_for_artifacts.CALLS``), emptied."""
+    from . import tools_for_artifacts
+
+    tools_for_artifacts.CALLS.clear()
+    yield tools_for_artifacts.CALLS
+    tools_for_artifacts.CALLS.clear()

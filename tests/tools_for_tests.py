@@ -1,5 +1,7 @@
 """Tools the tests give the agent (registered on import)."""
 
+import threading
+
 from orchestrator_app.tools import ToolError, tool
 
 CALLS: list[dict] = []
@@ -8,7 +10,11 @@ CALLS: list[dict] = []
 @tool(
     name="echo",
     description="Echo the text back.",
-    input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    input_schema={
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
     readonly=True,
 )
 def echo(ctx, input):
@@ -19,7 +25,11 @@ def echo(ctx, input):
 @tool(
     name="notes_create",
     description="Create a note.",
-    input_schema={"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]},
+    input_schema={
+        "type": "object",
+        "properties": {"title": {"type": "string"}},
+        "required": ["title"],
+    },
     readonly=False,
     summary=lambda input: f"Create note {input.get('title')!r}",
 )
@@ -36,3 +46,78 @@ def fails(ctx, input):
 @tool(name="crashes", description="Raises an unexpected exception.", readonly=True)
 def crashes(ctx, input):
     raise RuntimeError("boom")
+
+
+class WorkerKilled(BaseException):
+    """Stands in for the worker process dying (SIGKILL, OOM): nothing in the product catches it."""
+
+
+@tool(
+    name="kills_worker",
+    description="A mutating tool during which the worker process dies.",
+    readonly=False,
+    requires_approval=False,
+)
+def kills_worker(ctx, input):
+    CALLS.append({"tool": "kills_worker", "input": input})
+    raise WorkerKilled()
+
+
+@tool(
+    name="staff_report",
+    description="A report only staff users may run.",
+    readonly=True,
+    permission=lambda user: user.is_staff,
+)
+def staff_report(ctx, input):
+    CALLS.append({"tool": "staff_report", "input": input})
+    return {"ok": True, "report": "secret"}
+
+
+class SlowWriteGate:
+    """Holds ``slow_write`` mid-execution: ``started`` is set when it runs, it waits for ``release``."""
+
+    started = threading.Event()
+    release = threading.Event()
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.started.clear()
+        cls.release.clear()
+
+
+@tool(
+    name="slow_write",
+    description="A mutating tool that runs until the test releases it.",
+    readonly=False,
+    requires_approval=False,
+)
+def slow_write(ctx, input):
+    CALLS.append({"tool": "slow_write", "input": input})
+    SlowWriteGate.started.set()
+    SlowWriteGate.release.wait(30)
+    return {"ok": True, "written": True}
+
+
+@tool(
+    name="payment_send",
+    description="Send a payment. Always asks for approval.",
+    input_schema={"type": "object", "properties": {"amount": {"type": "number"}}},
+    readonly=False,
+    non_preallowable=True,
+)
+def payment_send(ctx, input):
+    CALLS.append({"tool": "payment_send", "input": input})
+    return {"ok": True}
+
+
+@tool(
+    name="hangs",
+    description="Never finishes on its own; its 0.2 s time limit stops it.",
+    readonly=True,
+    timeout=0.2,
+)
+def hangs(ctx, input):
+    CALLS.append({"tool": "hangs", "input": input})
+    threading.Event().wait(30)
+    return {"ok": True, "finished": True}
