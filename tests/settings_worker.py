@@ -1,0 +1,33 @@
+"""Settings for a real ``qcluster`` worker started by the integration tests.
+
+The test process passes, through the environment:
+
+- ``AHENTIC_TEST_DB_NAME``: the test database the worker must share (the SQLite file path, or
+  the PostgreSQL database name, ``test_<name>``); without it the usual test name is derived;
+- ``AHENTIC_TEST_LLM_URL``: the base URL of the test's local Messages API server.
+
+The queue is asynchronous here (the test process itself runs django-q2 in sync mode), with one
+worker polling the ORM broker often, so a test's steps start quickly.
+"""
+
+import os
+
+from tests.settings import *  # noqa: F403
+from tests.settings import AHENTIC, DATABASES, Q_CLUSTER
+
+Q_CLUSTER = {**Q_CLUSTER, "sync": False, "workers": 1, "poll": 0.1}
+
+_default = dict(DATABASES["default"])
+if os.environ.get("AHENTIC_TEST_DB_NAME"):
+    _default["NAME"] = os.environ["AHENTIC_TEST_DB_NAME"]
+elif _default["ENGINE"].endswith("postgresql"):
+    _default["NAME"] = "test_" + _default["NAME"]
+else:
+    _default["NAME"] = _default["TEST"]["NAME"]
+DATABASES = {"default": _default}
+
+AHENTIC = {
+    **AHENTIC,
+    "BASE_URL": os.environ.get("AHENTIC_TEST_LLM_URL", AHENTIC["BASE_URL"]),
+    "API_KEY": "test-key",
+}
