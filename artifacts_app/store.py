@@ -85,7 +85,9 @@ def _block_texts(blocks: list[Any]):
         yield from _block_texts(block.get("innerBlocks") or block.get("inner_blocks") or [])
 
 
-def normalize_payload(kind: str, payload: Any, *, allow_empty: bool = False) -> dict[str, Any] | Any:
+def normalize_payload(
+    kind: str, payload: Any, *, allow_empty: bool = False
+) -> dict[str, Any] | Any:
     """Coerce a payload to its kind's stored shape, or raise ArtifactError."""
     if kind not in Artifact.Kind.values:
         raise ArtifactError(
@@ -106,7 +108,11 @@ def normalize_payload(kind: str, payload: Any, *, allow_empty: bool = False) -> 
                 ) from None
         if blocks in (None, []) and allow_empty:
             return {"blocks": []}
-        if not isinstance(blocks, list) or not blocks or not all(isinstance(b, dict) for b in blocks):
+        if (
+            not isinstance(blocks, list)
+            or not blocks
+            or not all(isinstance(b, dict) for b in blocks)
+        ):
             raise ArtifactError(
                 "artifact_invalid_payload", "A blocks artifact needs {blocks: [...]} (non-empty)."
             )
@@ -119,7 +125,9 @@ def normalize_payload(kind: str, payload: Any, *, allow_empty: bool = False) -> 
     if not isinstance(content, str) or not content.strip():
         if allow_empty and content == "":
             return {"content": ""}
-        raise ArtifactError("artifact_empty", f"A {kind} artifact needs {{content: \"...\"}} (non-empty).")
+        raise ArtifactError(
+            "artifact_empty", f'A {kind} artifact needs {{content: "..."}} (non-empty).'
+        )
     if _has_placeholder(content):
         raise _placeholder_error()
     return {"content": content}
@@ -147,7 +155,9 @@ def _merge(kind: str, old: Any, new: Any) -> Any:
     if kind in TEXT_KINDS:
         parts = [p for p in (old.get("content", ""), new.get("content", "")) if p]
         return {"content": "\n\n".join(parts)}
-    raise ArtifactError("artifact_append_unsupported", "json artifacts cannot be appended to; replace them.")
+    raise ArtifactError(
+        "artifact_append_unsupported", "json artifacts cannot be appended to; replace them."
+    )
 
 
 def _title_for(kind: str, payload: Any, given: str | None, existing: str) -> str:
@@ -181,7 +191,9 @@ def stage(
     if mode not in ("replace", "append"):
         raise ArtifactError("artifact_invalid_mode", "mode must be replace or append.")
     with transaction.atomic():
-        existing = Artifact.objects.select_for_update().filter(session_id=session_id, key=key).first()
+        existing = (
+            Artifact.objects.select_for_update().filter(session_id=session_id, key=key).first()
+        )
         drafting = existing is not None and existing.status == Artifact.Status.DRAFTING
         appending = mode == "append" and drafting
         if appending and existing.kind != kind:
@@ -229,7 +241,9 @@ def stage(
                 existing.save(update_fields=[*fields, "updated_at"])
                 artifact = existing
         except IntegrityError:  # a concurrent stage of the same new key
-            raise ArtifactError("artifact_conflict", f"{key} was staged concurrently; retry.") from None
+            raise ArtifactError(
+                "artifact_conflict", f"{key} was staged concurrently; retry."
+            ) from None
         verb = "appended to" if appending else "staged"
         _note(session_id, f"Artifact {key} {verb}: {pointer_line(artifact)}")
     return artifact
@@ -245,11 +259,17 @@ def _note(session_id, text: str) -> None:
 
 
 def pointers(session_id) -> list[Artifact]:
-    return list(Artifact.objects.filter(session_id=session_id).defer("payload").order_by("created_at", "id"))
+    return list(
+        Artifact.objects.filter(session_id=session_id).defer("payload").order_by("created_at", "id")
+    )
 
 
 def pointer_line(artifact: Artifact) -> str:
-    size = f"{artifact.block_count} blocks" if artifact.kind == Artifact.Kind.BLOCKS else f"{artifact.bytes} bytes"
+    size = (
+        f"{artifact.block_count} blocks"
+        if artifact.kind == Artifact.Kind.BLOCKS
+        else f"{artifact.bytes} bytes"
+    )
     title = f' · "{artifact.title}"' if artifact.title else ""
     return f"{artifact.key}: {artifact.status} · {artifact.kind}{title} · {size} · staged step {artifact.step}"
 
@@ -282,7 +302,9 @@ def prompt_pointers(session_id) -> str:
 def get(session_id, key: str) -> Artifact:
     artifact = Artifact.objects.filter(session_id=session_id, key=sanitize_key(key)).first()
     if artifact is None:
-        raise ArtifactError("artifact_missing", f"No artifact {key!r} in this session.", hint="Stage it first.")
+        raise ArtifactError(
+            "artifact_missing", f"No artifact {key!r} in this session.", hint="Stage it first."
+        )
     return artifact
 
 
@@ -299,20 +321,34 @@ def set_status(session_id, key: str, status: str) -> None:
     if status not in Artifact.Status.values:
         raise ArtifactError("artifact_invalid_status", f"Unknown status {status!r}.")
     with transaction.atomic():
-        if not Artifact.objects.filter(session_id=session_id, key=sanitize_key(key)).update(status=status):
+        if not Artifact.objects.filter(session_id=session_id, key=sanitize_key(key)).update(
+            status=status
+        ):
             raise ArtifactError("artifact_missing", f"No artifact {key!r} in this session.")
         _note(session_id, f"Artifact {key} marked {status}.")
 
 
 def check_ready(session_id, key: Any, kinds: tuple[str, ...]) -> Artifact:
     """Validate a ``from_memory`` key when the call is made (the body is not loaded)."""
-    artifact = Artifact.objects.filter(session_id=session_id, key=sanitize_key(key)).defer("payload").first()
+    artifact = (
+        Artifact.objects.filter(session_id=session_id, key=sanitize_key(key))
+        .defer("payload")
+        .first()
+    )
     if artifact is None:
-        raise ArtifactError("artifact_missing", f"No artifact {key!r} in this session.", hint="Stage it first.")
-    if artifact.status != Artifact.Status.READY:
-        hint = "Finish it with stage_artifact(mode=append, complete=true)." if artifact.status == "drafting" else "Restage it first."
         raise ArtifactError(
-            "artifact_not_ready", f"Artifact {artifact.key} is {artifact.status}, not ready.", hint=hint,
+            "artifact_missing", f"No artifact {key!r} in this session.", hint="Stage it first."
+        )
+    if artifact.status != Artifact.Status.READY:
+        hint = (
+            "Finish it with stage_artifact(mode=append, complete=true)."
+            if artifact.status == "drafting"
+            else "Restage it first."
+        )
+        raise ArtifactError(
+            "artifact_not_ready",
+            f"Artifact {artifact.key} is {artifact.status}, not ready.",
+            hint=hint,
             status=artifact.status,
         )
     if kinds and artifact.kind not in kinds:
@@ -323,11 +359,25 @@ def check_ready(session_id, key: Any, kinds: tuple[str, ...]) -> Artifact:
     return artifact
 
 
-def memory_summary(artifact: Artifact, body: Any = None) -> dict[str, Any]:
-    excerpt = ""
-    if isinstance(body, dict) and isinstance(body.get("content"), str):
-        excerpt = body["content"][:EXCERPT_CHARS]
-    return {**pointer_json(artifact), "excerpt": excerpt}
+def excerpt(artifact: Artifact) -> str:
+    """A short plain-text start of the body, for approval cards (never the whole body)."""
+    payload = artifact.payload
+    if artifact.kind in TEXT_KINDS:
+        text = payload.get("content", "")
+    elif artifact.kind == Artifact.Kind.BLOCKS:
+        text = " ".join(_block_texts(payload.get("blocks", [])))
+    else:
+        text = json.dumps(payload, ensure_ascii=False)
+    text = " ".join(re.sub(r"<[^>]+>", " ", text).split())
+    return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 1] + "…"
+
+
+def memory_summary(session_id, key: str) -> dict[str, Any] | None:
+    """Pointer fields plus a short excerpt for an approval card; None if the key is gone."""
+    artifact = Artifact.objects.filter(session_id=session_id, key=key).first()
+    if artifact is None:
+        return None
+    return {**pointer_json(artifact), "excerpt": excerpt(artifact)}
 
 
 def body_for_field(artifact: Artifact) -> Any:
@@ -340,7 +390,9 @@ def body_for_field(artifact: Artifact) -> Any:
     return payload
 
 
-def apply_from_memory(session_id, tool_input: dict[str, Any], field: str, kinds: tuple[str, ...]) -> tuple[dict[str, Any], str | None]:
+def apply_from_memory(
+    session_id, tool_input: dict[str, Any], field: str, kinds: tuple[str, ...]
+) -> tuple[dict[str, Any], str | None]:
     """Expand ``{"from_memory": key}`` into ``field`` (from_memory wins over inline content)."""
     if "from_memory" not in tool_input:
         return tool_input, None
@@ -353,17 +405,31 @@ def apply_from_memory(session_id, tool_input: dict[str, Any], field: str, kinds:
 
 def mark_applied(session_id, key: str) -> None:
     with transaction.atomic():
-        if Artifact.objects.filter(session_id=session_id, key=key).update(status=Artifact.Status.APPLIED):
+        if Artifact.objects.filter(session_id=session_id, key=key).update(
+            status=Artifact.Status.APPLIED
+        ):
             _note(session_id, f"Artifact {key} applied.")
 
 
-def auto_stage(session_id, tool_input: dict[str, Any], field: str, kinds: tuple[str, ...], *, step: int, run: int) -> dict[str, Any]:
+def auto_stage(
+    session_id,
+    tool_input: dict[str, Any],
+    field: str,
+    kinds: tuple[str, ...],
+    *,
+    step: int,
+    run: int,
+) -> dict[str, Any]:
     """Stage an inline body over ``AUTO_STAGE_BYTES`` and rewrite the call to ``from_memory``.
 
     Staging failures leave the input as it was (the tool then gets the inline body).
     """
     body = tool_input.get(field)
-    if body is None or "from_memory" in tool_input or encoded_bytes(body) <= int(ahentic_settings.AUTO_STAGE_BYTES):
+    if (
+        body is None
+        or "from_memory" in tool_input
+        or encoded_bytes(body) <= int(ahentic_settings.AUTO_STAGE_BYTES)
+    ):
         return tool_input
     if isinstance(body, list):
         kind = Artifact.Kind.BLOCKS
@@ -377,7 +443,15 @@ def auto_stage(session_id, tool_input: dict[str, Any], field: str, kinds: tuple[
 
     key = "auto_" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:10]
     try:
-        stage(session_id=session_id, key=key, kind=kind, payload=payload, source="auto_stage", step=step, run=run)
+        stage(
+            session_id=session_id,
+            key=key,
+            kind=kind,
+            payload=payload,
+            source="auto_stage",
+            step=step,
+            run=run,
+        )
     except ArtifactError:
         return tool_input
     rewritten = {k: v for k, v in tool_input.items() if k != field}

@@ -151,8 +151,10 @@ def process_call(runner: StepRunner, call: Event) -> Outcome:
         if (session.pending_tool or {}).get("call_id") == call.tool_use_id
         else None
     )
-    if pending and pending.get("edited_input") is not None:
-        tool_input = pending["edited_input"]
+    if pending:
+        # Resume from what was paused (auto-staged and key-only), or the user's edit of it.
+        edited = pending.get("edited_input")
+        tool_input = edited if edited is not None else pending.get("input", tool_input)
     problem = tool.validate(tool_input)
     if problem:
         return answer(runner, call, failure("invalid_input", problem), False)
@@ -224,7 +226,9 @@ def pause(
         "non_preallowable": tool.non_preallowable,
         "paused_at": now.isoformat(),
         "artifact_key": artifact.key if artifact is not None else None,
-        "memory": store.memory_summary(artifact) if artifact is not None else None,
+        # Pointer fields only: storage never holds any of the body (the card's excerpt is
+        # added when the payload is read).
+        "memory": store.pointer_json(artifact) if artifact is not None else None,
     }
     if status == Session.Status.AWAITING_HUMAN:
         label = f"Waiting for your approval: {summary}"

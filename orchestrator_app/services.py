@@ -23,6 +23,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, PendingMessage, Session
 
+from . import llm
 from . import plan as plan_rules
 from .models import UsageRecord
 
@@ -50,6 +51,16 @@ class AhenticError(Exception):
 
 
 # --- queue ---------------------------------------------------------------------------------
+
+
+def require_llm() -> None:
+    """Refuse to start work no model can do (no API key and no base URL)."""
+    if not llm.llm_available():
+        raise AhenticError(
+            "ahentic_ai_unavailable",
+            "The agent has no model configured: set ANTHROPIC_API_KEY or AHENTIC['BASE_URL'].",
+            503,
+        )
 
 
 def enqueue_step(session_id, run_seq: int) -> None:
@@ -270,6 +281,30 @@ def answer_unanswered(
 # --- runs ----------------------------------------------------------------------------------
 
 
+def pending_promote(session_id) -> int:
+    """Move queued messages into the stream, oldest first. Caller is at a round boundary
+    (every tool_use of the last assistant turn answered), so no tool pair is split."""
+    with transaction.atomic():
+        pending = list(PendingMessage.objects.filter(session_id=session_id).order_by("id"))
+        if not pending:
+            return 0
+        items = []
+        for message in pending:
+            if message.source_type == PendingMessage.SourceType.SUBAGENT:
+                items.append(
+                    {
+                        "kind": Event.Kind.SUBAGENT_MESSAGE,
+                        "content": message.content,
+                        "payload": {"name": message.source_name},
+                    }
+                )
+            else:
+                items.append({"kind": Event.Kind.USER_MESSAGE, "content": message.content})
+        session_services.events_append(session_id=session_id, items=items)
+        PendingMessage.objects.filter(pk__in=[m.pk for m in pending]).delete()
+    return len(pending)
+
+
 def _provisional_title(content: str) -> str:
     text = " ".join(content.split())
     return text if len(text) <= TITLE_MAX else text[: TITLE_MAX - 3] + "…"
@@ -295,6 +330,7 @@ def message_post(
     content = content.strip()
     if not content:
         raise AhenticError("ahentic_empty_message", "The message is empty.")
+    require_llm()
     limit = int(ahentic_settings.MAX_MESSAGE_CHARS)
     if len(content) > limit:
         raise AhenticError(
@@ -404,6 +440,8 @@ def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> boo
         ):
             return False
         run_seq = Session.objects.filter(pk=session.pk).values_list("run_seq", flat=True).get()
+        # Messages queued before a cancel or failure come first, in the order they were sent.
+        pending_promote(session.pk)
         event = session_services.event_append(
             session_id=session.pk, kind=Event.Kind.USER_MESSAGE, content=content
         )
@@ -575,6 +613,7 @@ def run_continue(*, session_id) -> str:
     if session is None:
         return "noop"
     if session.status in (Session.Status.ERROR, Session.Status.IDLE) and session.job_resumable:
+        require_llm()
         if daily_limit_reached():
             raise AhenticError(
                 "ahentic_daily_token_limit",
@@ -724,25 +763,27 @@ def approval_decide(
 
             ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=pending["name"])
         if decision == "deny":
-            calls = [
-                c
-                for c in unanswered_tool_calls(session.pk)
-                if c.tool_use_id == pending.get("call_id")
-            ]
-            for call in calls:
-                result = {
-                    "ok": False,
-                    "error": "user_denied",
-                    "message": "The user denied this call.",
-                }
-                if reason:
-                    result["reason"] = reason
+            # The denied call gets the user's reason; the rest of that turn is skipped so the
+            # model thinks again with the whole picture instead of running on.
+            for call in unanswered_tool_calls(session.pk):
+                if call.tool_use_id == pending.get("call_id"):
+                    result = {
+                        "ok": False,
+                        "error": "user_denied",
+                        "message": "The user denied this call. Do not retry it unchanged.",
+                    }
+                    if reason:
+                        result["reason"] = reason
+                    meta = {"denied": True, "reason": reason or "user_denied"}
+                else:
+                    result = {
+                        "ok": False,
+                        "error": "skipped",
+                        "message": "Skipped: the user denied an earlier call of this turn.",
+                    }
+                    meta = {"skipped": True, "reason": "user_denied"}
                 tool_response_record(
-                    session_id=session.pk,
-                    call=call,
-                    result=result,
-                    ok=False,
-                    meta={"denied": True, "reason": reason or "user_denied"},
+                    session_id=session.pk, call=call, result=result, ok=False, meta=meta
                 )
         session_services.trace_record(
             session_id=session.pk,
@@ -821,6 +862,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
         raise AhenticError(
             "ahentic_session_busy", "Actions run only while the session is idle.", 409
         )
+    require_llm()
     tool = get_tool(name)
     if tool is None or tool not in tools_for(session, session.owner):
         raise AhenticError("ahentic_unknown_action", f"There is no action named {name!r}.", 400)

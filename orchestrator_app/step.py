@@ -214,29 +214,13 @@ class StepRunner:
 
     def promote_pending(self) -> None:
         """At a round boundary, queued messages join the conversation as user turns."""
-        with transaction.atomic():
-            pending = list(PendingMessage.objects.filter(session_id=self.session_id).order_by("id"))
-            if not pending:
-                return
-            items = []
-            for message in pending:
-                if message.source_type == PendingMessage.SourceType.SUBAGENT:
-                    items.append(
-                        {
-                            "kind": Event.Kind.SUBAGENT_MESSAGE,
-                            "content": message.content,
-                            "payload": {"name": message.source_name},
-                        }
-                    )
-                else:
-                    items.append({"kind": Event.Kind.USER_MESSAGE, "content": message.content})
-            session_services.events_append(session_id=self.session_id, items=items)
-            PendingMessage.objects.filter(pk__in=[m.pk for m in pending]).delete()
-        self.trace(
-            "pending_promoted",
-            f"{len(pending)} queued message(s) joined the conversation",
-            count=len(pending),
-        )
+        count = services.pending_promote(self.session_id)
+        if count:
+            self.trace(
+                "pending_promoted",
+                f"{count} queued message(s) joined the conversation",
+                count=count,
+            )
 
     def max_steps(self) -> int:
         if self.session.content_work:

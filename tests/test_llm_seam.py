@@ -3,6 +3,7 @@
 import re
 import threading
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -152,18 +153,48 @@ def test_a_model_that_stalls_mid_stream_fails_with_the_timeout_code(
     assert body["jobResumable"] is True
 
 
-def test_without_an_api_key_or_base_url_the_run_fails_as_unavailable(
+def test_without_an_api_key_or_base_url_a_message_is_refused_as_unavailable(
     owner_client, session, llm, run_tasks, settings
 ):
     settings.AHENTIC = {**settings.AHENTIC, "API_KEY": "", "BASE_URL": ""}
 
-    body = post_message(owner_client, session, run_tasks)
+    response = run_tasks(
+        owner_client.post,
+        f"/ahentic/v1/sessions/{session.pk}/messages",
+        {"content": "Hello?"},
+        format="json",
+    )
 
+    assert response.status_code == 503
+    assert response.json()["code"] == "ahentic_ai_unavailable"
+    assert payload_of(owner_client, session)["status"] == "idle"
+    assert transcript_of(owner_client, session) == []
+    assert llm.requests == []
+
+
+def test_a_run_whose_model_goes_away_mid_run_fails_as_unavailable(
+    owner_client, session, llm, run_tasks, settings
+):
+    from orchestrator_app import tasks
+
+    start = owner_client.post  # the run starts while a model is configured...
+    with patch("orchestrator_app.services.async_task"):
+        assert (
+            start(
+                f"/ahentic/v1/sessions/{session.pk}/messages", {"content": "Hi"}, format="json"
+            ).status_code
+            == 202
+        )
+    settings.AHENTIC = {**settings.AHENTIC, "API_KEY": "", "BASE_URL": ""}
+    session.refresh_from_db()
+
+    run_tasks(tasks.run_step, str(session.pk), session.run_seq)  # ...and is gone at the step
+
+    body = payload_of(owner_client, session)
     assert body["status"] == "error"
     assert body["lastErrorCode"] == "ahentic_ai_unavailable"
     assert body["jobResumable"] is False
     assert llm.requests == []
-    assert transcript_of(owner_client, session)[-1]["meta"]["code"] == "ahentic_ai_unavailable"
 
 
 def test_only_the_llm_module_imports_anthropic():

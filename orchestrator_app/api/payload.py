@@ -65,7 +65,10 @@ def iso(value) -> str | None:
 def events_for_view(session_id, view_mode: str):
     events = Event.objects.filter(session_id=session_id)
     if view_mode == Session.ViewMode.BASIC:
-        events = events.filter(kind__in=BASIC_KINDS)
+        # Synthetic user turns (the max_tokens nudge) are for the model, not the reader.
+        events = events.filter(kind__in=BASIC_KINDS).exclude(
+            kind=Event.Kind.USER_MESSAGE, payload__meta__has_key="synthetic"
+        )
     return events
 
 
@@ -102,18 +105,19 @@ def message_json(event: Event, view_mode: str) -> dict[str, Any]:
     }
 
 
-def pending_tool_json(pending: dict | None, session_id) -> dict | None:
+def pending_tool_json(pending: dict | None, session: Session) -> dict | None:
     """Storage keeps snake_case keys and a from_memory key only; REST shows camelCase.
 
-    For a browser call the input is shown with ``from_memory`` expanded, so the sidebar runs it
-    without loading artifacts itself (storage is not changed).
+    While awaiting the browser, the input is shown with ``from_memory`` expanded, so the sidebar
+    runs it without loading artifacts itself (storage is not changed). An approval card keeps
+    the key: a body never goes into the Allow card.
     """
     if not pending:
         return None
     tool_input = pending.get("input")
     memory_error = None
     if (
-        pending.get("runtime") == "browser"
+        session.status == Session.Status.AWAITING_BROWSER
         and isinstance(tool_input, dict)
         and "from_memory" in tool_input
     ):
@@ -121,7 +125,7 @@ def pending_tool_json(pending: dict | None, session_id) -> dict | None:
         if tool is not None and tool.artifact_field:
             try:
                 tool_input, _ = store.apply_from_memory(
-                    session_id, tool_input, tool.artifact_field, tool.artifact_kinds
+                    session.pk, tool_input, tool.artifact_field, tool.artifact_kinds
                 )
             except store.ArtifactError as exc:
                 memory_error = exc.message
@@ -136,6 +140,8 @@ def pending_tool_json(pending: dict | None, session_id) -> dict | None:
         "artifactKey": pending.get("artifact_key"),
         "memory": pending.get("memory"),
     }
+    if pending.get("artifact_key"):
+        data["memory"] = store.memory_summary(session.pk, pending["artifact_key"])
     if memory_error:
         data["memoryError"] = memory_error
     return data
@@ -259,7 +265,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
         "progress": progress,
         "heartbeatAt": iso(session.heartbeat_at),
         "plan": session.plan or None,
-        "pendingTool": pending_tool_json(session.pending_tool, session.pk),
+        "pendingTool": pending_tool_json(session.pending_tool, session),
         "artifacts": [artifact_pointer_json(a, with_payload=include_artifacts) for a in artifacts],
         "goals": goals_json(goals),
         "activeSkills": list(session.active_skills or []),
