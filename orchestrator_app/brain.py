@@ -38,19 +38,7 @@ def ask_brain(
         messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
         max_tokens=max_tokens,
     )
-    services.usage_record(
-        session_id=session.pk,
-        user_id=session.owner_id,
-        run=session.run_seq,
-        model=result.model,
-        purpose=purpose,
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        cache_read_tokens=result.cache_read_tokens,
-        cache_write_tokens=result.cache_write_tokens,
-        duration_ms=result.duration_ms,
-        stop_reason=result.stop_reason,
-    )
+    services.usage_record_call(session=session, run=session.run_seq, purpose=purpose, result=result)
     return result.text.strip()
 
 

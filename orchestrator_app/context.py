@@ -18,8 +18,9 @@ from typing import Any
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event
 
+from .prompt import CONTEXT_HEADER, PAGE_SECTION
+
 ROLE_OVERHEAD = 4
-PAGE_SECTION = "Active browser page context:"
 
 
 def tokens(text: str) -> int:
@@ -72,10 +73,13 @@ def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
             text = block.get("text", "") if block.get("type") == "text" else ""
             if block.get("type") == "tool_result":
                 result["toolResults"] += block_tokens(block)
-            elif text.startswith("[Context for this step"):
-                page = sum(tokens(s) for s in text.split("\n\n") if s.startswith(PAGE_SECTION))
+            elif text.startswith(CONTEXT_HEADER):
+                # Sections are blank-line separated; the header line counts as history.
+                header, *sections = text.split("\n\n")
+                page = sum(tokens(p) for p in sections if p.startswith(PAGE_SECTION))
+                result["history"] += tokens(header)
                 result["pageContext"] += page
-                result["planArtifacts"] += max(0, block_tokens(block) - page)
+                result["planArtifacts"] += max(0, block_tokens(block) - page - tokens(header))
             else:
                 result["history"] += block_tokens(block)
     return result

@@ -157,6 +157,7 @@ def _clip(text: str, limit: int) -> str:
 
 PAGE_CONTEXT_CHARS = 2000
 CONTEXT_HEADER = "[Context for this step, from the system, not the user]"
+PAGE_SECTION = "Active browser page context:"
 USER_ROLE_KINDS = (Event.Kind.USER_MESSAGE, Event.Kind.TOOL_RESPONSE, Event.Kind.SUBAGENT_MESSAGE)
 
 
@@ -169,7 +170,7 @@ def step_context(session: Session) -> str:
     parts = []
     if session.page_context:
         page = json.dumps(session.page_context, ensure_ascii=False, sort_keys=True)
-        parts.append("Active browser page context:\n" + _clip(page, PAGE_CONTEXT_CHARS))
+        parts.append(f"{PAGE_SECTION}\n" + _clip(page, PAGE_CONTEXT_CHARS))
     plan = session.plan or {}
     if plan.get("steps"):
         lines = [f"- [{s['status']}] {s['id']}: {s['content']}" for s in plan["steps"]]
@@ -180,12 +181,13 @@ def step_context(session: Session) -> str:
     pointers = store.prompt_pointers(session.pk)
     if pointers:
         parts.append(pointers)
-    return f"{CONTEXT_HEADER}\n" + "\n\n".join(parts) if parts else ""
+    # Sections are separated by blank lines (context.buckets splits them the same way).
+    return "\n\n".join([CONTEXT_HEADER, *parts]) if parts else ""
 
 
 def attach_context(events: list[Event], context: str) -> None:
-    """Store ``context`` on the newest user-role event unless it is unchanged since the last
-    time it was sent (repeating it would only spend tokens)."""
+    """Store ``context`` on the newest user-role event of ``events`` (the window) unless the
+    window already carries the same context (repeating it would only spend tokens)."""
     # System notes (artifact writes, cancels) are not sent; the newest sent event counts.
     sent = [e for e in events if e.kind != Event.Kind.SYSTEM_MESSAGE]
     if not context or not sent or sent[-1].kind not in USER_ROLE_KINDS:

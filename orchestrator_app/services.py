@@ -202,6 +202,25 @@ def usage_record(
     return record
 
 
+def usage_record_call(
+    *, session: Session, run: int, purpose: str, result: llm.LLMResult
+) -> UsageRecord:
+    """Ledger row for one finished model call."""
+    return usage_record(
+        session_id=session.pk,
+        user_id=session.owner_id,
+        run=run,
+        model=result.model,
+        purpose=purpose,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cache_read_tokens=result.cache_read_tokens,
+        cache_write_tokens=result.cache_write_tokens,
+        duration_ms=result.duration_ms,
+        stop_reason=result.stop_reason,
+    )
+
+
 def daily_tokens_used() -> int:
     start = _now().replace(hour=0, minute=0, second=0, microsecond=0)
     totals = UsageRecord.objects.filter(created_at__gte=start).aggregate(
@@ -507,6 +526,19 @@ def _soft_budget_boundary(tokens_used: int) -> int:
     return (tokens_used // budget) * budget if budget else 0
 
 
+def deny_turn(*, session_id, call_id: str | None, reason: str, denied: str, skipped: str) -> None:
+    """Answer the denied call ``user_denied`` (with the reason) and the rest of its turn
+    ``skipped``, so no tool_use is left unanswered."""
+    for call in unanswered_tool_calls(session_id):
+        if call.tool_use_id == call_id:
+            result = {"ok": False, "error": "user_denied", "message": denied, "reason": reason}
+            meta = {"denied": True, "reason": reason}
+        else:
+            result = {"ok": False, "error": "skipped", "message": skipped}
+            meta = {"skipped": True, "reason": reason}
+        tool_response_record(session_id=session_id, call=call, result=result, ok=False, meta=meta)
+
+
 def _redirect_pending_tool(session: Session) -> None:
     """A message while awaiting approval: deny the pending call, skip the rest of its turn."""
     pending = session.pending_tool or {}
@@ -519,26 +551,13 @@ def _redirect_pending_tool(session: Session) -> None:
             progress=None,
         ):
             return
-        calls = unanswered_tool_calls(session.pk)
-        for call in calls:
-            if call.tool_use_id == pending.get("call_id"):
-                result = {
-                    "ok": False,
-                    "error": "user_denied",
-                    "message": "The user sent a new message instead of approving this call.",
-                    "reason": "user_redirect",
-                }
-                meta = {"denied": True, "reason": "user_redirect"}
-            else:
-                result = {
-                    "ok": False,
-                    "error": "skipped",
-                    "message": "Skipped: the user redirected the run.",
-                }
-                meta = {"skipped": True, "reason": "user_redirect"}
-            tool_response_record(
-                session_id=session.pk, call=call, result=result, ok=False, meta=meta
-            )
+        deny_turn(
+            session_id=session.pk,
+            call_id=pending.get("call_id"),
+            reason="user_redirect",
+            denied="The user sent a new message instead of approving this call.",
+            skipped="Skipped: the user redirected the run.",
+        )
         session_services.trace_record(
             session_id=session.pk,
             type="hitl_denied",
@@ -763,28 +782,15 @@ def approval_decide(
 
             ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=pending["name"])
         if decision == "deny":
-            # The denied call gets the user's reason; the rest of that turn is skipped so the
-            # model thinks again with the whole picture instead of running on.
-            for call in unanswered_tool_calls(session.pk):
-                if call.tool_use_id == pending.get("call_id"):
-                    result = {
-                        "ok": False,
-                        "error": "user_denied",
-                        "message": "The user denied this call. Do not retry it unchanged.",
-                    }
-                    if reason:
-                        result["reason"] = reason
-                    meta = {"denied": True, "reason": reason or "user_denied"}
-                else:
-                    result = {
-                        "ok": False,
-                        "error": "skipped",
-                        "message": "Skipped: the user denied an earlier call of this turn.",
-                    }
-                    meta = {"skipped": True, "reason": "user_denied"}
-                tool_response_record(
-                    session_id=session.pk, call=call, result=result, ok=False, meta=meta
-                )
+            # The rest of that turn is skipped so the model thinks again with the whole
+            # picture instead of running on.
+            deny_turn(
+                session_id=session.pk,
+                call_id=pending.get("call_id"),
+                reason=reason or "user_denied",
+                denied="The user denied this call. Do not retry it unchanged.",
+                skipped="Skipped: the user denied an earlier call of this turn.",
+            )
         session_services.trace_record(
             session_id=session.pk,
             type="hitl_denied" if decision == "deny" else "hitl_approved",

@@ -292,19 +292,7 @@ class StepRunner:
                 session_id=self.session_id,
                 context_usage=context.usage_snapshot(request, memory_blocks, real / estimated),
             )
-        services.usage_record(
-            session_id=self.session_id,
-            user_id=session.owner_id,
-            run=self.run_seq,
-            model=result.model,
-            purpose="step",
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-            cache_read_tokens=result.cache_read_tokens,
-            cache_write_tokens=result.cache_write_tokens,
-            duration_ms=result.duration_ms,
-            stop_reason=result.stop_reason,
-        )
+        services.usage_record_call(session=session, run=self.run_seq, purpose="step", result=result)
         self.trace(
             "llm_response",
             f"{result.stop_reason}: {result.text[:120]}",
@@ -325,11 +313,15 @@ class StepRunner:
     def assemble(self, session: Session, tools) -> tuple[dict[str, Any], int]:
         """Build the request from the viewport; move the window start in a batch if needed."""
         events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
-        prompt.attach_context(events, prompt.step_context(session))
+        step_context = prompt.step_context(session)
         system, memory_blocks = prompt.system_blocks(session)
         tool_defs = prompt.tool_definitions(tools)
+        # Room for the step context is reserved before the window is chosen; the context is
+        # then compared with what the window (not evicted history) already carries.
         fixed = context.estimate({"system": system, "tools": tool_defs})
+        fixed += context.tokens(step_context) if step_context else 0
         window, new_start = context.select_window(events, session.viewport_start_event_id, fixed)
+        prompt.attach_context(window, step_context)
         if new_start is not None:
             with transaction.atomic():
                 self.holding().update(viewport_start_event_id=new_start, version=F("version") + 1)
