@@ -18,9 +18,10 @@ from typing import Any
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event
 
-from .prompt import CONTEXT_HEADER, PAGE_SECTION
+from .prompt import CONTEXT_HEADER, PAGE_SECTION, WINDOW_OPENER
 
 ROLE_OVERHEAD = 4
+SUBAGENT_LABEL_TOKENS = 12  # "[Report from sub-agent NAME]" in front of a sub-agent's reply
 
 
 def tokens(text: str) -> int:
@@ -107,8 +108,18 @@ def usage_snapshot(
 
 
 def event_tokens(event: Event) -> int:
+    """An upper bound of what the event adds to a request (as prompt.build_messages sends it)."""
+    if event.kind == Event.Kind.SYSTEM_MESSAGE:
+        return 0  # UI notes are not sent
+    if event.kind == Event.Kind.TOOL_CALL:
+        payload = event.payload
+        own = tokens(_dumps({"name": payload.get("tool"), "input": payload.get("input") or {}}))
+    elif event.kind == Event.Kind.SUBAGENT_MESSAGE:
+        own = event.token_count + SUBAGENT_LABEL_TOKENS
+    else:
+        own = event.token_count
     extra = tokens(event.payload["context"]) if event.payload.get("context") else 0
-    return event.token_count + ROLE_OVERHEAD + extra
+    return own + ROLE_OVERHEAD + extra
 
 
 def select_window(
@@ -119,6 +130,8 @@ def select_window(
     Returns ``(window, new_start)``; ``new_start`` is None when the start did not move.
     """
     budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
+    # A window that opens on an assistant turn gets prompt.WINDOW_OPENER in front.
+    fixed_tokens += tokens(WINDOW_OPENER) + ROLE_OVERHEAD
     window = [e for e in events if start_id is None or e.pk >= start_id]
     if fixed_tokens + sum(event_tokens(e) for e in window) <= budget or len(window) <= 1:
         return window, None
