@@ -299,6 +299,12 @@ def test_a_long_session_stays_under_the_budget_and_evicts_in_batches(
             assert not starts_with(requests[n]["messages"], requests[n - 1]["messages"])
         else:
             assert starts_with(requests[n]["messages"], requests[n - 1]["messages"])
+    # Tools never change; the system prompt only when a memory snapshot arrives, which is
+    # taken after an eviction and shows from the following step on.
+    for n in range(1, len(requests)):
+        assert requests[n]["tools"] == requests[n - 1]["tools"]
+        if requests[n]["system"] != requests[n - 1]["system"]:
+            assert flags[n - 1] or flags[n]
     # Each eviction is one recorded window move, and the session keeps the last start.
     response = owner_client.get(session_url(session, "diagnostics"))
     moves = [row["data"] for row in response.json()["trace"] if row["type"] == "context_compact"]
@@ -308,35 +314,22 @@ def test_a_long_session_stays_under_the_budget_and_evicts_in_batches(
     assert Session.objects.get(pk=session.pk).viewport_start_event_id == starts[-1]
 
 
-def test_the_active_goal_is_in_every_request_after_evictions(
+def test_the_goal_the_plan_and_the_artifact_pointers_survive_evictions(
     owner_client, session, llm, model_script, run_tasks, settings
 ):
     run_long_session(owner_client, run_tasks, session, model_script, settings)
 
     goal = Goal.objects.get(session=session)
-    assert goal.description == "Research the topics one by one"
     requests = main_requests(llm)
-    assert any(eviction_flags(owner_client, session))
-    for body in requests:
+    assert sum(eviction_flags(owner_client, session)) >= 4
+    for n, body in enumerate(requests):
+        # The active goal lives in the system prompt...
         goals = [b["text"] for b in body["system"] if b["text"].startswith("## Goals")]
         assert goals and f"#{goal.pk} Research the topics one by one" in goals[0]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: prompt.attach_context skips the step context when it equals the last one "
-    "stored on ANY event, even one the window evicted; after the first eviction the plan and "
-    "the artifact pointers are in no request at all",
-)
-def test_the_plan_and_artifact_pointers_are_in_every_request_after_evictions(
-    owner_client, session, llm, model_script, run_tasks, settings
-):
-    run_long_session(owner_client, run_tasks, session, model_script, settings)
-
-    requests = main_requests(llm)
-    assert any(eviction_flags(owner_client, session))
-    # From the step after update_plan and stage_artifact ran, every request shows both.
-    for n, body in enumerate(requests[1:], start=1):
+        if n == 0:
+            continue
+        # ...the plan and the pointers in a step-context block the window still holds (from
+        # the step after update_plan and stage_artifact ran).
         texts = [text for _, text in context_blocks(body)]
         assert any("Look the topics up" in t for t in texts), f"request {n} lost the plan"
         assert any("- notes: ready" in t for t in texts), f"request {n} lost the pointers"

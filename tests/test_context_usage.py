@@ -1,0 +1,148 @@
+"""``contextUsage`` on the session payload: the fill of the model request, by bucket.
+
+Steps are run one at a time (``tasks.run_step``; a step's own enqueue of the next one is dropped
+by the test transaction), so the payload can be compared with the request the step just sent
+and with the tokens the local Messages API server counted for it.
+"""
+
+import pytest
+
+from orchestrator_app import context, tasks
+from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from sessions_app.conf import ahentic_settings
+
+from .conftest import model_requests, payload_of, session_url
+
+pytestmark = pytest.mark.usefixtures("llm_strict")
+
+BUCKETS = {
+    "systemPrompt",
+    "tools",
+    "history",
+    "toolResults",
+    "memory",
+    "pageContext",
+    "planArtifacts",
+}
+PLAN = {
+    "steps": [
+        {"id": "a", "content": "Read the page", "status": "in_progress"},
+        {"id": "b", "content": "Draft the summary", "status": "pending"},
+        {"id": "c", "content": "Report", "status": "pending"},
+    ]
+}
+
+
+def start_run(client, session, **extra) -> int:
+    """Post a message; the run's first step is not executed yet. Returns the run_seq."""
+    response = client.post(
+        session_url(session, "messages"), {"content": "Summarize this page", **extra}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    return response.json()["runSeq"]
+
+
+def step(client, session, run_seq) -> dict:
+    """Run one step and return the payload after it."""
+    tasks.run_step(str(session.pk), run_seq)
+    return payload_of(client, session)
+
+
+def last_request(llm) -> tuple[dict, int]:
+    """The newest main-model request and what the server counted for it (all input tokens)."""
+    entry = model_requests(llm, ahentic_settings.MODEL)[-1]
+    usage = entry["response"]["usage"]
+    counted = (
+        usage["input_tokens"]
+        + usage["cache_read_input_tokens"]
+        + usage["cache_creation_input_tokens"]
+    )
+    return entry["json"], counted
+
+
+def test_a_new_session_reports_an_empty_context_with_every_bucket(owner_client, session):
+    usage = payload_of(owner_client, session)["contextUsage"]
+
+    assert usage["budgetTokens"] == 190000
+    assert usage["usedTokens"] == 0
+    assert usage["percent"] == 0
+    assert set(usage["buckets"]) == BUCKETS
+    assert set(usage["buckets"].values()) == {0}
+
+
+def test_used_tokens_follow_what_the_server_counted_for_each_request(
+    owner_client, session, llm, settings
+):
+    settings.AHENTIC = {**settings.AHENTIC, "CONTEXT_BUDGET_TOKENS": 50000}
+    llm.enqueue(
+        tool_reply(tool_call("echo", {"text": "first lookup " * 40})),
+        tool_reply(tool_call("echo", {"text": "second lookup " * 80})),
+        text_reply("Summary: two lookups."),
+    )
+    run_seq = start_run(owner_client, session)
+
+    for _ in range(3):
+        usage = step(owner_client, session, run_seq)["contextUsage"]
+        _, counted = last_request(llm)
+        assert abs(usage["usedTokens"] - counted) <= 0.15 * counted
+        assert usage["budgetTokens"] == 50000
+        assert usage["percent"] == pytest.approx(100 * usage["usedTokens"] / 50000, abs=0.1)
+        assert set(usage["buckets"]) == BUCKETS
+        # The buckets split the same total (each rounded on its own).
+        assert abs(sum(usage["buckets"].values()) - usage["usedTokens"]) <= len(BUCKETS)
+    assert payload_of(owner_client, session)["status"] == "idle"
+
+
+def test_the_buckets_split_tools_system_history_and_tool_results(owner_client, session, llm):
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "a lookup " * 50})), text_reply("Done."))
+    run_seq = start_run(owner_client, session)
+
+    first = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+    body, _ = last_request(llm)
+    assert first["tools"] == context.estimate({"tools": body["tools"]})
+    assert first["systemPrompt"] == context.estimate({"system": body["system"]})
+    assert first["history"] > 0
+    assert first["toolResults"] == 0
+    assert first["memory"] == 0
+
+    second = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+    assert second["toolResults"] > 0
+    assert second["history"] > first["history"]  # the tool_use turn
+    assert second["tools"] == first["tools"]
+
+
+def test_a_page_context_posted_with_the_message_has_its_own_bucket(owner_client, session, llm):
+    page = {"url": "https://example.com/pricing", "title": "Pricing", "excerpt": "Plans " * 60}
+
+    run_seq = start_run(owner_client, session, pageContext=page)
+    buckets = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+
+    body, _ = last_request(llm)
+    assert "https://example.com/pricing" in body["messages"][0]["content"][-1]["text"]
+    assert buckets["pageContext"] > 0
+    assert buckets["planArtifacts"] == 0
+
+
+def test_a_plan_and_staged_artifacts_fill_the_plan_artifacts_bucket(owner_client, session, llm):
+    llm.enqueue(
+        tool_reply(tool_call("update_plan", PLAN)),
+        tool_reply(
+            tool_call(
+                "stage_artifact",
+                {"key": "summary", "kind": "markdown", "payload": {"content": "# Summary"}},
+            )
+        ),
+        text_reply("Planned and drafted."),
+    )
+    run_seq = start_run(owner_client, session)
+
+    before = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+    with_plan = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+    with_artifact = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+
+    assert before["planArtifacts"] == 0
+    assert before["pageContext"] == 0
+    assert with_plan["planArtifacts"] > 0
+    assert with_artifact["planArtifacts"] > with_plan["planArtifacts"]
+    body, _ = last_request(llm)
+    assert "- summary: ready · markdown" in body["messages"][-1]["content"][-1]["text"]
