@@ -32,6 +32,8 @@ def ask_brain(
 ) -> str:
     """One brain call, recorded in the ledger. Raises llm.LLMError."""
     model = ahentic_settings.BRAIN_MODEL
+    if not model:
+        raise llm.LLMError("ahentic_ai_unavailable", "No BRAIN_MODEL is configured.", False)
     result = llm.call_model(
         model=model,
         system=[{"type": "text", "text": instruction}],

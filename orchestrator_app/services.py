@@ -222,7 +222,8 @@ def usage_record_call(
 
 
 def daily_tokens_used() -> int:
-    start = _now().replace(hour=0, minute=0, second=0, microsecond=0)
+    # The site's day (TIME_ZONE), the same days GET stats/tokens reports.
+    start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     totals = UsageRecord.objects.filter(created_at__gte=start).aggregate(
         a=Sum("input_tokens"),
         b=Sum("output_tokens"),
@@ -583,6 +584,10 @@ def run_cancel(*, session_id) -> bool:
             browser_paused_at=None,
             job_resumable=False,
             plan=plan_rules.settle(session.plan, "cancel"),
+            # Stop leaves a soft-budget pause for good: the next message runs.
+            soft_budget_acked=max(
+                session.soft_budget_acked, _soft_budget_boundary(session.tokens_used)
+            ),
         )
         # A call a live worker is executing right now keeps its real result, recorded when
         # the tool returns; every other open call is answered now.

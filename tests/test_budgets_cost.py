@@ -91,14 +91,20 @@ def test_continue_acks_the_highest_crossed_boundary_and_the_run_finishes(
     assert Session.objects.get(pk=session.pk).soft_budget_acked == used // 500 * 500
 
 
-def test_cancel_also_leaves_the_soft_budget_pause(owner_client, session, paused):
+def test_cancel_also_leaves_the_soft_budget_pause(owner_client, session, paused, llm, run_tasks):
     response = post(owner_client, session, "cancel")
 
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
     assert response.json()["jobResumable"] is False
-    following = post(owner_client, session, "messages", {"content": "Something else, then"})
+    following = post(
+        owner_client, session, "messages", {"content": "Something else, then"}, run_tasks
+    )
     assert following.status_code == 202, following.content
+    # The next run really runs (a second model call, then idle): stopping acknowledged the
+    # crossed boundary instead of pausing again at once.
+    assert len(main_usages(llm)) == 2
+    assert payload_of(owner_client, session)["status"] == "idle"
 
 
 # --- the site's daily limit ---------------------------------------------------------------------
