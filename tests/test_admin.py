@@ -234,3 +234,116 @@ def test_it_keeps_non_staff_users_out(owner_client, session):
 
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))
+
+
+# --- run actions -------------------------------------------------------------------------------
+
+
+def run_action(admin_client, action, *sessions):
+    return admin_client.post(
+        url(Session, "changelist"),
+        {"action": action, "_selected_action": [str(s.pk) for s in sessions]},
+    )
+
+
+def test_the_cancel_action_cancels_a_live_run_and_answers_its_open_calls(admin_client, session):
+    services.session_transition(
+        session_id=session.pk, from_statuses=["idle"], to_status="running", lease_token=""
+    )
+    services.events_append(
+        session_id=session.pk,
+        items=[
+            {"kind": Event.Kind.USER_MESSAGE, "content": "Do it"},
+            {
+                "kind": Event.Kind.TOOL_CALL,
+                "payload": {"tool": "echo", "input": {}},
+                "tool_use_id": "toolu_x",
+            },
+        ],
+    )
+
+    response = run_action(admin_client, "cancel_runs", session)
+
+    assert response.status_code == 302
+    session.refresh_from_db()
+    assert session.status == "cancelled"
+    answers = Event.objects.filter(session=session, kind=Event.Kind.TOOL_RESPONSE)
+    assert [(a.tool_use_id, a.payload["error"]) for a in answers] == [("toolu_x", "cancelled")]
+
+
+def test_the_heal_action_answers_orphaned_calls_of_an_idle_session(admin_client, session):
+    services.events_append(
+        session_id=session.pk,
+        items=[
+            {"kind": Event.Kind.USER_MESSAGE, "content": "Do it"},
+            {
+                "kind": Event.Kind.TOOL_CALL,
+                "payload": {"tool": "echo", "input": {}},
+                "tool_use_id": "toolu_o",
+            },
+        ],
+    )
+
+    run_action(admin_client, "heal_tool_calls", session)
+
+    [answer] = Event.objects.filter(session=session, kind=Event.Kind.TOOL_RESPONSE)
+    assert (answer.tool_use_id, answer.payload["error"]) == ("toolu_o", "tool_interrupted")
+
+
+def test_the_heal_action_leaves_a_run_a_live_worker_holds(admin_client, session):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    services.session_transition(
+        session_id=session.pk,
+        from_statuses=["idle"],
+        to_status="running",
+        lease_token="live",
+        lease_expires_at=timezone.now() + timedelta(seconds=60),
+    )
+    services.event_append(
+        session_id=session.pk, kind=Event.Kind.TOOL_CALL, payload={"tool": "echo"}, tool_use_id="t1"
+    )
+
+    run_action(admin_client, "heal_tool_calls", session)
+
+    assert not Event.objects.filter(session=session, kind=Event.Kind.TOOL_RESPONSE).exists()
+
+
+def test_the_continue_action_requeues_a_stalled_run(
+    admin_client, session, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+    from unittest.mock import patch
+
+    from django.utils import timezone
+
+    services.session_transition(
+        session_id=session.pk,
+        from_statuses=["idle"],
+        to_status="running",
+        lease_token="dead-worker",
+        lease_expires_at=timezone.now() - timedelta(seconds=5),
+    )
+    with patch("orchestrator_app.services.async_task") as enqueue:
+        with django_capture_on_commit_callbacks(execute=True):
+            run_action(admin_client, "continue_runs", session)
+
+    assert enqueue.call_args.args[:3] == ("orchestrator_app.tasks.run_step", str(session.pk), 0)
+    assert "run_requeue" in TraceEvent.objects.filter(session=session).values_list(
+        "type", flat=True
+    )
+
+
+def test_the_export_action_downloads_the_diagnostics_bundle(admin_client, inspected):
+    response = run_action(admin_client, "export_diagnostics", inspected)
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="ahentic-diagnostics-{inspected.pk}.json"'
+    )
+    bundle = response.json()
+    assert bundle["id"] == str(inspected.pk)
+    assert [t["type"] for t in bundle["trace"]] == ["run_start"]
+    assert bundle["trace"][0]["data"] == {}
