@@ -35,7 +35,20 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def brain_reply(body: dict[str, Any]) -> LocalResponse:
+    """Naming and memory requests (no tools): a title from the first user line, or a summary."""
+    system = " ".join(b.get("text", "") for b in body.get("system") or [])
+    text = _last_user_text(body.get("messages") or [])
+    if "Name this conversation" in system:
+        first = next((line for line in text.splitlines() if line.startswith("user:")), text)
+        words = first.removeprefix("user:").split()[:6]
+        return text_reply(" ".join(words).capitalize() or "Demo chat")
+    return text_reply("- (Offline memory) " + " ".join(text.split())[:300])
+
+
 def demo_responder(body: dict[str, Any]) -> LocalResponse:
+    if not body.get("tools"):
+        return brain_reply(body)
     messages = body.get("messages") or []
     last = messages[-1] if messages else {"content": []}
     content = last.get("content") if isinstance(last.get("content"), list) else []
