@@ -356,7 +356,7 @@ class StepRunner:
                 session_id=self.session_id,
                 kind=Event.Kind.USER_MESSAGE,
                 content=MAX_TOKENS_NUDGE,
-                payload={"meta": {"synthetic": "max_tokens"}},
+                payload={"synthetic": "max_tokens", "meta": {"synthetic": "max_tokens"}},
             )
             self.next_step()
         elif reason == "pause_turn":

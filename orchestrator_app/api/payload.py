@@ -65,9 +65,11 @@ def iso(value) -> str | None:
 def events_for_view(session_id, view_mode: str):
     events = Event.objects.filter(session_id=session_id)
     if view_mode == Session.ViewMode.BASIC:
-        # Synthetic user turns (the max_tokens nudge) are for the model, not the reader.
+        # Synthetic user turns (the max_tokens nudge) are for the model, not the reader. The
+        # marker is a top-level key: a nested key lookup is NULL on PostgreSQL for rows
+        # without "meta", and NOT(NULL) would hide every user message.
         events = events.filter(kind__in=BASIC_KINDS).exclude(
-            kind=Event.Kind.USER_MESSAGE, payload__meta__has_key="synthetic"
+            kind=Event.Kind.USER_MESSAGE, payload__has_key="synthetic"
         )
     return events
 
