@@ -16,7 +16,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, Snapshot
 
-from . import llm, services
+from . import llm, usage
 from .context import tokens
 
 log = logging.getLogger("ahentic")
@@ -40,7 +40,7 @@ def ask_brain(
         messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
         max_tokens=max_tokens,
     )
-    services.usage_record_call(session=session, run=session.run_seq, purpose=purpose, result=result)
+    usage.usage_record_call(session=session, run=session.run_seq, purpose=purpose, result=result)
     return result.text.strip()
 
 

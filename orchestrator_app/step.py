@@ -21,7 +21,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, PendingMessage, Session
 
-from . import brain, context, llm, pipeline, prompt, services
+from . import brain, context, llm, pipeline, prompt, services, usage
 from . import plan as plan_rules
 from .tools import tools_for
 
@@ -149,7 +149,7 @@ class StepRunner:
 
     def run(self) -> None:
         session = self.session
-        if services.daily_limit_reached():
+        if usage.daily_limit_reached():
             self.fail(
                 "ahentic_daily_token_limit",
                 "The site's daily token limit is reached; the run stopped.",
@@ -292,7 +292,7 @@ class StepRunner:
                 session_id=self.session_id,
                 context_usage=context.usage_snapshot(request, memory_blocks, real / estimated),
             )
-        services.usage_record_call(session=session, run=self.run_seq, purpose="step", result=result)
+        usage.usage_record_call(session=session, run=self.run_seq, purpose="step", result=result)
         self.trace(
             "llm_response",
             f"{result.stop_reason}: {result.text[:120]}",

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from orchestrator_app import services
+from orchestrator_app import decisions
 from orchestrator_app.localapi import text_reply, tool_call, tool_reply
 from orchestrator_app.models import ToolGrant
 from sessions_app.models import Session
@@ -373,7 +373,7 @@ def test_two_simultaneous_approvals_run_the_tool_once_and_one_of_them_wins(
 
     # Both requests read the pending card before either records its decision.
     both_read = threading.Barrier(2, timeout=10)
-    require_pending = services._require_pending
+    require_pending = decisions._require_pending
 
     def read_then_wait(*args, **kwargs):
         pending = require_pending(*args, **kwargs)
@@ -389,7 +389,7 @@ def test_two_simultaneous_approvals_run_the_tool_once_and_one_of_them_wins(
         finally:
             connection.close()
 
-    with mock.patch.object(services, "_require_pending", side_effect=read_then_wait):
+    with mock.patch.object(decisions, "_require_pending", side_effect=read_then_wait):
         threads = [threading.Thread(target=approve, args=(c,)) for c in (first, second)]
         for thread in threads:
             thread.start()

@@ -22,7 +22,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
-from .. import services, skills
+from .. import decisions, services, skills
 from ..models import UsageRecord
 from ..tools import all_tools
 from . import serializers as s
@@ -344,7 +344,7 @@ class SessionApprovalsView(AhenticView):
     def post(self, request, session_id):
         session = self.get_session(session_id)
         data = self.validated(s.ApprovalSerializer, request.data)
-        services.approval_decide(
+        decisions.approval_decide(
             session=session,
             decision=data["decision"],
             reason=data.get("reason", ""),
@@ -360,7 +360,7 @@ class SessionBrowserResultsView(AhenticView):
         if body is not None and "call_id" in body and "callId" not in body:
             body = {**body, "callId": body["call_id"]}
         data = self.validated(s.BrowserResultSerializer, body)
-        services.browser_result_record(
+        decisions.browser_result_record(
             session=session,
             call_id=data["callId"],
             result=data.get("result"),
@@ -373,7 +373,7 @@ class SessionActionsView(AhenticView):
     def post(self, request, session_id):
         session = self.get_session(session_id)
         data = self.validated(s.ActionSerializer, request.data)
-        services.action_run(session=session, name=data["name"], tool_input=data.get("input") or {})
+        decisions.action_run(session=session, name=data["name"], tool_input=data.get("input") or {})
         return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
 
 

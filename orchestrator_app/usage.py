@@ -1,0 +1,127 @@
+"""The token ledger: one UsageRecord per model call, session counters, cost and the daily limit.
+
+Token arithmetic: ``tokensIn`` = input + cache read + cache write (everything the model read),
+``tokensOut`` = output, ``tokensUsed`` = in + out. Cost prices each part at its own rate.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Sum
+from django.utils import timezone
+
+from sessions_app import services as session_services
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Session
+
+from . import llm
+from .models import UsageRecord
+
+
+def usage_cost(
+    model: str, *, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int
+):
+    """USD cost from ``PRICES`` (per million tokens), or None when the model has no price."""
+    price = (ahentic_settings.PRICES or {}).get(model)
+    if not price:
+        return None
+    million = Decimal(1_000_000)
+    return (
+        Decimal(str(price["input"])) * input_tokens
+        + Decimal(str(price["output"])) * output_tokens
+        + Decimal(str(price["cache_read"])) * cache_read
+        + Decimal(str(price["cache_write"])) * cache_write
+    ) / million
+
+
+def usage_record(
+    *,
+    session_id,
+    user_id,
+    run: int,
+    model: str,
+    purpose: str,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int,
+    cache_write_tokens: int,
+    duration_ms: int,
+    stop_reason: str = "",
+) -> UsageRecord:
+    """One ledger row per model call; the session counters are its running sum."""
+    cost = usage_cost(
+        model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read=cache_read_tokens,
+        cache_write=cache_write_tokens,
+    )
+    with transaction.atomic():
+        record = UsageRecord.objects.create(
+            session_id=session_id,
+            user_id=user_id,
+            run=run,
+            model=model,
+            purpose=purpose,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            cost_usd=cost,
+            duration_ms=duration_ms,
+            stop_reason=stop_reason,
+        )
+        fields: dict[str, Any] = {
+            "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
+            "tokens_out": F("tokens_out") + output_tokens,
+            "cache_read_tokens": F("cache_read_tokens") + cache_read_tokens,
+            "cache_write_tokens": F("cache_write_tokens") + cache_write_tokens,
+        }
+        if cost is not None:
+            # NULL + x is NULL in SQL: start the sum at 0 on the first priced call.
+            Session.objects.filter(pk=session_id, cost_usd__isnull=True).update(cost_usd=0)
+            fields["cost_usd"] = F("cost_usd") + cost
+        session_services.session_update(session_id=session_id, **fields)
+    return record
+
+
+def usage_record_call(
+    *, session: Session, run: int, purpose: str, result: llm.LLMResult
+) -> UsageRecord:
+    """Ledger row for one finished model call."""
+    return usage_record(
+        session_id=session.pk,
+        user_id=session.owner_id,
+        run=run,
+        model=result.model,
+        purpose=purpose,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cache_read_tokens=result.cache_read_tokens,
+        cache_write_tokens=result.cache_write_tokens,
+        duration_ms=result.duration_ms,
+        stop_reason=result.stop_reason,
+    )
+
+
+def daily_tokens_used() -> int:
+    # The site's day (TIME_ZONE), the same days GET stats/tokens reports.
+    start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    totals = UsageRecord.objects.filter(created_at__gte=start).aggregate(
+        a=Sum("input_tokens"),
+        b=Sum("output_tokens"),
+        c=Sum("cache_read_tokens"),
+        d=Sum("cache_write_tokens"),
+    )
+    return sum(v or 0 for v in totals.values())
+
+
+def daily_limit_reached() -> bool:
+    limit = ahentic_settings.DAILY_TOKEN_LIMIT
+    return bool(limit) and daily_tokens_used() >= int(limit)
+
+
+# --- tool responses and healing ------------------------------------------------------------
