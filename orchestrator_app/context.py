@@ -21,7 +21,9 @@ from sessions_app.models import Event
 from .prompt import CONTEXT_HEADER, PAGE_SECTION, WINDOW_OPENER
 
 ROLE_OVERHEAD = 4
-SUBAGENT_LABEL_TOKENS = 12  # "[Report from sub-agent NAME]" in front of a sub-agent's reply
+# A sub-agent report is sent as a synthetic subagent_message tool_use (~15 tokens) plus the
+# result: one more message of role overhead than its own content.
+SUBAGENT_LABEL_TOKENS = 24
 
 
 def tokens(text: str) -> int:
@@ -145,7 +147,27 @@ def select_window(
         kept.append(event)
         total += cost
     kept.reverse()
-    # Never open the window on the answer half of a tool pair (its call is gone).
-    while len(kept) > 1 and kept[0].kind == Event.Kind.TOOL_RESPONSE:
-        kept.pop(0)
+    kept = drop_leading_answers(kept)
     return kept, kept[0].pk
+
+
+def drop_leading_answers(events: list[Event]) -> list[Event]:
+    """Never open a window on the answer half of a tool pair (its call is cut off)."""
+    while len(events) > 1 and events[0].kind == Event.Kind.TOOL_RESPONSE:
+        events = events[1:]
+    return events
+
+
+def inherited_context(parent_events: list[Event], room: int) -> list[Event]:
+    """A sub-agent's view of its parent: the newest parent events before the fork that fit in
+    ``room`` tokens (whole events; the prefix is stable, so it caches like any other)."""
+    taken: list[Event] = []
+    total = 0
+    for event in reversed(parent_events):
+        cost = event_tokens(event)
+        if total + cost > room:
+            break
+        taken.append(event)
+        total += cost
+    taken.reverse()
+    return drop_leading_answers(taken) if taken else []

@@ -228,10 +228,29 @@ def _blocks_for(event: Event, current_run: int) -> tuple[str, dict[str, Any]] | 
         if not payload.get("ok", True):
             block["is_error"] = True
         return "user", block
-    if event.kind == Event.Kind.SUBAGENT_MESSAGE:
-        name = payload.get("name", "sub-agent")
-        return "user", {"type": "text", "text": f"[Report from sub-agent {name}]\n{event.content}"}
     return None  # system messages are UI notices
+
+
+def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
+    """A sub-agent's report as a synthetic ``subagent_message`` tool_use/tool_result pair: the
+    model reads it as the answer to its own delegation, never as words of the user."""
+    call_id = f"toolu_subagent_{event.pk}"
+    name = (event.payload or {}).get("name", "sub-agent")
+    return [
+        (
+            "assistant",
+            {
+                "type": "tool_use",
+                "id": call_id,
+                "name": "subagent_message",
+                "input": {"name": name},
+            },
+        ),
+        (
+            "user",
+            {"type": "tool_result", "tool_use_id": call_id, "content": event.content or "(empty)"},
+        ),
+    ]
 
 
 def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]]:
@@ -246,17 +265,19 @@ def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]
             and event.tool_use_id not in paired
         ):
             continue  # orphan half: its partner was pruned or is not answered yet
-        item = _blocks_for(event, current_run)
-        if item is None:
-            continue
-        role, block = item
-        blocks = [block]
-        if role == "user" and event.payload.get("context"):
-            blocks.append({"type": "text", "text": event.payload["context"]})
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"].extend(blocks)
+        if event.kind == Event.Kind.SUBAGENT_MESSAGE:
+            parts = subagent_pair(event)
         else:
-            messages.append({"role": role, "content": blocks})
+            item = _blocks_for(event, current_run)
+            parts = [item] if item else []
+        for role, block in parts:
+            blocks = [block]
+            if role == "user" and event.payload.get("context"):
+                blocks.append({"type": "text", "text": event.payload["context"]})
+            if messages and messages[-1]["role"] == role:
+                messages[-1]["content"].extend(blocks)
+            else:
+                messages.append({"role": role, "content": blocks})
     if messages and messages[0]["role"] != "user":
         # The window opens on an assistant turn (older turns were evicted): a stable opener
         # keeps the roles alternating without dropping that turn's tool calls.

@@ -290,6 +290,24 @@ def message_post(
     return pending
 
 
+SUBAGENT_REPORT_CHARS = 24000
+
+
+def subagent_report(*, session: Session, text: str) -> None:
+    """A sub-agent's run ended: its last word reaches the parent as a queued message."""
+    if session.parent_id is None or not text.strip():
+        return
+    if len(text) > SUBAGENT_REPORT_CHARS:
+        text = text[: SUBAGENT_REPORT_CHARS - 1] + "…"
+    session_services.pending_message_add(
+        session_id=session.parent_id,
+        content=text,
+        source_type=PendingMessage.SourceType.SUBAGENT,
+        source_name=session.title,
+    )
+    wake_for_pending(session.parent_id)
+
+
 def wake_for_pending(session_id) -> bool:
     """Start a run for queued messages left on an idle session. Returns whether it did."""
     now = _now()

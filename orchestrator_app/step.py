@@ -109,9 +109,22 @@ class StepRunner:
             self.next_step()
             return
         if self.end(Session.Status.IDLE, plan_outcome="finish", trace_reason=reason):
-            if brain.naming_due(self.reload()):
+            if self.session.parent_id:
+                reply = (
+                    Event.objects.filter(session_id=self.session_id, kind=Event.Kind.AGENT_MESSAGE)
+                    .order_by("-seq")
+                    .values_list("content", flat=True)
+                    .first()
+                )
+                self.report_to_parent(reply or "(finished without a reply)")
+            elif brain.naming_due(self.reload()):
                 with transaction.atomic():
                     services.enqueue_naming(self.session_id)
+
+    def report_to_parent(self, text: str) -> None:
+        """A sub-agent's run ended: the parent gets its last word (reply, question or error)."""
+        if self.session.parent_id:
+            services.subagent_report(session=self.reload(), text=text)
 
     def fail(
         self, code: str, message: str, *, resumable: bool = True, plan_outcome: str | None = None
@@ -133,6 +146,7 @@ class StepRunner:
             payload={"meta": {"error": True, "code": code}},
         )
         self.trace("error", message, code=code)
+        self.report_to_parent(f"Sub-agent stopped with an error ({code}): {message}")
 
     def next_step(self) -> None:
         """Hand the run to a fresh step: drop the lease, then enqueue (on commit)."""
@@ -322,6 +336,18 @@ class StepRunner:
         fixed += context.tokens(step_context) if step_context else 0
         window, new_start = context.select_window(events, session.viewport_start_event_id, fixed)
         prompt.attach_context(window, step_context)
+        if session.parent_id and session.fork_event_id:
+            # A sub-agent fills the rest of its budget with what its parent saw before the fork.
+            budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS) * float(
+                ahentic_settings.CONTEXT_EVICT_TO
+            )
+            room = int(budget) - fixed - sum(context.event_tokens(e) for e in window)
+            parent_events = list(
+                Event.objects.filter(
+                    session_id=session.parent_id, pk__lte=session.fork_event_id
+                ).order_by("seq")
+            )
+            window = context.inherited_context(parent_events, room) + window
         if new_start is not None:
             with transaction.atomic():
                 self.holding().update(viewport_start_event_id=new_start, version=F("version") + 1)
@@ -437,7 +463,8 @@ class StepRunner:
             content=question,
             payload={"meta": {"ask_user": True}},
         )
-        self.end(Session.Status.IDLE, plan_outcome="ask_user", trace_reason="ask_user")
+        if self.end(Session.Status.IDLE, plan_outcome="ask_user", trace_reason="ask_user"):
+            self.report_to_parent(f"Sub-agent asks: {question}")
 
 
 def claim(session_id, run_seq: int) -> str | None:

@@ -190,7 +190,13 @@ def _discover() -> None:
         return
     with _lock:
         if not _discovered:
-            from . import artifact_tools, browser_tools, builtins, context_tools  # noqa: F401
+            from . import (  # noqa: F401
+                artifact_tools,
+                browser_tools,
+                builtins,
+                context_tools,
+                subagent_tools,
+            )
 
             autodiscover_modules("ahentic_tools")
             _discovered = True
