@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from django.db import transaction
-from django.db.models import F
-
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, Snapshot
 
 from . import llm, usage
-from .context import tokens
 
 log = logging.getLogger("ahentic")
 
@@ -87,11 +83,8 @@ def name_session(session_id) -> None:
     if len(title) > TITLE_MAX:
         title = title[: TITLE_MAX - 1] + "…"
     # Conditional: a title the user set meanwhile always wins.
-    Session.objects.filter(pk=session_id).exclude(title_source=Session.TitleSource.USER).update(
-        title=title,
-        title_source=Session.TitleSource.AUTO,
-        named_at_messages=count,
-        version=F("version") + 1,
+    session_services.session_rename_auto(
+        session_id=session_id, title=title, named_at_messages=count
     )
 
 
@@ -141,14 +134,15 @@ def remember(session_id) -> None:
         text = summarize(
             session, "\n".join(f"{e.kind}: {e.content[:1500]}" for e in events), fallback
         )
-        Snapshot.objects.create(
+        added = session_services.snapshot_add(
             session_id=session_id,
             level=1,
             from_event_id=events[0].pk,
             to_event_id=events[-1].pk,
             text=text,
-            token_count=tokens(text),
         )
+        if added is None:
+            return  # a concurrent task covered these events
         session_services.trace_record(
             session_id=session_id,
             type="memory_snapshot",
@@ -169,16 +163,10 @@ def fold(session: Session) -> None:
         joined if len(joined) <= SNAPSHOT_MAX_CHARS else joined[: SNAPSHOT_MAX_CHARS - 1] + "…"
     )
     text = summarize(session, joined, fallback)
-    with transaction.atomic():
-        Snapshot.objects.create(
-            session_id=session.pk,
-            level=2,
-            from_event_id=level_one[0].from_event_id,
-            to_event_id=level_one[-1].to_event_id,
-            text=text,
-            token_count=tokens(text),
-        )
-        Snapshot.objects.filter(pk__in=[s.pk for s in level_one]).delete()
+    if not session_services.snapshots_fold(
+        session_id=session.pk, snapshot_ids=[s.pk for s in level_one], text=text
+    ):
+        return
     session_services.trace_record(
         session_id=session.pk,
         type="memory_fold",

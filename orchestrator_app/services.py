@@ -19,7 +19,7 @@ from django_q.tasks import async_task
 
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, Goal, PendingMessage, Session
+from sessions_app.models import Event, PendingMessage, Session
 
 from . import llm
 from . import plan as plan_rules
@@ -375,11 +375,9 @@ def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> boo
         event = session_services.event_append(
             session_id=session.pk, kind=Event.Kind.USER_MESSAGE, content=content
         )
-        Goal.objects.filter(
-            session_id=session.pk, status=Goal.Status.ACTIVE, parent__isnull=True
-        ).update(status=Goal.Status.ABANDONED)
-        goal = Goal.objects.create(session_id=session.pk, description=content[:2000])
-        goal.pinned_events.add(event)
+        session_services.goal_start_root(
+            session_id=session.pk, description=content, pinned_event_id=event.pk
+        )
         session_services.trace_record(
             session_id=session.pk,
             type="run_start",

@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .conf import ahentic_settings
-from .models import Event, Goal, PendingMessage, Session, TraceEvent
+from .models import Event, Goal, PendingMessage, Session, Snapshot, TraceEvent
 
 DEFAULT_TITLE = "New Agent"
 
@@ -300,3 +300,74 @@ def goal_complete(*, session_id, goal_id: int) -> bool:
             ).update(status=Goal.Status.COMPLETED, completed_at=now)
             session_update(session_id=session_id)
     return bool(rows)
+
+
+def goal_start_root(*, session_id, description: str, pinned_event_id: int) -> Goal:
+    """A new user goal: earlier active root goals are abandoned; the message is pinned."""
+    with transaction.atomic():
+        Goal.objects.filter(
+            session_id=session_id, status=Goal.Status.ACTIVE, parent__isnull=True
+        ).update(status=Goal.Status.ABANDONED)
+        goal = Goal.objects.create(session_id=session_id, description=description[:2000])
+        goal.pinned_events.add(pinned_event_id)
+    return goal
+
+
+def session_rename_auto(*, session_id, title: str, named_at_messages: int) -> bool:
+    """An automatic title; never replaces one the user set (conditional UPDATE)."""
+    rows = (
+        Session.objects.filter(pk=session_id)
+        .exclude(title_source=Session.TitleSource.USER)
+        .update(
+            **_bump(
+                title=title[:255],
+                title_source=Session.TitleSource.AUTO,
+                named_at_messages=named_at_messages,
+            )
+        )
+    )
+    return rows == 1
+
+
+def snapshot_add(
+    *, session_id, level: int, from_event_id: int, to_event_id: int, text: str
+) -> Snapshot | None:
+    """Add a memory snapshot unless one already covers that range (a duplicate task)."""
+    with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=session_id).exists()
+        if Snapshot.objects.filter(session_id=session_id, to_event_id__gte=from_event_id).exists():
+            return None
+        snapshot = Snapshot.objects.create(
+            session_id=session_id,
+            level=level,
+            from_event_id=from_event_id,
+            to_event_id=to_event_id,
+            text=text,
+            token_count=estimate_tokens(text),
+        )
+        session_update(session_id=session_id)
+    return snapshot
+
+
+def snapshots_fold(*, session_id, snapshot_ids: list[int], text: str) -> Snapshot | None:
+    """Replace level-1 snapshots by one level-2 snapshot covering the same range."""
+    with transaction.atomic():
+        Session.objects.select_for_update().filter(pk=session_id).exists()
+        folded = list(
+            Snapshot.objects.filter(session_id=session_id, pk__in=snapshot_ids, level=1).order_by(
+                "from_event_id"
+            )
+        )
+        if len(folded) != len(snapshot_ids):
+            return None  # another task folded them already
+        snapshot = Snapshot.objects.create(
+            session_id=session_id,
+            level=2,
+            from_event_id=folded[0].from_event_id,
+            to_event_id=folded[-1].to_event_id,
+            text=text,
+            token_count=estimate_tokens(text),
+        )
+        Snapshot.objects.filter(pk__in=snapshot_ids).delete()
+        session_update(session_id=session_id)
+    return snapshot
