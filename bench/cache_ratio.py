@@ -30,7 +30,11 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     @tool(
         name="bench_lookup",
         description="Look up a fact by key.",
-        input_schema={"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+        input_schema={
+            "type": "object",
+            "properties": {"key": {"type": "string"}},
+            "required": ["key"],
+        },
         readonly=True,
     )
     def bench_lookup(ctx, input):
@@ -41,7 +45,9 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
         original = llm.call_model
 
         def without_cache(**kwargs):
-            strip = lambda blocks: [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks]  # noqa: E731
+            strip = lambda blocks: [
+                {k: v for k, v in b.items() if k != "cache_control"} for b in blocks
+            ]  # noqa: E731
             kwargs["system"] = strip(kwargs["system"])
             kwargs["tools"] = strip(kwargs.get("tools") or [])
             kwargs["messages"] = [{**m, "content": strip(m["content"])} for m in kwargs["messages"]]
@@ -62,14 +68,20 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
             }
         ):
             session = session_services.session_create(owner=user)
-            services.message_post(session=session, content="Research twenty topics, one lookup each.")
+            services.message_post(
+                session=session, content="Research twenty topics, one lookup each."
+            )
             # django-q2 runs in sync mode under tests.settings: each step enqueues the next.
             session.refresh_from_db()
             if session.status == "running":
                 tasks.run_step(str(session.pk), session.run_seq)
             session.refresh_from_db()
             assert session.status == "idle", (session.status, session.last_error)
-        return [entry["response"]["usage"] for entry in server.requests if entry["path"] == "/v1/messages"]
+        return [
+            entry["response"]["usage"]
+            for entry in server.requests
+            if entry["path"] == "/v1/messages"
+        ]
     finally:
         if strip_breakpoints:
             llm.call_model = original
@@ -79,9 +91,14 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
 def summarize(usages: list[dict]) -> tuple[float, float]:
     later = usages[1:]
     read = sum(u["cache_read_input_tokens"] for u in later)
-    total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in later)
+    total = sum(
+        u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        for u in later
+    )
     cost = sum(
-        u["input_tokens"] + 0.1 * u["cache_read_input_tokens"] + 1.25 * u["cache_creation_input_tokens"]
+        u["input_tokens"]
+        + 0.1 * u["cache_read_input_tokens"]
+        + 1.25 * u["cache_creation_input_tokens"]
         for u in usages
     )
     return read / total if total else 0.0, cost
@@ -99,7 +116,9 @@ def main() -> None:
     share, cost = summarize(cached)
     base_share, base_cost = summarize(baseline)
     print(f"model calls: {len(cached)} (baseline {len(baseline)})")
-    print(f"cache-read share of input tokens, steps 2..{len(cached)}: {share:.3f} (baseline {base_share:.3f})")
+    print(
+        f"cache-read share of input tokens, steps 2..{len(cached)}: {share:.3f} (baseline {base_share:.3f})"
+    )
     print(f"effective input cost vs baseline: {cost / base_cost:.3f}x")
     print("PASS" if share >= 0.95 else "FAIL: below the 0.95 target")
 
