@@ -40,5 +40,8 @@ AHENTIC = {
     "LLM_MAX_RETRIES": 2,
     # The brain's naming call would take scripted model answers; tests that name turn it on.
     "NAME_REFRESH_INTERVAL": 0,
+    # The rate limit lives in the process-wide cache: counts would leak between tests.
+    # test_posting_messages_is_throttled_per_user turns it on.
+    "THROTTLE_MESSAGES": None,
 }
 LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -811,3 +811,30 @@ def test_an_anonymous_client_is_refused(anon_client, session, llm, method, path,
 
     assert response.status_code in (401, 403)
     assert Session.objects.get(pk=session.pk).status == "idle"
+
+
+def test_posting_messages_is_throttled_per_user(
+    owner_client, other_client, owner, other, llm, settings
+):
+    from django.core.cache import cache
+
+    from .factories import SessionFactory
+
+    cache.clear()
+    settings.AHENTIC = {**settings.AHENTIC, "THROTTLE_MESSAGES": "2/min", "BUSY_POLICY": "enqueue"}
+    mine, theirs = SessionFactory(owner=owner), SessionFactory(owner=other)
+    with mock.patch("orchestrator_app.services.async_task"):  # no step runs: stay running
+        codes = [
+            owner_client.post(
+                f"/ahentic/v1/sessions/{mine.pk}/messages", {"content": f"m{i}"}, format="json"
+            )
+            for i in range(3)
+        ]
+        other_user = other_client.post(
+            f"/ahentic/v1/sessions/{theirs.pk}/messages", {"content": "hi"}, format="json"
+        )
+    assert [r.status_code for r in codes] == [202, 200, 429]
+    assert codes[2].json()["code"] == "ahentic_throttled"
+    assert "Retry-After" in codes[2]
+    assert other_user.status_code == 202  # the rate is per user
+    cache.clear()
