@@ -21,6 +21,7 @@ from orchestrator_app.localapi import error_reply, text_reply, tool_call, tool_r
 from orchestrator_app.models import ToolGrant, UsageRecord
 from sessions_app.models import Session
 
+from . import tools_for_tests
 from .conftest import payload_of, session_url, trace_types, transcript_of
 from .factories import SessionFactory
 from .tools_for_tests import SlowWriteGate
@@ -838,3 +839,33 @@ def test_posting_messages_is_throttled_per_user(
     assert "Retry-After" in codes[2]
     assert other_user.status_code == 202  # the rate is per user
     cache.clear()
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [("   \n  ", "ahentic_empty_message"), ("x" * 32001, "ahentic_message_too_long")],
+)
+def test_a_message_outside_the_content_limits_is_refused_and_nothing_starts(
+    owner_client, session, llm, content, code
+):
+    response = owner_client.post(
+        f"/ahentic/v1/sessions/{session.pk}/messages", {"content": content}, format="json"
+    )
+
+    assert (response.status_code, response.json()["code"]) == (400, code)
+    body = payload_of(owner_client, session)
+    assert body["status"] == "idle" and body["messages"] == [] and body["runSeq"] == 0
+
+
+def test_an_action_that_writes_is_refused_in_ask_mode(owner_client, session, llm, tool_calls):
+    owner_client.patch(f"/ahentic/v1/sessions/{session.pk}", {"mode": "ask"}, format="json")
+
+    response = owner_client.post(
+        f"/ahentic/v1/sessions/{session.pk}/actions",
+        {"name": "notes_create", "input": {"title": "x"}},
+        format="json",
+    )
+
+    assert (response.status_code, response.json()["code"]) == (400, "ahentic_ask_readonly")
+    assert payload_of(owner_client, session)["status"] == "idle"
+    assert tools_for_tests.CALLS == []
