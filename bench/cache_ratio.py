@@ -44,10 +44,10 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     if strip_breakpoints:
         original = llm.call_model
 
+        def strip(blocks):
+            return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks]
+
         def without_cache(**kwargs):
-            strip = lambda blocks: [
-                {k: v for k, v in b.items() if k != "cache_control"} for b in blocks
-            ]  # noqa: E731
             kwargs["system"] = strip(kwargs["system"])
             kwargs["tools"] = strip(kwargs.get("tools") or [])
             kwargs["messages"] = [{**m, "content": strip(m["content"])} for m in kwargs["messages"]]

@@ -553,7 +553,10 @@ def run_continue(*, session_id) -> str:
                 429,
             )
         return "resumed" if _resume(session, source="continue_api") else "noop"
-    if session.status == Session.Status.RUNNING and lease_is_stale(session):
+    # The user's nudge may re-enqueue a step nobody holds at once (a duplicate task only fails
+    # its claim); the recover sweep waits RUN_LEASE_S before it does the same.
+    unheld = not session.lease_token
+    if session.status == Session.Status.RUNNING and (unheld or lease_is_stale(session)):
         session_services.trace_record(
             session_id=session_id, type="run_requeue", summary="Stalled step re-enqueued"
         )

@@ -1,0 +1,814 @@
+"""The chat sidebar in a real browser: Playwright drives Debian's chromium against the live server.
+
+The live server runs django-q2 in sync mode (tests.settings), so a POST that starts or resumes a
+run executes its steps inside that request's thread while the sidebar keeps polling on others.
+The model is the local Messages API server (the ``llm`` fixture).
+
+Without playwright or /usr/bin/chromium the module is skipped, so ``make test`` passes on any
+machine; ``AHENTIC_REQUIRE_BROWSER=1`` (set by .ci/browser-leg) turns that skip into a failure.
+"""
+
+import json
+import os
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.test import Client
+
+CHROMIUM = "/usr/bin/chromium"
+REQUIRE_BROWSER = os.environ.get("AHENTIC_REQUIRE_BROWSER") == "1"
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE_BROWSER:
+        pytest.fail(f"browser tests required but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:
+    _unavailable("playwright is not installed (pip install -e '.[browser]')")
+if not Path(CHROMIUM).exists():
+    _unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
+
+from orchestrator_app.localapi import text_reply, tool_call, tool_reply  # noqa: E402
+from sessions_app.models import PendingMessage, Session  # noqa: E402
+
+from . import tools_for_sidebar  # noqa: E402  (registers the sidebar_* tools)
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("llm_strict"),
+]
+
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Generous: a run's steps happen inside the live server's request thread.
+expect.set_options(timeout=15_000)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Playwright's sync API keeps an asyncio loop on this thread while it runs, so Django would
+    # refuse the ORM calls of the test bodies and of the database flush after each test;
+    # nothing here is actually async. Restored when the module's tests are done.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+
+
+@pytest.fixture
+def sidebar_calls():
+    tools_for_sidebar.CALLS.clear()
+    yield tools_for_sidebar.CALLS
+    tools_for_sidebar.CALLS.clear()
+
+
+@pytest.fixture
+def gate():
+    """Holds a scripted model answer in flight; always released so the server thread ends."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+@pytest.fixture
+def context(browser, live_server, owner):
+    """A browser context logged in as ``owner`` (the session cookie of a forced login)."""
+    client = Client()
+    client.force_login(owner)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 860})
+    context.add_cookies(
+        [{"name": cookie.key, "value": cookie.value, "url": live_server.url, "httpOnly": True}]
+    )
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page_errors():
+    return []
+
+
+@pytest.fixture
+def page(context, page_errors):
+    page = context.new_page()
+    page.on("pageerror", lambda error: page_errors.append(str(error)))
+    yield page
+    assert not page_errors, f"JavaScript errors on the page: {page_errors}"
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def open_home(page):
+    page.goto("/")
+    expect(page.locator("#ahentic-panel")).to_be_visible()
+
+
+def sidebar(page):
+    return page.locator("#ahentic-sidebar")
+
+
+def new_chat(page):
+    page.get_by_role("button", name="New chat").click()
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("New Agent")
+
+
+def send(page, text: str):
+    box = page.get_by_label("Message the agent")
+    box.fill(text)
+    box.press("Enter")
+
+
+def assistant_messages(page):
+    return page.locator(".ahentic-assistant .ahentic-msg-text")
+
+
+def transcript(page):
+    return page.locator('[data-role="transcript"]')
+
+
+def hitl_card(page):
+    return page.locator('[data-role="hitl"]')
+
+
+def status_is(page, status: str):
+    expect(sidebar(page)).to_have_attribute("data-status", status)
+
+
+def tool_result_block(request: dict, call_id: str) -> dict:
+    [block] = [
+        block
+        for message in request["messages"]
+        for block in message["content"]
+        if isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and block.get("tool_use_id") == call_id
+    ]
+    return block
+
+
+def tool_result_json(request: dict, call_id: str) -> dict:
+    content = tool_result_block(request, call_id)["content"]
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content)
+    return json.loads(content)
+
+
+def only_session() -> Session:
+    return Session.objects.get()
+
+
+def screenshot(page, name: str) -> None:
+    """Screenshots for looking at the layout: AHENTIC_SCREENSHOT_DIR=/tmp pytest ..."""
+    directory = os.environ.get("AHENTIC_SCREENSHOT_DIR")
+    if directory:
+        page.screenshot(path=str(Path(directory) / f"{name}.png"))
+
+
+# --- (a) a message and its reply ----------------------------------------------------------------
+
+
+def test_a_message_gets_the_reply_and_the_tab_takes_the_provisional_title(page, llm):
+    llm.enqueue(text_reply("Grind the beans just before brewing."))
+    open_home(page)
+    new_chat(page)
+
+    send(page, "How do I make better coffee?")
+
+    expect(assistant_messages(page)).to_have_text(["Grind the beans just before brewing."])
+    expect(page.locator(".ahentic-user .ahentic-msg-text")).to_have_text(
+        ["How do I make better coffee?"]
+    )
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("How do I make better coffee?")
+    status_is(page, "idle")
+    expect(page.get_by_role("button", name="Stop the run")).to_be_hidden()
+    # The message carried the page's context, which reaches the model.
+    [request] = llm.message_requests()
+    assert "Ahentic demo" in json.dumps(request)
+    assert only_session().page_context["title"] == "Ahentic demo"
+    # The open tab (with autoTitle beside it) is remembered for the next page load.
+    stored = page.evaluate(
+        "Object.entries(localStorage).filter(([k]) => k.endsWith(':tabs')).map(([, v]) => v)"
+    )
+    [tabs] = [json.loads(value) for value in stored]
+    assert tabs["active"] == str(only_session().pk)
+    assert tabs["open"] == [
+        {"id": str(only_session().pk), "title": "How do I make better coffee?", "autoTitle": True}
+    ]
+    screenshot(page, "sidebar")
+
+
+def test_typing_without_an_open_chat_starts_one(page, llm):
+    llm.enqueue(text_reply("A new chat, just for you."))
+    open_home(page)
+    expect(page.locator(".ahentic-tab")).to_have_count(0)
+
+    send(page, "Hello there")
+
+    expect(assistant_messages(page)).to_have_text(["A new chat, just for you."])
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("Hello there")
+
+
+def test_the_open_tabs_survive_a_reload(page, llm):
+    llm.enqueue(text_reply("Hello again."))
+    open_home(page)
+    new_chat(page)
+    send(page, "Remember me")
+    expect(assistant_messages(page)).to_have_text(["Hello again."])
+
+    page.reload()
+
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("Remember me")
+    expect(assistant_messages(page)).to_have_text(["Hello again."])
+
+
+def test_shift_enter_adds_a_newline_instead_of_sending(page, llm):
+    open_home(page)
+    new_chat(page)
+    box = page.get_by_label("Message the agent")
+    box.fill("first line")
+
+    box.press("Shift+Enter")
+    box.type("second line")
+
+    expect(box).to_have_value("first line\nsecond line")
+    assert llm.message_requests() == []
+
+
+def test_the_view_mode_switch_shows_tool_calls_in_verbose(page, llm):
+    llm.enqueue(
+        tool_reply(tool_call("echo", {"text": "ping"}, id="toolu_echo")), text_reply("Echoed.")
+    )
+    open_home(page)
+    new_chat(page)
+    send(page, "Echo ping")
+    expect(assistant_messages(page)).to_have_text(["Echoed."])
+    expect(page.locator(".ahentic-tool-call")).to_have_count(0)
+
+    page.get_by_label("View mode").select_option("verbose")
+
+    expect(page.locator(".ahentic-tool-call")).to_contain_text("echo")
+    expect(page.locator(".ahentic-tool-result")).to_contain_text("echo ok")
+    assert only_session().view_mode == "verbose"
+
+
+# --- (b) approvals ------------------------------------------------------------------------------
+
+
+def test_allow_once_runs_the_tool_and_the_reply_follows(page, llm, sidebar_calls):
+    llm.enqueue(
+        tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}, id="toolu_pub")),
+        text_reply("Published your note."),
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Publish a note about beans")
+
+    card = hitl_card(page)
+    expect(card).to_be_visible()
+    expect(card).to_contain_text("Publish the note 'Beans'")
+    expect(card).to_contain_text("sidebar_publish_note")
+    expect(card.locator("pre")).to_contain_text('"title": "Beans"')  # the input preview
+    for name in ("Allow once", "Allow for this chat", "Always allow", "Deny"):
+        expect(card.get_by_role("button", name=re.compile(f"^{name}:"))).to_be_visible()
+    status_is(page, "awaiting_human")
+    expect(card).not_to_contain_text("null")
+    screenshot(page, "sidebar-approval")
+    assert sidebar_calls == []
+
+    card.get_by_role("button", name=re.compile("^Allow once:")).click()
+
+    expect(assistant_messages(page)).to_have_text(["Published your note."])
+    expect(card).to_be_hidden()
+    status_is(page, "idle")
+    assert sidebar_calls == [{"tool": "sidebar_publish_note", "input": {"title": "Beans"}}]
+    assert tool_result_json(llm.message_requests()[1], "toolu_pub")["published"] == "Beans"
+
+
+def test_deny_sends_the_reason_and_the_tool_never_runs(page, llm, sidebar_calls):
+    llm.enqueue(
+        tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}, id="toolu_pub")),
+        text_reply("Understood, not publishing."),
+    )
+    open_home(page)
+    new_chat(page)
+    send(page, "Publish a note about beans")
+    card = hitl_card(page)
+    expect(card).to_be_visible()
+
+    card.get_by_label("Reason for denying").fill("Not before the review")
+    card.get_by_role("button", name=re.compile("^Deny:")).click()
+
+    expect(assistant_messages(page)).to_have_text(["Understood, not publishing."])
+    assert sidebar_calls == []
+    result = tool_result_json(llm.message_requests()[1], "toolu_pub")
+    assert result["error"] == "user_denied"
+    assert result["reason"] == "Not before the review"
+
+
+def test_a_non_preallowable_tool_offers_only_allow_once_and_deny(page, llm, sidebar_calls):
+    llm.enqueue(tool_reply(tool_call("sidebar_wipe_notes", {})), text_reply("Wiped."))
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Wipe my notes")
+
+    card = hitl_card(page)
+    expect(card.get_by_role("button", name=re.compile("^Allow once:"))).to_be_visible()
+    expect(card.get_by_role("button", name=re.compile("^Deny:"))).to_be_visible()
+    expect(card.get_by_role("button", name=re.compile("^Allow for this chat"))).to_have_count(0)
+    expect(card.get_by_role("button", name=re.compile("^Always allow"))).to_have_count(0)
+
+
+# --- (c) browser tools --------------------------------------------------------------------------
+
+
+def test_page_read_runs_in_the_page_and_the_model_reads_the_result(page, llm):
+    llm.enqueue(
+        tool_reply(tool_call("page_read", {}, id="toolu_read")),
+        text_reply("This is the Ahentic demo page."),
+    )
+    open_home(page)
+    page.fill("#account-password", "hunter2-very-secret")  # typed by the user, never sent
+    page.fill("#newsletter-email", "reader@example.com")
+    new_chat(page)
+
+    send(page, "What is on this page?")
+
+    expect(assistant_messages(page)).to_have_text(["This is the Ahentic demo page."])
+    requests = llm.message_requests()
+    result = tool_result_json(requests[1], "toolu_read")
+    assert result["title"] == "Ahentic demo"
+    assert result["url"].endswith("/")
+    assert {"level": 2, "text": "Coffee newsletter"} in result["headings"]
+    assert "One email a month about beans" in result["text"]
+    assert len(result["text"]) <= 4000
+    fields = {field.get("name"): field for field in result["fields"]}
+    assert fields["newsletter_email"]["label"] == "Email address"
+    assert fields["newsletter_email"]["value"] == "reader@example.com"
+    assert fields["password"]["type"] == "password"
+    assert "value" not in fields["password"]
+    # Nothing of the sidebar itself, no password, no CSRF token is read from the page.
+    assert "Message the agent" not in result["text"]
+    assert "hunter2" not in json.dumps(requests[1])
+    assert "csrfmiddlewaretoken" not in fields
+
+
+def test_page_read_with_a_selector_reads_that_part(page, llm):
+    llm.enqueue(
+        tool_reply(tool_call("page_read", {"selector": "#account-form"}, id="toolu_read")),
+        text_reply("Read it."),
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Read the account form")
+
+    expect(assistant_messages(page)).to_have_text(["Read it."])
+    result = tool_result_json(llm.message_requests()[1], "toolu_read")
+    assert [field["name"] for field in result["fields"]] == ["display_name", "password"]
+    assert "newsletter" not in result["text"].lower()
+
+
+def test_page_read_with_an_unknown_selector_answers_an_error(page, llm):
+    llm.enqueue(
+        tool_reply(tool_call("page_read", {"selector": "#nowhere"}, id="toolu_read")),
+        text_reply("No such part."),
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Read the missing part")
+
+    expect(assistant_messages(page)).to_have_text(["No such part."])
+    block = tool_result_block(llm.message_requests()[1], "toolu_read")
+    assert block.get("is_error") is True
+    assert "#nowhere" in json.dumps(block)
+
+
+def test_page_fill_fields_fills_the_form_without_submitting_it(page, llm):
+    llm.enqueue(
+        tool_reply(
+            tool_call(
+                "page_fill_fields",
+                {
+                    "fields": {
+                        "newsletter_email": "ada@example.com",
+                        "newsletter_frequency": "weekly",
+                    }
+                },
+                id="toolu_fill",
+            )
+        ),
+        text_reply("I filled in the newsletter form; press Subscribe when ready."),
+    )
+    open_home(page)
+    page.evaluate(
+        """() => {
+            window.__submits = 0;
+            window.__inputs = 0;
+            const form = document.getElementById('newsletter-form');
+            form.addEventListener('submit', () => window.__submits++);
+            form.addEventListener('input', () => window.__inputs++);
+        }"""
+    )
+    new_chat(page)
+
+    send(page, "Sign me up for the weekly newsletter as ada@example.com")
+
+    expect(assistant_messages(page)).to_contain_text(["I filled in the newsletter form"])
+    expect(page.locator("#newsletter-email")).to_have_value("ada@example.com")
+    expect(page.locator("#newsletter-frequency")).to_have_value("weekly")
+    assert page.evaluate("window.__submits") == 0
+    assert page.evaluate("window.__inputs") >= 2
+    result = tool_result_json(llm.message_requests()[1], "toolu_fill")
+    assert result["ok"] is True
+    assert sorted(result["filled"]) == ["newsletter_email", "newsletter_frequency"]
+
+
+def test_filling_a_password_field_asks_first_then_runs_in_the_page(page, llm):
+    llm.enqueue(
+        tool_reply(
+            tool_call("page_fill_fields", {"fields": {"password": "correct horse"}}, id="toolu_pw")
+        ),
+        text_reply("Password filled."),
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Put my password in")
+
+    card = hitl_card(page)
+    expect(card).to_contain_text("Fill password")
+    expect(page.locator("#account-password")).to_have_value("")
+    card.get_by_role("button", name=re.compile("^Allow once:")).click()
+
+    expect(assistant_messages(page)).to_have_text(["Password filled."])
+    expect(page.locator("#account-password")).to_have_value("correct horse")
+    assert tool_result_json(llm.message_requests()[1], "toolu_pw")["filled"] == ["password"]
+
+
+def test_page_fill_fields_reports_fields_it_could_not_find(page, llm):
+    llm.enqueue(
+        tool_reply(tool_call("page_fill_fields", {"fields": {"shoe_size": "42"}}, id="toolu_fill")),
+        text_reply("There is no such field."),
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Fill my shoe size")
+
+    expect(assistant_messages(page)).to_have_text(["There is no such field."])
+    block = tool_result_block(llm.message_requests()[1], "toolu_fill")
+    assert block.get("is_error") is True
+    assert tool_result_json(llm.message_requests()[1], "toolu_fill")["notFound"] == ["shoe_size"]
+
+
+def test_only_one_window_runs_a_browser_tool(context, page, llm):
+    llm.enqueue(tool_reply(tool_call("page_read", {}, id="toolu_read")), text_reply("Read once."))
+    open_home(page)
+    new_chat(page)
+    watcher = context.new_page()  # the same chat open in a second window
+    open_home(watcher)
+    expect(watcher.locator(".ahentic-tab.is-active")).to_contain_text("New Agent")
+    posts = []
+    for window in (page, watcher):
+        window.on(
+            "request",
+            lambda request, window=window: (
+                posts.append(window)
+                if request.method == "POST" and request.url.endswith("/browser-results")
+                else None
+            ),
+        )
+
+    send(page, "Read the page")
+
+    expect(assistant_messages(page)).to_have_text(["Read once."])
+    expect(assistant_messages(watcher)).to_have_text(["Read once."])
+    assert posts == [page]
+
+
+# --- (d) nothing from the API runs as HTML ----------------------------------------------------
+
+
+def test_user_and_model_text_is_shown_as_text_and_never_runs(page, llm):
+    hostile = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> hi'
+    llm.enqueue(text_reply('Echo: <img src=y onerror="window.__pwned=3"><b>bold</b>'))
+    open_home(page)
+    new_chat(page)
+
+    send(page, hostile)
+
+    expect(assistant_messages(page)).to_have_text(
+        ['Echo: <img src=y onerror="window.__pwned=3"><b>bold</b>']
+    )
+    expect(page.locator(".ahentic-user .ahentic-msg-text")).to_have_text([hostile])
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("<img src=x")
+    assert (
+        page.locator("#ahentic-sidebar img, #ahentic-sidebar script, #ahentic-sidebar b").count()
+        == 0
+    )
+    assert page.evaluate("window.__pwned") is None
+
+
+# --- (e) Stop -----------------------------------------------------------------------------------
+
+
+def test_stop_during_a_run_cancels_it_and_the_composer_returns_to_idle(page, llm, gate):
+    llm.enqueue(text_reply("Too late to matter.", gate=gate))
+    open_home(page)
+    new_chat(page)
+    send(page, "Take your time")
+    status_is(page, "running")
+    stop_button = page.get_by_role("button", name="Stop the run")
+    expect(stop_button).to_be_visible()
+    expect(page.locator('[data-role="progress"]')).not_to_be_empty()
+
+    stop_button.click()
+
+    status_is(page, "cancelled")
+    expect(stop_button).to_be_hidden()
+    expect(page.locator('[data-role="progress"]')).to_be_empty()
+    expect(page.locator('[data-role="banner"]')).to_be_hidden()
+    expect(page.locator(".ahentic-event")).to_contain_text(["Run cancelled."])
+    assert only_session().status == Session.Status.CANCELLED
+
+    gate.set()  # the model's late answer is recorded as usage only, never shown
+    assert llm.wait_for_requests(1)
+    page.wait_for_timeout(1500)
+    status_is(page, "cancelled")
+    expect(page.get_by_text("Too late to matter.")).to_have_count(0)
+
+
+# --- (f) queued messages ------------------------------------------------------------------------
+
+
+def test_a_message_sent_while_running_is_queued_and_can_be_recalled(page, llm, gate):
+    llm.enqueue(text_reply("First answer.", gate=gate))
+    open_home(page)
+    new_chat(page)
+    send(page, "First question")
+    status_is(page, "running")
+
+    send(page, "Actually, one more thing")
+
+    pending = page.locator('[data-role="pending"]')
+    expect(pending).to_contain_text("Actually, one more thing")
+    assert PendingMessage.objects.count() == 1
+    screenshot(page, "sidebar-pending")
+
+    with page.expect_response(lambda r: "/pending-messages/" in r.url) as recalled:
+        pending.get_by_role("button", name=re.compile("^Recall")).click()
+
+    expect(pending).to_be_hidden()
+    assert recalled.value.status == 204
+    assert PendingMessage.objects.count() == 0
+    gate.set()
+    expect(assistant_messages(page)).to_have_text(["First answer."])
+    status_is(page, "idle")
+    # The recalled message never reached the model.
+    assert len(llm.message_requests()) == 1
+    assert "one more thing" not in json.dumps(llm.message_requests())
+
+
+# --- plan and artifacts -------------------------------------------------------------------------
+
+PLAN_STEPS = [
+    {"id": "grind", "content": "Grind the beans", "status": "in_progress"},
+    {"id": "brew", "content": "Brew the coffee", "status": "pending"},
+    {"id": "pour", "content": "Pour it", "status": "pending"},
+]
+
+
+def test_the_plan_card_and_the_artifacts_list_follow_the_run(page, llm, gate):
+    llm.enqueue(
+        tool_reply(
+            tool_call("update_plan", {"title": "Morning coffee", "steps": PLAN_STEPS}),
+            tool_call(
+                "stage_artifact",
+                {
+                    "key": "recipe",
+                    "kind": "markdown",
+                    "title": "Pour-over recipe",
+                    "payload": {"content": "# Pour-over\n15 g coffee, 250 g water."},
+                },
+            ),
+        ),
+        text_reply("Coffee is ready.", gate=gate),
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Make me a coffee plan")
+
+    plan = page.locator('[data-role="plan"]')
+    expect(plan).to_contain_text("Morning coffee")
+    expect(plan.locator("li")).to_have_text(
+        [re.compile("Grind the beans"), re.compile("Brew the coffee"), re.compile("Pour it")]
+    )
+    expect(plan.locator('li[data-status="in_progress"]')).to_contain_text("Grind the beans")
+    artifacts = page.locator('[data-role="artifacts-box"]')
+    expect(artifacts).to_contain_text("Artifacts (1)")
+    artifacts.locator("summary").click()
+    expect(artifacts.locator("li")).to_contain_text(["recipe"])
+    expect(artifacts.locator("li")).to_contain_text(["markdown · ready"])
+    expect(artifacts.locator("li")).to_contain_text(["Pour-over recipe"])
+    screenshot(page, "sidebar-plan")
+
+    gate.set()
+
+    expect(assistant_messages(page)).to_have_text(["Coffee is ready."])
+    expect(plan.locator('li[data-status="completed"]')).to_have_count(3)
+
+
+# --- stalls and pauses ----------------------------------------------------------------------------
+
+
+def test_a_stalled_run_opened_from_history_is_nudged_and_finishes(page, llm, owner):
+    """A run whose worker vanished: the runner window POSTs continue, which re-enqueues it."""
+    from datetime import timedelta
+    from unittest import mock
+
+    from django.utils import timezone
+
+    from orchestrator_app import services
+    from tests.factories import SessionFactory
+
+    session = SessionFactory(owner=owner, title="Stalled chat")
+    with mock.patch.object(services, "enqueue_step"):  # the step is lost, as if q2 dropped it
+        services.message_post(session=session, content="Finish this, please")
+    Session.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=2))
+    llm.enqueue(text_reply("Finished after the nudge."))
+    open_home(page)
+
+    page.get_by_label("Open an earlier chat").select_option(str(session.pk))
+
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("Stalled chat")
+    expect(assistant_messages(page)).to_have_text(["Finished after the nudge."])
+    status_is(page, "idle")
+    assert "run_requeue" in [
+        t.type for t in Session.objects.get(pk=session.pk).trace_events.order_by("seq")
+    ]
+
+
+def test_the_soft_budget_pause_offers_continue_and_stop(page, llm, owner):
+    from tests.factories import SessionFactory
+
+    session = SessionFactory(owner=owner, title="Big chat")
+    Session.objects.filter(pk=session.pk).update(
+        status=Session.Status.ERROR,
+        job_resumable=True,
+        last_error="Paused after 200k tokens.",
+        last_error_code="ahentic_session_token_budget",
+        tokens_in=200_000,
+        tokens_out=1_000,
+    )
+    open_home(page)
+    page.get_by_label("Open an earlier chat").select_option(str(session.pk))
+
+    banner = page.locator('[data-role="banner"]')
+    expect(banner).to_contain_text("This chat is using a lot of tokens (201.0k)")
+    expect(banner.get_by_role("button", name="Continue")).to_be_visible()
+    banner.get_by_role("button", name="Stop").click()
+
+    expect(banner).to_be_hidden()
+    status_is(page, "cancelled")
+    assert not Session.objects.get(pk=session.pk).job_resumable
+
+
+def test_an_api_error_shows_as_an_inline_error_line(page, llm, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "MAX_MESSAGE_CHARS": 10}
+    open_home(page)
+    new_chat(page)
+
+    send(page, "This message is far too long")
+
+    error = page.locator('[data-role="error"]')
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("ahentic_message_too_long")
+    # The text comes back to the composer to fix and resend; no bubble stays behind.
+    expect(page.get_by_label("Message the agent")).to_have_value("This message is far too long")
+    expect(page.locator(".ahentic-user")).to_have_count(0)
+
+
+# --- banners, tokens and the debugger ------------------------------------------------------------
+
+
+def test_a_resumable_error_shows_the_continue_banner(page, llm):
+    llm.enqueue(*[tool_reply(tool_call("echo", {"text": str(n)})) for n in range(3)])
+    llm.enqueue(text_reply("Finished after continuing."))
+    open_home(page)
+    new_chat(page)
+    session = only_session()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(django_settings.AHENTIC, "MAX_STEPS_PER_RUN", 2)
+        send(page, "Echo three times")
+        banner = page.locator('[data-role="banner"]')
+        expect(banner).to_contain_text("This job can be continued.")
+    assert Session.objects.get(pk=session.pk).job_resumable
+
+    banner.get_by_role("button", name="Continue").click()
+
+    expect(assistant_messages(page).last).to_have_text("Finished after continuing.")
+    expect(banner).to_be_hidden()
+
+
+def test_the_debugger_downloads_the_diagnostics(page, llm):
+    llm.enqueue(text_reply("Hi."))
+    open_home(page)
+    new_chat(page)
+    send(page, "Hello")
+    expect(assistant_messages(page)).to_have_text(["Hi."])
+
+    page.get_by_role("button", name="Show the debugger").click()
+    download_button = page.get_by_role("button", name="Download JSON")
+    expect(download_button).to_be_enabled()
+    expect(page.locator('[data-role="trace"]')).to_contain_text("run_start")
+    with page.expect_download() as info:
+        download_button.click()
+
+    bundle = json.loads(Path(info.value.path()).read_text())
+    assert bundle["id"] == str(only_session().pk)
+    assert "run_start" in [row["type"] for row in bundle["trace"]]
+
+
+def test_the_context_ring_and_the_token_count_follow_the_payload(page, llm):
+    llm.enqueue(text_reply("Counted."))
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Count my tokens")
+
+    expect(assistant_messages(page)).to_have_text(["Counted."])
+    tokens = page.locator('[data-role="tokens"]')
+    expect(tokens).to_contain_text("tokens")
+    used = only_session().tokens_used
+    assert used > 0
+    expect(tokens).to_contain_text(
+        f"{used / 1000:.1f}k tokens" if used >= 1000 else f"{used} tokens"
+    )
+
+
+def test_the_panel_collapses_and_the_choice_is_remembered(page):
+    open_home(page)
+
+    page.get_by_role("button", name="Collapse the agent panel").click()
+
+    expect(page.locator("#ahentic-panel")).to_be_hidden()
+    page.reload()
+    launcher = page.get_by_role("button", name="Open the agent panel")
+    expect(launcher).to_be_visible()
+    launcher.click()
+    expect(page.locator("#ahentic-panel")).to_be_visible()
+
+
+# --- the admin ------------------------------------------------------------------------------------
+
+
+def test_the_sidebar_works_in_the_admin_starting_folded(browser, live_server, llm, settings):
+    from tests.factories import UserFactory
+
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_SIDEBAR": True}
+    staff = UserFactory(username="staff", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(staff)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 860})
+    context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    llm.enqueue(text_reply("Hello, admin."))
+    try:
+        page.goto("/admin/")
+        expect(page.locator("#site-name")).to_contain_text("Django administration")
+        expect(page.locator("#ahentic-panel")).to_be_hidden()
+
+        page.get_by_role("button", name="Open the agent panel").click()
+        new_chat(page)
+        send(page, "Hi from the admin")
+
+        expect(assistant_messages(page)).to_have_text(["Hello, admin."])
+        screenshot(page, "sidebar-admin")
+        assert not errors, errors
+    finally:
+        context.close()

@@ -1,0 +1,33 @@
+"""Tools the sidebar's browser tests give the agent (registered on import by that module)."""
+
+from orchestrator_app.tools import tool
+
+CALLS: list[dict] = []
+
+
+@tool(
+    name="sidebar_publish_note",
+    description="Publish a note on the site.",
+    input_schema={
+        "type": "object",
+        "properties": {"title": {"type": "string"}},
+        "required": ["title"],
+    },
+    readonly=False,
+    summary=lambda input: f"Publish the note {input.get('title')!r}",
+)
+def sidebar_publish_note(ctx, input):
+    CALLS.append({"tool": "sidebar_publish_note", "input": input})
+    return {"ok": True, "published": input["title"]}
+
+
+@tool(
+    name="sidebar_wipe_notes",
+    description="Delete every note. Always asks first.",
+    readonly=False,
+    non_preallowable=True,
+    summary=lambda input: "Delete every note",
+)
+def sidebar_wipe_notes(ctx, input):
+    CALLS.append({"tool": "sidebar_wipe_notes", "input": input})
+    return {"ok": True, "deleted": 0}
