@@ -6,6 +6,7 @@ whole loop (plan card, a tool call, the final reply) can be seen without network
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .localapi import LocalResponse, text_reply, tool_call, tool_reply
@@ -46,20 +47,46 @@ def brain_reply(body: dict[str, Any]) -> LocalResponse:
     return text_reply("- (Offline memory) " + " ".join(text.split())[:300])
 
 
+def _tool_results(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [b for b in content if b.get("type") == "tool_result"]
+
+
+def _page_title(result: dict[str, Any]) -> str:
+    raw = result.get("content")
+    if isinstance(raw, list):
+        raw = " ".join(b.get("text", "") for b in raw if isinstance(b, dict))
+    try:
+        return str(json.loads(raw).get("title") or "")
+    except (TypeError, ValueError, AttributeError):
+        return ""
+
+
 def demo_responder(body: dict[str, Any]) -> LocalResponse:
+    """The tour: a message mentioning "page" reads the open page in the browser (page_read);
+    any other message gets a plan card, then an echo. Brain requests (no tools) are named or
+    summarized."""
     if not body.get("tools"):
         return brain_reply(body)
     messages = body.get("messages") or []
     last = messages[-1] if messages else {"content": []}
     content = last.get("content") if isinstance(last.get("content"), list) else []
-    answered_plan = any(b.get("type") == "tool_result" for b in content)
+    results = _tool_results(content)
     tool_names = {t.get("name") for t in body.get("tools") or []}
-    if not answered_plan and "update_plan" in tool_names:
+    said = _last_user_text(messages).strip()[:200]
+    if not results and "page" in said.lower() and "page_read" in tool_names:
+        return tool_reply(
+            tool_call("page_read", {}), text="(Offline demo model) Let me read your page."
+        )
+    if results and results[-1].get("is_error"):
+        return text_reply("(Offline demo model) That did not work; see the tool result above.")
+    title = _page_title(results[-1]) if results else ""
+    if title:
+        return text_reply(f"(Offline demo model) Your page is titled “{title}”.")
+    if not results and "update_plan" in tool_names:
         return tool_reply(
             tool_call("update_plan", {"title": "Offline demo", "steps": TOUR_PLAN}),
             text="(Offline demo model) Let me show you a plan first.",
         )
-    said = _last_user_text(messages).strip()[:200]
     return text_reply(
         f"(Offline demo model) You said: “{said}”. This reply comes from the local Messages "
         "API server bundled with django-ahentic. Set ANTHROPIC_API_KEY and restart `make demo` "

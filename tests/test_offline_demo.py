@@ -26,3 +26,28 @@ def test_the_offline_model_names_the_session_from_the_first_message(
     body = owner_client.get(url).json()
     assert body["title"] == "Plan my garden party"
     assert body["autoTitle"] is True
+
+
+def test_the_offline_model_reads_the_page_in_the_browser(owner_client, session, llm, run_tasks):
+    llm.responder = demo_responder
+    url = f"{API}/sessions/{session.pk}"
+    run_tasks(
+        owner_client.post, f"{url}/messages", {"content": "What is on this page?"}, format="json"
+    )
+    paused = owner_client.get(url).json()
+    assert paused["status"] == "awaiting_browser"
+    assert paused["pendingTool"]["name"] == "page_read"
+
+    run_tasks(
+        owner_client.post,
+        f"{url}/browser-results",
+        {"callId": paused["pendingTool"]["callId"], "result": {"title": "Ahentic demo"}},
+        format="json",
+    )
+
+    body = owner_client.get(url).json()
+    assert body["status"] == "idle"
+    assert (
+        body["messages"][-1]["content"]
+        == "(Offline demo model) Your page is titled “Ahentic demo”."
+    )
