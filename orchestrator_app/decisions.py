@@ -10,7 +10,6 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from artifacts_app import store
@@ -20,6 +19,7 @@ from sessions_app.models import Event, Session
 from .models import ToolGrant
 from .services import (
     AhenticError,
+    begin_run,
     deny_turn,
     enqueue_step,
     require_llm,
@@ -195,33 +195,24 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
     if problem:
         raise AhenticError("ahentic_invalid_input", f"Invalid input: {problem}", 400)
     call_id = f"toolu_action_{uuid.uuid4().hex[:20]}"
-    now = timezone.now()
+    summary = tool.summarize(tool_input)
     with transaction.atomic():
-        if not session_services.session_transition(
+        run_seq = begin_run(
             session_id=session.pk,
             from_statuses=[Session.Status.IDLE],
-            to_status=Session.Status.RUNNING,
-            run_seq=F("run_seq") + 1,
-            step_count=0,
-            last_error="",
-            last_error_code="",
-            job_resumable=False,
-            heartbeat_at=now,
-            lease_token="",
-            lease_expires_at=None,
+            label=summary,
             # The user picked this call, so it counts as approved.
             pending_tool={
                 "name": name,
                 "input": tool_input,
                 "call_id": call_id,
                 "approved": "user_action",
-                "summary": tool.summarize(tool_input),
+                "summary": summary,
                 "runtime": tool.runtime,
             },
-            progress={"label": tool.summarize(tool_input), "updatedAt": now.isoformat()},
-        ):
+        )
+        if run_seq is None:
             raise AhenticError("ahentic_session_busy", "The session is busy.", 409)
-        run_seq = Session.objects.filter(pk=session.pk).values_list("run_seq", flat=True).get()
         session_services.events_append(
             session_id=session.pk,
             items=[

@@ -308,28 +308,38 @@ def subagent_report(*, session: Session, text: str) -> None:
     wake_for_pending(session.parent_id)
 
 
+def begin_run(*, session_id, from_statuses, label: str = "Thinking…", **fields: Any) -> int | None:
+    """The new-run transition (a message, queued messages, an action): run_seq + 1, counters
+    and error state reset, no lease yet. Returns the new run_seq, or None when the session was
+    not in ``from_statuses``. Caller holds a transaction and enqueues the step."""
+    now = _now()
+    if not session_services.session_transition(
+        session_id=session_id,
+        from_statuses=from_statuses,
+        to_status=Session.Status.RUNNING,
+        run_seq=F("run_seq") + 1,
+        step_count=0,
+        last_error="",
+        last_error_code="",
+        job_resumable=False,
+        heartbeat_at=now,
+        lease_token="",
+        lease_expires_at=None,
+        progress={"label": label, "updatedAt": now.isoformat()},
+        **fields,
+    ):
+        return None
+    return Session.objects.filter(pk=session_id).values_list("run_seq", flat=True).get()
+
+
 def wake_for_pending(session_id) -> bool:
     """Start a run for queued messages left on an idle session. Returns whether it did."""
-    now = _now()
     with transaction.atomic():
         if not PendingMessage.objects.filter(session_id=session_id).exists():
             return False
-        if not session_services.session_transition(
-            session_id=session_id,
-            from_statuses=[Session.Status.IDLE],
-            to_status=Session.Status.RUNNING,
-            run_seq=F("run_seq") + 1,
-            step_count=0,
-            last_error="",
-            last_error_code="",
-            job_resumable=False,
-            heartbeat_at=now,
-            lease_token="",
-            lease_expires_at=None,
-            progress={"label": "Thinking…", "updatedAt": now.isoformat()},
-        ):
+        run_seq = begin_run(session_id=session_id, from_statuses=[Session.Status.IDLE])
+        if run_seq is None:
             return False
-        run_seq = Session.objects.filter(pk=session_id).values_list("run_seq", flat=True).get()
         session_services.trace_record(
             session_id=session_id,
             type="run_start",
@@ -342,34 +352,19 @@ def wake_for_pending(session_id) -> bool:
 
 
 def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> bool:
-    now = _now()
+    fields: dict[str, Any] = {
+        "plan": None,
+        "pending_tool": None,
+        "browser_paused_at": None,
+        **sticky,
+    }
+    if session.title_source == Session.TitleSource.DEFAULT:
+        fields["title"] = _provisional_title(content)
+        fields["title_source"] = Session.TitleSource.AUTO
     with transaction.atomic():
-        fields: dict[str, Any] = {
-            "run_seq": F("run_seq") + 1,
-            "step_count": 0,
-            "plan": None,
-            "pending_tool": None,
-            "last_error": "",
-            "last_error_code": "",
-            "job_resumable": False,
-            "heartbeat_at": now,
-            "lease_token": "",
-            "lease_expires_at": None,
-            "browser_paused_at": None,
-            "progress": {"label": "Thinking…", "updatedAt": now.isoformat()},
-            **sticky,
-        }
-        if session.title_source == Session.TitleSource.DEFAULT:
-            fields["title"] = _provisional_title(content)
-            fields["title_source"] = Session.TitleSource.AUTO
-        if not session_services.session_transition(
-            session_id=session.pk,
-            from_statuses=Session.ACCEPTS_MESSAGE,
-            to_status=Session.Status.RUNNING,
-            **fields,
-        ):
+        run_seq = begin_run(session_id=session.pk, from_statuses=Session.ACCEPTS_MESSAGE, **fields)
+        if run_seq is None:
             return False
-        run_seq = Session.objects.filter(pk=session.pk).values_list("run_seq", flat=True).get()
         # Messages queued before a cancel or failure come first, in the order they were sent.
         pending_promote(session.pk)
         event = session_services.event_append(
