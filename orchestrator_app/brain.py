@@ -153,11 +153,17 @@ def remember(session_id) -> None:
 
 
 def fold(session: Session) -> None:
-    level_one = list(
-        Snapshot.objects.filter(session_id=session.pk, level=1).order_by("from_event_id")
-    )
-    if len(level_one) < FOLD_AT:
-        return
+    """Five level-1 snapshots fold into a level-2; five level-2 snapshots fold into one again,
+    so memory in the system prompt stays bounded however long the session runs."""
+    for level in (1, 2):
+        snapshots = list(
+            Snapshot.objects.filter(session_id=session.pk, level=level).order_by("from_event_id")
+        )
+        if len(snapshots) >= FOLD_AT:
+            fold_into_level_two(session, snapshots)
+
+
+def fold_into_level_two(session: Session, level_one: list[Snapshot]) -> None:
     joined = "\n\n".join(s.text for s in level_one)
     fallback = (
         joined if len(joined) <= SNAPSHOT_MAX_CHARS else joined[: SNAPSHOT_MAX_CHARS - 1] + "…"

@@ -350,11 +350,11 @@ def snapshot_add(
 
 
 def snapshots_fold(*, session_id, snapshot_ids: list[int], text: str) -> Snapshot | None:
-    """Replace level-1 snapshots by one level-2 snapshot covering the same range."""
+    """Replace snapshots by one level-2 snapshot covering the same range."""
     with transaction.atomic():
         Session.objects.select_for_update().filter(pk=session_id).exists()
         folded = list(
-            Snapshot.objects.filter(session_id=session_id, pk__in=snapshot_ids, level=1).order_by(
+            Snapshot.objects.filter(session_id=session_id, pk__in=snapshot_ids).order_by(
                 "from_event_id"
             )
         )

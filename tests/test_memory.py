@@ -167,3 +167,34 @@ def test_without_the_brain_memory_falls_back_to_extractive_summaries(
     body = payload_of(owner_client, session)
     assert body["lastErrorCode"] == ""
     assert body["messages"][-1]["content"] == "All topics researched."
+
+
+def test_five_level_two_snapshots_fold_again_so_memory_stays_bounded(session, llm, settings):
+    from orchestrator_app import tasks
+    from sessions_app import services as session_services
+
+    settings.AHENTIC = {**settings.AHENTIC, "BRAIN_MODEL": ""}  # extractive: no model call
+    events = session_services.events_append(
+        session_id=session.pk,
+        items=[{"kind": Event.Kind.USER_MESSAGE, "content": f"message {i}"} for i in range(12)],
+    )
+    for i in range(5):
+        session_services.snapshot_add(
+            session_id=session.pk,
+            level=1,
+            from_event_id=events[2 * i].pk,
+            to_event_id=events[2 * i + 1].pk,
+            text=f"note {i}",
+        )
+    Snapshot.objects.filter(session=session).update(level=2)  # five level-2 summaries
+    session_services.session_update(session_id=session.pk, viewport_start_event_id=events[11].pk)
+
+    tasks.remember(str(session.pk))
+
+    snapshots = list(Snapshot.objects.filter(session=session).order_by("from_event_id"))
+    # The event after the last note became a level-1; the five level-2s became one.
+    assert [(s.level, s.from_event_id, s.to_event_id) for s in snapshots] == [
+        (2, events[0].pk, events[9].pk),
+        (1, events[10].pk, events[10].pk),
+    ]
+    assert all(f"note {i}" in snapshots[0].text for i in range(5))
