@@ -10,7 +10,6 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from artifacts_app import store
 from sessions_app import services as session_services
@@ -24,6 +23,7 @@ from .services import (
     enqueue_step,
     require_llm,
     result_text,
+    resume_paused,
     tool_response_record,
     unanswered_tool_calls,
 )
@@ -65,21 +65,10 @@ def approval_decide(
         problem = tool.validate(edited_input) if tool else "unknown tool"
         if problem:
             raise AhenticError("ahentic_invalid_input", f"Edited input is invalid: {problem}", 400)
-    now = timezone.now()
     with transaction.atomic():
-        common = {
-            "heartbeat_at": now,
-            "lease_token": "",
-            "lease_expires_at": None,
-            "progress": {"label": "Thinking…", "updatedAt": now.isoformat()},
-        }
         if decision == "deny":
-            won = session_services.session_transition(
-                session_id=session.pk,
-                from_statuses=[Session.Status.AWAITING_HUMAN],
-                to_status=Session.Status.RUNNING,
-                pending_tool=None,
-                **common,
+            won = resume_paused(
+                session_id=session.pk, from_status=Session.Status.AWAITING_HUMAN, pending_tool=None
             )
         else:
             approved = {**pending, "approved": decision}
@@ -88,12 +77,10 @@ def approval_decide(
             extra: dict[str, Any] = {}
             if decision == "allow_session":
                 extra["hitl_allows"] = sorted({*(session.hitl_allows or []), pending["name"]})
-            won = session_services.session_transition(
+            won = resume_paused(
                 session_id=session.pk,
-                from_statuses=[Session.Status.AWAITING_HUMAN],
-                to_status=Session.Status.RUNNING,
+                from_status=Session.Status.AWAITING_HUMAN,
                 pending_tool=approved,
-                **common,
                 **extra,
             )
         if not won:  # a concurrent decision got there first
@@ -142,18 +129,12 @@ def browser_result_record(
         if not isinstance(result, dict):
             result = {"value": result}
         ok = result.get("ok", True) is not False
-    now = timezone.now()
     with transaction.atomic():
-        if not session_services.session_transition(
+        if not resume_paused(
             session_id=session.pk,
-            from_statuses=[Session.Status.AWAITING_BROWSER],
-            to_status=Session.Status.RUNNING,
+            from_status=Session.Status.AWAITING_BROWSER,
             pending_tool=None,
             browser_paused_at=None,
-            heartbeat_at=now,
-            lease_token="",
-            lease_expires_at=None,
-            progress={"label": "Thinking…", "updatedAt": now.isoformat()},
         ):
             raise AhenticError(
                 "ahentic_not_awaiting", "This browser call was already answered.", 409

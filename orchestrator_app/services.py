@@ -332,6 +332,23 @@ def begin_run(*, session_id, from_statuses, label: str = "Thinking…", **fields
     return Session.objects.filter(pk=session_id).values_list("run_seq", flat=True).get()
 
 
+def resume_paused(*, session_id, from_status: str, label: str = "Thinking…", **fields: Any) -> bool:
+    """A pause ends (decision, browser result, browser timeout): back to ``running`` with no
+    lease, so the enqueued step can claim it. False when another answer got there first.
+    Caller holds a transaction and enqueues the step."""
+    now = _now()
+    return session_services.session_transition(
+        session_id=session_id,
+        from_statuses=[from_status],
+        to_status=Session.Status.RUNNING,
+        heartbeat_at=now,
+        lease_token="",
+        lease_expires_at=None,
+        progress={"label": label, "updatedAt": now.isoformat()},
+        **fields,
+    )
+
+
 def wake_for_pending(session_id) -> bool:
     """Start a run for queued messages left on an idle session. Returns whether it did."""
     with transaction.atomic():
@@ -568,15 +585,12 @@ def run_continue(*, session_id) -> str:
 def browser_timeout(session: Session) -> bool:
     pending = session.pending_tool or {}
     with transaction.atomic():
-        if not session_services.session_transition(
+        if not resume_paused(
             session_id=session.pk,
-            from_statuses=[Session.Status.AWAITING_BROWSER],
-            to_status=Session.Status.RUNNING,
+            from_status=Session.Status.AWAITING_BROWSER,
+            label="Recovering after the browser timed out…",
             pending_tool=None,
             browser_paused_at=None,
-            heartbeat_at=_now(),
-            lease_token="",
-            lease_expires_at=None,
         ):
             return False
         calls = [
