@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
+from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event
 
 from .models import Artifact
@@ -38,13 +39,13 @@ PLACEHOLDER_PATTERNS = [
 ]
 
 
-class ArtifactError(Exception):
-    def __init__(self, code: str, message: str, hint: str | None = None, **data: Any):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.hint = hint
-        self.data = data
+# The key a tool call uses to name a staged artifact instead of sending its body inline
+# (``{"from_memory": "<key>"}``). ``apply_from_memory`` is the one place it is expanded.
+FROM_MEMORY = "from_memory"
+
+
+class ArtifactError(ModelFacingError):
+    """A refused artifact operation (cap, placeholder, missing key...)."""
 
 
 def sanitize_key(raw: Any) -> str:
@@ -394,11 +395,11 @@ def apply_from_memory(
     session_id, tool_input: dict[str, Any], field: str, kinds: tuple[str, ...]
 ) -> tuple[dict[str, Any], str | None]:
     """Expand ``{"from_memory": key}`` into ``field`` (from_memory wins over inline content)."""
-    if "from_memory" not in tool_input:
+    if FROM_MEMORY not in tool_input:
         return tool_input, None
-    artifact = check_ready(session_id, tool_input["from_memory"], kinds)
+    artifact = check_ready(session_id, tool_input[FROM_MEMORY], kinds)
     artifact = Artifact.objects.get(pk=artifact.pk)
-    expanded = {k: v for k, v in tool_input.items() if k != "from_memory"}
+    expanded = {k: v for k, v in tool_input.items() if k != FROM_MEMORY}
     expanded[field] = body_for_field(artifact)
     return expanded, artifact.key
 
@@ -427,7 +428,7 @@ def auto_stage(
     body = tool_input.get(field)
     if (
         body is None
-        or "from_memory" in tool_input
+        or FROM_MEMORY in tool_input
         or encoded_bytes(body) <= int(ahentic_settings.AUTO_STAGE_BYTES)
     ):
         return tool_input
@@ -455,5 +456,5 @@ def auto_stage(
     except ArtifactError:
         return tool_input
     rewritten = {k: v for k, v in tool_input.items() if k != field}
-    rewritten["from_memory"] = key
+    rewritten[FROM_MEMORY] = key
     return rewritten

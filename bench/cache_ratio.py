@@ -22,7 +22,7 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
-    from orchestrator_app import llm, services, tasks
+    from orchestrator_app import llm, runs, tasks
     from orchestrator_app.localapi import LocalMessagesServer, text_reply, tool_call, tool_reply
     from orchestrator_app.tools import tool
     from sessions_app import services as session_services
@@ -68,9 +68,7 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
             }
         ):
             session = session_services.session_create(owner=user)
-            services.message_post(
-                session=session, content="Research twenty topics, one lookup each."
-            )
+            runs.message_post(session=session, content="Research twenty topics, one lookup each.")
             # django-q2 runs in sync mode under tests.settings: each step enqueues the next.
             session.refresh_from_db()
             if session.status == "running":

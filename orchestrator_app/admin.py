@@ -18,7 +18,7 @@ from sessions_app.admin import ReadOnlyAdmin
 from sessions_app.admin import SessionAdmin as BaseSessionAdmin
 from sessions_app.models import Session
 
-from . import services
+from . import runs, toolcalls
 from .api.payload import session_diagnostics
 from .models import ToolGrant, UsageRecord
 
@@ -32,15 +32,13 @@ class SessionAdmin(BaseSessionAdmin):
 
     @admin.action(description="Cancel the run")
     def cancel_runs(self, request, queryset):
-        done = sum(
-            services.run_cancel(session_id=pk) for pk in queryset.values_list("pk", flat=True)
-        )
+        done = sum(runs.run_cancel(session_id=pk) for pk in queryset.values_list("pk", flat=True))
         self.message_user(request, f"Cancelled {done} run(s).", messages.SUCCESS)
 
     @admin.action(description="Continue / requeue")
     def continue_runs(self, request, queryset):
         outcomes = [
-            services.run_continue(session_id=pk) for pk in queryset.values_list("pk", flat=True)
+            runs.run_continue(session_id=pk) for pk in queryset.values_list("pk", flat=True)
         ]
         summary = ", ".join(f"{o}: {outcomes.count(o)}" for o in sorted(set(outcomes)))
         self.message_user(request, f"Continue: {summary}.", messages.SUCCESS)
@@ -48,7 +46,7 @@ class SessionAdmin(BaseSessionAdmin):
     @admin.action(description="Heal orphaned tool calls")
     def heal_tool_calls(self, request, queryset):
         healed = sum(
-            services.heal_orphans(session_id=pk) for pk in queryset.values_list("pk", flat=True)
+            toolcalls.heal_orphans(session_id=pk) for pk in queryset.values_list("pk", flat=True)
         )
         self.message_user(request, f"Answered {healed} orphaned tool call(s).", messages.SUCCESS)
 
@@ -85,12 +83,12 @@ class SessionAdmin(BaseSessionAdmin):
     def delete_model(self, request, obj) -> None:
         # As DELETE sessions/{id}: a live run is cancelled first, so a worker holding its
         # lease sees "cancelled" and starts nothing new.
-        services.run_cancel(session_id=obj.pk)
+        runs.run_cancel(session_id=obj.pk)
         session_services.session_delete(session_id=obj.pk)
 
     def delete_queryset(self, request, queryset) -> None:
         for session_id in queryset.values_list("pk", flat=True):
-            services.run_cancel(session_id=session_id)
+            runs.run_cancel(session_id=session_id)
             session_services.session_delete(session_id=session_id)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, Snapshot
@@ -83,9 +84,7 @@ def name_session(session_id) -> None:
     if len(title) > TITLE_MAX:
         title = title[: TITLE_MAX - 1] + "…"
     # Conditional: a title the user set meanwhile always wins.
-    session_services.session_rename_auto(
-        session_id=session_id, title=title, named_at_messages=count
-    )
+    runstate.session_rename_auto(session_id=session_id, title=title, named_at_messages=count)
 
 
 def extractive_summary(events: list[Event]) -> str:

@@ -12,29 +12,32 @@ from typing import Any
 from django.db import transaction
 
 from artifacts_app import store
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.models import Event, Session
+from sessions_app.runstate import PendingTool
 
+from .errors import AhenticError
 from .models import ToolGrant
-from .services import (
-    AhenticError,
-    begin_run,
-    deny_turn,
-    enqueue_step,
-    require_llm,
-    result_text,
-    resume_paused,
-    tool_response_record,
-    unanswered_tool_calls,
-)
-from .tools import get_tool, tools_for
+from .pipeline import check_call
+from .queue import enqueue_step
+from .runs import require_llm
+from .toolcalls import deny_turn, result_text, tool_response_record, unanswered_tool_calls
+from .tools import get_tool
 
 DECISIONS = ("allow_once", "allow_session", "always_allow", "deny")
+# The tool pipeline's refusals (``check_call``) as the actions route reports them.
+ACTION_ERRORS = {
+    "ability_unavailable": "ahentic_unknown_action",
+    "ability_forbidden": "ahentic_unknown_action",
+    "ability_ask_readonly": "ahentic_ask_readonly",
+    "invalid_input": "ahentic_invalid_input",
+}
 
 
-def _require_pending(session: Session, status: str) -> dict[str, Any]:
-    pending = session.pending_tool
-    if not pending:
+def _require_pending(session: Session, status: str) -> PendingTool:
+    pending = PendingTool.from_json(session.pending_tool)
+    if pending is None:
         raise AhenticError("ahentic_no_pending", "There is no pending tool call.", 400)
     if session.status != status:
         raise AhenticError(
@@ -52,13 +55,13 @@ def approval_decide(
             "ahentic_bad_decision", f"decision must be one of {', '.join(DECISIONS)}.", 400
         )
     pending = _require_pending(session, Session.Status.AWAITING_HUMAN)
-    tool = get_tool(pending.get("name", ""))
+    tool = get_tool(pending.name)
     if decision in ("allow_session", "always_allow") and (
-        pending.get("non_preallowable") or (tool and tool.non_preallowable)
+        pending.non_preallowable or (tool and tool.non_preallowable)
     ):
         raise AhenticError(
             "ahentic_hitl_not_preallowable",
-            f"{pending.get('name')} must be approved every time.",
+            f"{pending.name} must be approved every time.",
             400,
         )
     if edited_input is not None and decision != "deny":
@@ -67,32 +70,34 @@ def approval_decide(
             raise AhenticError("ahentic_invalid_input", f"Edited input is invalid: {problem}", 400)
     with transaction.atomic():
         if decision == "deny":
-            won = resume_paused(
-                session_id=session.pk, from_status=Session.Status.AWAITING_HUMAN, pending_tool=None
+            won = runstate.run_resume(
+                session_id=session.pk,
+                from_statuses=[Session.Status.AWAITING_HUMAN],
+                pending_tool=None,
             )
         else:
-            approved = {**pending, "approved": decision}
+            pending.approved = decision
             if edited_input is not None:
-                approved["edited_input"] = edited_input
+                pending.edited_input = edited_input
             extra: dict[str, Any] = {}
             if decision == "allow_session":
-                extra["hitl_allows"] = sorted({*(session.hitl_allows or []), pending["name"]})
-            won = resume_paused(
+                extra["hitl_allows"] = sorted({*(session.hitl_allows or []), pending.name})
+            won = runstate.run_resume(
                 session_id=session.pk,
-                from_status=Session.Status.AWAITING_HUMAN,
-                pending_tool=approved,
+                from_statuses=[Session.Status.AWAITING_HUMAN],
+                pending_tool=pending.to_json(),
                 **extra,
             )
         if not won:  # a concurrent decision got there first
             raise AhenticError("ahentic_not_awaiting", "This call was already decided.", 409)
         if decision == "always_allow":
-            ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=pending["name"])
+            ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=pending.name)
         if decision == "deny":
             # The rest of that turn is skipped so the model thinks again with the whole
             # picture instead of running on.
             deny_turn(
                 session_id=session.pk,
-                call_id=pending.get("call_id"),
+                call_id=pending.call_id,
                 reason=reason or "user_denied",
                 denied="The user denied this call. Do not retry it unchanged.",
                 skipped="Skipped: the user denied an earlier call of this turn.",
@@ -100,8 +105,8 @@ def approval_decide(
         session_services.trace_record(
             session_id=session.pk,
             type="hitl_denied" if decision == "deny" else "hitl_approved",
-            summary=f"{pending.get('name')}: {decision}",
-            data={"decision": decision, "reason": reason, "call_id": pending.get("call_id")},
+            summary=f"{pending.name}: {decision}",
+            data={"decision": decision, "reason": reason, "call_id": pending.call_id},
         )
         enqueue_step(session.pk, session.run_seq)
 
@@ -111,7 +116,7 @@ def browser_result_record(
 ) -> None:
     """The sidebar ran a browser tool: record its result as the tool_result and continue."""
     pending = _require_pending(session, Session.Status.AWAITING_BROWSER)
-    if call_id != pending.get("call_id"):
+    if call_id != pending.call_id:
         raise AhenticError(
             "ahentic_call_mismatch", "callId does not match the pending browser call.", 409
         )
@@ -121,7 +126,7 @@ def browser_result_record(
                 "ok": False,
                 "error": "browser_error",
                 "message": str(error)[:2000],
-                "tool": pending.get("name"),
+                "tool": pending.name,
             },
             False,
         )
@@ -130,9 +135,9 @@ def browser_result_record(
             result = {"value": result}
         ok = result.get("ok", True) is not False
     with transaction.atomic():
-        if not resume_paused(
+        if not runstate.run_resume(
             session_id=session.pk,
-            from_status=Session.Status.AWAITING_BROWSER,
+            from_statuses=[Session.Status.AWAITING_BROWSER],
             pending_tool=None,
             browser_paused_at=None,
         ):
@@ -141,19 +146,19 @@ def browser_result_record(
             )
         calls = [c for c in unanswered_tool_calls(session.pk) if c.tool_use_id == call_id]
         meta: dict[str, Any] = {"browser": True}
-        if pending.get("approved"):
-            meta["approved"] = pending["approved"]
-        if pending.get("artifact_key"):
-            meta["artifactKey"] = pending["artifact_key"]
+        if pending.approved:
+            meta["approved"] = pending.approved
+        if pending.artifact_key:
+            meta["artifactKey"] = pending.artifact_key
         for call in calls:
             tool_response_record(session_id=session.pk, call=call, result=result, ok=ok, meta=meta)
-        if ok and pending.get("artifact_key"):
-            store.mark_applied(session.pk, pending["artifact_key"])
+        if ok and pending.artifact_key:
+            store.mark_applied(session.pk, pending.artifact_key)
         session_services.trace_record(
             session_id=session.pk,
             type="tool_result",
-            summary=f"{pending.get('name')}: {'ok' if ok else 'error'} (browser)",
-            data={"tool": pending.get("name"), "ok": ok, "browser": True, "call_id": call_id},
+            summary=f"{pending.name}: {'ok' if ok else 'error'} (browser)",
+            data={"tool": pending.name, "ok": ok, "browser": True, "call_id": call_id},
         )
         enqueue_step(session.pk, session.run_seq)
 
@@ -165,32 +170,30 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
             "ahentic_session_busy", "Actions run only while the session is idle.", 409
         )
     require_llm()
-    tool = get_tool(name)
-    if tool is None or tool not in tools_for(session, session.owner):
-        raise AhenticError("ahentic_unknown_action", f"There is no action named {name!r}.", 400)
-    if session.mode == Session.Mode.ASK and not tool.readonly:
-        raise AhenticError(
-            "ahentic_ask_readonly", f"{name} is not read-only and the session is in Ask mode.", 400
-        )
-    problem = tool.validate(tool_input)
+    # The pipeline's own checks, in its order; its failure codes map to the API's.
+    tool, problem = check_call(session, name, tool_input)
     if problem:
-        raise AhenticError("ahentic_invalid_input", f"Invalid input: {problem}", 400)
+        code = ACTION_ERRORS.get(problem["error"], "ahentic_invalid_input")
+        if code == "ahentic_unknown_action":
+            raise AhenticError(code, f"There is no action named {name!r}.", 400)
+        raise AhenticError(code, problem["message"], 400)
+    assert tool is not None
     call_id = f"toolu_action_{uuid.uuid4().hex[:20]}"
     summary = tool.summarize(tool_input)
     with transaction.atomic():
-        run_seq = begin_run(
+        run_seq = runstate.run_begin(
             session_id=session.pk,
             from_statuses=[Session.Status.IDLE],
             label=summary,
             # The user picked this call, so it counts as approved.
-            pending_tool={
-                "name": name,
-                "input": tool_input,
-                "call_id": call_id,
-                "approved": "user_action",
-                "summary": summary,
-                "runtime": tool.runtime,
-            },
+            pending_tool=PendingTool(
+                name=name,
+                call_id=call_id,
+                input=tool_input,
+                summary=summary,
+                runtime=tool.runtime,
+                approved="user_action",
+            ).to_json(),
         )
         if run_seq is None:
             raise AhenticError("ahentic_session_busy", "The session is busy.", 409)

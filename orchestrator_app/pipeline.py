@@ -1,8 +1,12 @@
 """The tool pipeline: the one place a tool call is checked, paused or executed.
 
-Order: availability, Ask mode, permission, schema validation, approval (HITL), browser runtime,
-execution with the tool's timeout, the tool_response event. Every failure is a tool result with
-``ok: false`` the model can read; nothing here raises to the API.
+Order: availability, Ask mode, permission, schema validation (``check_call``, which suggested
+actions reuse), approval (HITL), browser runtime, execution with the tool's timeout, the
+tool_response event. Every failure is a tool result with ``ok: false`` the model can read;
+nothing here raises to the API.
+
+The pipeline runs in a worker holding a ``Lease``; every write it makes is conditional on that
+lease (``sessions_app.runstate``), so a cancelled or taken-over run writes nothing new.
 """
 
 from __future__ import annotations
@@ -14,25 +18,24 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.db.models import F
 from django.utils import timezone
 
 from artifacts_app import store
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
+from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event, Session
+from sessions_app.runstate import Lease, PendingTool
 
 from . import plan as plan_rules
-from . import services
 from .models import ToolGrant
+from .toolcalls import result_text, tool_response_record
 from .tools import Tool, ToolContext, ToolError, get_tool
 
-if TYPE_CHECKING:
-    from .step import StepRunner
-
-__all__ = ["Outcome", "get_tool", "process_call"]
+__all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress", "trace"]
 
 
 @dataclass
@@ -84,16 +87,30 @@ def failure(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
     return ToolError(code, message, hint).as_result()
 
 
-def answer(runner: StepRunner, call: Event, result: Any, ok: bool, **meta: Any) -> Outcome:
-    services.tool_response_record(
-        session_id=runner.session_id, call=call, result=result, ok=ok, meta=meta
+def trace(lease: Lease, type: str, summary: str = "", **data: Any) -> None:
+    """A trace record of the worker's run."""
+    session_services.trace_record(
+        session_id=lease.session_id, type=type, summary=summary, data=data, run=lease.run_seq
     )
+
+
+def progress(lease: Lease, label: str) -> None:
+    """The progress label the user sees (and a heartbeat), traced."""
+    if runstate.progress_set(lease, label):
+        trace(lease, "progress", label, label=label)
+
+
+def load_session(lease: Lease) -> Session:
+    return Session.objects.select_related("owner").get(pk=lease.session_id)
+
+
+def answer(lease: Lease, call: Event, result: Any, ok: bool, **meta: Any) -> Outcome:
+    tool_response_record(session_id=lease.session_id, call=call, result=result, ok=ok, meta=meta)
     # However the call ends (executed or refused), its approval card is done.
-    runner.holding().filter(pending_tool__call_id=call.tool_use_id).update(
-        pending_tool=None, version=F("version") + 1
-    )
-    excerpt = services.result_text(result)[:240]
-    runner.trace(
+    runstate.pending_tool_clear(lease, call.tool_use_id)
+    excerpt = result_text(result)[:240]
+    trace(
+        lease,
         "tool_result",
         f"{call.payload.get('tool')}: {'ok' if ok else (result or {}).get('error', 'error')}",
         tool=call.payload.get("tool"),
@@ -112,52 +129,48 @@ def is_preallowed(tool: Tool, session: Session) -> bool:
     return ToolGrant.objects.filter(user_id=session.owner_id, tool_name=tool.name).exists()
 
 
-def process_call(runner: StepRunner, call: Event) -> Outcome:
-    if not runner.refresh_lease():  # cancelled before this tool: nothing new starts
-        return Outcome("lost")
-    session = runner.reload()
-    user = session.owner
-    name = call.payload.get("tool", "")
-    tool_input = call.payload.get("input") or {}
+def check_call(
+    session: Session, name: str, tool_input: Any
+) -> tuple[Tool | None, dict[str, Any] | None]:
+    """The checks before approval, in order: availability (registry and the session's grant),
+    Ask mode, the user's permission, the input schema. Returns the tool and None, or the tool
+    (None when unknown) and the failure result."""
     tool = get_tool(name)
     if tool is None or (session.granted_tools is not None and name not in session.granted_tools):
-        services.capability_request_add(
-            session_id=session.pk, ability=name, reason="unknown tool called"
-        )
-        return answer(
-            runner,
-            call,
-            failure("ability_unavailable", f"There is no tool named {name!r} in this session."),
-            False,
-        )
+        message = f"There is no tool named {name!r} in this session."
+        return None, failure("ability_unavailable", message)
     if session.mode == Session.Mode.ASK and not tool.readonly:
-        return answer(
-            runner,
-            call,
-            failure(
-                "ability_ask_readonly",
-                f"{name} changes things and the session is in Ask mode (read-only tools only).",
-                hint="Describe what you would do, or ask the user to switch to Agent mode.",
-            ),
-            False,
+        return tool, failure(
+            "ability_ask_readonly",
+            f"{name} changes things and the session is in Ask mode (read-only tools only).",
+            hint="Describe what you would do, or ask the user to switch to Agent mode.",
         )
-    if not tool.allowed_for(user):
-        return answer(
-            runner, call, failure("ability_forbidden", f"The user may not use {name}."), False
-        )
-
-    pending = (
-        session.pending_tool
-        if (session.pending_tool or {}).get("call_id") == call.tool_use_id
-        else None
-    )
-    if pending:
-        # Resume from what was paused (auto-staged and key-only), or the user's edit of it.
-        edited = pending.get("edited_input")
-        tool_input = edited if edited is not None else pending.get("input", tool_input)
+    if not tool.allowed_for(session.owner):
+        return tool, failure("ability_forbidden", f"The user may not use {name}.")
     problem = tool.validate(tool_input)
     if problem:
-        return answer(runner, call, failure("invalid_input", problem), False)
+        return tool, failure("invalid_input", problem)
+    return tool, None
+
+
+def process_call(lease: Lease, call: Event) -> Outcome:
+    if not runstate.lease_refresh(lease):  # cancelled before this tool: nothing new starts
+        return Outcome("lost")
+    session = load_session(lease)
+    name = call.payload.get("tool", "")
+    pending = PendingTool.from_json(session.pending_tool)
+    if pending is not None and pending.call_id != call.tool_use_id:
+        pending = None
+    # Resume from what was paused (auto-staged and key-only), or the user's edit of it.
+    tool_input = pending.effective_input() if pending else (call.payload.get("input") or {})
+    tool, problem = check_call(session, name, tool_input)
+    if tool is None:
+        runstate.capability_request_add(
+            session_id=session.pk, ability=name, reason="unknown tool called"
+        )
+    if problem:
+        return answer(lease, call, problem, False)
+    assert tool is not None
 
     artifact = None
     if tool.artifact_field:
@@ -167,27 +180,27 @@ def process_call(runner: StepRunner, call: Event) -> Outcome:
             tool.artifact_field,
             tool.artifact_kinds,
             step=session.step_count,
-            run=runner.run_seq,
+            run=lease.run_seq,
         )
-        if "from_memory" in tool_input:
+        if store.FROM_MEMORY in tool_input:
             try:
                 artifact = store.check_ready(
-                    session.pk, tool_input["from_memory"], tool.artifact_kinds
+                    session.pk, tool_input[store.FROM_MEMORY], tool.artifact_kinds
                 )
-            except store.ArtifactError as exc:
-                return answer(runner, call, artifact_failure(exc), False)
+            except ModelFacingError as exc:
+                return answer(lease, call, exc.as_result(), False)
 
-    approved = (pending or {}).get("approved")
+    approved = pending.approved if pending else None
     if tool.needs_approval(tool_input) and not approved:
         if is_preallowed(tool, session):
             approved = "preallowed"
         else:
             return pause(
-                runner, call, tool, tool_input, Session.Status.AWAITING_HUMAN, artifact=artifact
+                lease, call, tool, tool_input, Session.Status.AWAITING_HUMAN, artifact=artifact
             )
     if tool.runtime == "browser":
         return pause(
-            runner,
+            lease,
             call,
             tool,
             tool_input,
@@ -195,15 +208,11 @@ def process_call(runner: StepRunner, call: Event) -> Outcome:
             approved=approved,
             artifact=artifact,
         )
-    return execute(runner, call, tool, tool_input, approved=approved)
-
-
-def artifact_failure(exc: store.ArtifactError) -> dict[str, Any]:
-    return ToolError(exc.code, exc.message, exc.hint, **exc.data).as_result()
+    return execute(lease, session, call, tool, tool_input, approved=approved)
 
 
 def pause(
-    runner: StepRunner,
+    lease: Lease,
     call: Event,
     tool: Tool,
     tool_input: dict[str, Any],
@@ -212,86 +221,77 @@ def pause(
     artifact=None,
 ) -> Outcome:
     """Pause for the user or the browser. The stored input keeps ``from_memory`` as a key."""
-    now = timezone.now()
     summary = tool.summarize(tool_input)
     if artifact is not None:
         summary = " · ".join(p for p in (summary, artifact.title, f"{artifact.bytes} bytes") if p)
-    pending = {
-        "name": tool.name,
-        "input": tool_input,
-        "summary": summary,
-        "call_id": call.tool_use_id,
-        "runtime": tool.runtime,
-        "approved": approved,
-        "non_preallowable": tool.non_preallowable,
-        "paused_at": now.isoformat(),
-        "artifact_key": artifact.key if artifact is not None else None,
+    pending = PendingTool(
+        name=tool.name,
+        call_id=call.tool_use_id,
+        input=tool_input,
+        summary=summary,
+        runtime=tool.runtime,
+        approved=approved,
+        non_preallowable=tool.non_preallowable,
+        paused_at=timezone.now().isoformat(),
+        artifact_key=artifact.key if artifact is not None else None,
         # Pointer fields only: storage never holds any of the body (the card's excerpt is
         # added when the payload is read).
-        "memory": store.pointer_json(artifact) if artifact is not None else None,
-    }
+        memory=store.pointer_json(artifact) if artifact is not None else None,
+    )
     if status == Session.Status.AWAITING_HUMAN:
         label = f"Waiting for your approval: {summary}"
-        extra: dict[str, Any] = {}
     else:
         label = f"Running in your browser: {summary}"
-        extra = {"browser_paused_at": now}
-    rows = runner.holding().update(
-        status=status,
-        pending_tool=pending,
-        lease_token="",
-        lease_expires_at=None,
-        progress={"label": label, "updatedAt": now.isoformat()},
-        version=F("version") + 1,
-        updated_at=now,
-        **extra,
-    )
-    if rows != 1:
+    if not runstate.run_pause(lease, status=status, pending=pending, label=label):
         return Outcome("lost")
     kind = "hitl_pause" if status == Session.Status.AWAITING_HUMAN else "browser_pause"
-    runner.trace(kind, label, tool=tool.name, call_id=call.tool_use_id)
+    trace(lease, kind, label, tool=tool.name, call_id=call.tool_use_id)
     return Outcome("paused")
 
 
-def mark_started(runner: StepRunner, call: Event) -> None:
+def mark_started(lease: Lease, call: Event) -> None:
     """Record that execution began, so a crash is healed as "outcome unknown", never re-run."""
     call.payload = session_services.event_payload_merge(
-        event_id=call.pk, started={"lease": runner.token, "at": timezone.now().isoformat()}
+        event_id=call.pk, started={"lease": lease.token, "at": timezone.now().isoformat()}
     )
 
 
 def execute(
-    runner: StepRunner, call: Event, tool: Tool, tool_input: dict[str, Any], approved: str | None
+    lease: Lease,
+    session: Session,
+    call: Event,
+    tool: Tool,
+    tool_input: dict[str, Any],
+    approved: str | None,
 ) -> Outcome:
     timeout = float(tool.timeout or ahentic_settings.TOOL_TIMEOUT_S)
-    session = runner.session
-    if not runner.refresh_lease(extra_s=timeout):
+    if not runstate.lease_refresh(lease, extra_s=timeout):
         return Outcome("lost")
     artifact_key = None
-    if tool.artifact_field and "from_memory" in tool_input:
+    if tool.artifact_field and store.FROM_MEMORY in tool_input:
         try:
             tool_input, artifact_key = store.apply_from_memory(
-                runner.session_id, tool_input, tool.artifact_field, tool.artifact_kinds
+                lease.session_id, tool_input, tool.artifact_field, tool.artifact_kinds
             )
-        except store.ArtifactError as exc:
-            return answer(runner, call, artifact_failure(exc), False)
+        except ModelFacingError as exc:
+            return answer(lease, call, exc.as_result(), False)
         problem = tool.validate(tool_input, strict=True)
         if problem:
             return answer(
-                runner, call, failure("invalid_input", problem), False, artifactKey=artifact_key
+                lease, call, failure("invalid_input", problem), False, artifactKey=artifact_key
             )
-    mark_started(runner, call)
+    mark_started(lease, call)
     summary = tool.summarize(tool_input)
-    runner.trace(
-        "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
+    trace(
+        lease, "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
     )
     if not tool.internal:
-        services.progress_set(session_id=runner.session_id, label=summary[:1].upper() + summary[1:])
+        progress(lease, summary[:1].upper() + summary[1:])
     ctx = ToolContext(
         session=session,
         user=session.owner,
         call_id=call.tool_use_id,
-        run=runner.run_seq,
+        run=lease.run_seq,
         step=session.step_count,
     )
     ok = True
@@ -302,7 +302,7 @@ def execute(
             result = {"value": result}
         json.dumps(result, default=str)
         ok = result.get("ok", True) is not False
-    except ToolError as exc:
+    except ModelFacingError as exc:
         result, ok = exc.as_result(), False
     except ToolTimeout:
         result, ok = (
@@ -319,15 +319,13 @@ def execute(
         meta["approved"] = approved
     if artifact_key:
         meta["artifactKey"] = artifact_key
-    outcome = answer(runner, call, result, ok, **meta)
+    outcome = answer(lease, call, result, ok, **meta)
     if ok and artifact_key:
-        store.mark_applied(runner.session_id, artifact_key)
+        store.mark_applied(lease.session_id, artifact_key)
     if ok and not tool.readonly:
-        session = runner.reload()
-        if session.plan:
-            session_services.session_update(
-                session_id=runner.session_id, plan=plan_rules.advance(session.plan)
-            )
+        plan = load_session(lease).plan
+        if plan:
+            runstate.plan_set(lease, plan_rules.advance(plan))
     if ctx.stop:
         return Outcome("stop", ctx.stop[1])
     return outcome

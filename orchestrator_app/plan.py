@@ -6,16 +6,16 @@ from typing import Any
 
 from django.utils import timezone
 
+from sessions_app.errors import ModelFacingError
+
 MIN_FIRST_STEPS = 3
 MAX_STEPS = 12
 STEP_STATUSES = ("pending", "in_progress", "completed", "cancelled")
 OPEN = ("pending", "in_progress")
 
 
-class PlanError(ValueError):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
+class PlanError(ModelFacingError):
+    """A plan the rules refuse (too few steps, two in progress...)."""
 
 
 def merge(

@@ -1,28 +1,28 @@
 """One step of a run: claim, heal, promote, call the model, persist, run the tools.
 
-A step holds a lease on its session (``lease_token``/``lease_expires_at``), refreshed while the
-model streams and between tools; every write it makes afterwards is conditional on still
-holding that lease and the session still running, so a cancel or a recovered duplicate makes
-it stop quietly. No transaction or row lock is held across the model call or a tool.
+A step holds a ``Lease`` on its session, refreshed while the model streams and between tools;
+every write it makes afterwards goes through the run-state writers with that lease, so a cancel
+or a recovered duplicate makes it stop quietly. No transaction or row lock is held across the
+model call or a tool.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q
-from django.utils import timezone
 
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, PendingMessage, Session
+from sessions_app.runstate import Lease
 
-from . import brain, context, llm, pipeline, prompt, services, usage
+from . import brain, context, llm, pipeline, prompt, runs, usage
 from . import plan as plan_rules
+from .queue import enqueue_memory, enqueue_naming, enqueue_step
+from .toolcalls import answer_unanswered, result_text, tool_response_record, unanswered_tool_calls
 from .tools import tools_for
 
 log = logging.getLogger("ahentic")
@@ -33,43 +33,18 @@ MAX_TOKENS_NUDGE = "Your previous reply hit the output limit. Continue exactly w
 
 
 class StepRunner:
-    def __init__(self, session_id, run_seq: int, token: str):
-        self.session_id = session_id
-        self.run_seq = run_seq
-        self.token = token
-        self.session: Session = Session.objects.select_related("owner").get(pk=session_id)
-
-    # --- lease --------------------------------------------------------------------------
-
-    def holding(self) -> Any:
-        return Session.objects.filter(
-            pk=self.session_id,
-            status=Session.Status.RUNNING,
-            run_seq=self.run_seq,
-            lease_token=self.token,
-        )
-
-    def refresh_lease(self, extra_s: float = 0) -> bool:
-        """Extend the lease and the heartbeat. False once the run was cancelled or taken over.
-
-        ``extra_s`` covers work that cannot refresh while it runs (a tool call).
-        """
-        now = timezone.now()
-        rows = self.holding().update(
-            lease_expires_at=now + timedelta(seconds=int(ahentic_settings.RUN_LEASE_S) + extra_s),
-            heartbeat_at=now,
-            version=F("version") + 1,
-        )
-        return rows == 1
+    def __init__(self, lease: Lease):
+        self.lease = lease
+        self.session_id = lease.session_id
+        self.run_seq = lease.run_seq
+        self.session: Session = pipeline.load_session(lease)
 
     def reload(self) -> Session:
-        self.session = Session.objects.select_related("owner").get(pk=self.session_id)
+        self.session = pipeline.load_session(self.lease)
         return self.session
 
     def trace(self, type: str, summary: str = "", **data: Any) -> None:
-        session_services.trace_record(
-            session_id=self.session_id, type=type, summary=summary, data=data, run=self.run_seq
-        )
+        pipeline.trace(self.lease, type, summary, **data)
 
     # --- run endings ---------------------------------------------------------------------
 
@@ -79,19 +54,7 @@ class StepRunner:
         """Leave ``running`` (conditional on the lease) and drop the lease."""
         session = self.reload()
         plan = plan_rules.settle(session.plan, plan_outcome) if plan_outcome else session.plan
-        ended = (
-            self.holding().update(
-                status=to_status,
-                lease_token="",
-                lease_expires_at=None,
-                progress=None,
-                plan=plan,
-                version=F("version") + 1,
-                updated_at=timezone.now(),
-                **fields,
-            )
-            == 1
-        )
+        ended = runstate.run_end(self.lease, to_status=to_status, plan=plan, **fields)
         if ended:
             self.trace(
                 "run_idle",
@@ -100,7 +63,7 @@ class StepRunner:
                 code=fields.get("last_error_code", ""),
             )
             if to_status == Session.Status.IDLE:
-                services.wake_for_pending(self.session_id)
+                runs.wake_for_pending(self.session_id)
         return ended
 
     def finish(self, reason: str = "final_reply") -> None:
@@ -119,12 +82,12 @@ class StepRunner:
                 self.report_to_parent(reply or "(finished without a reply)")
             elif brain.naming_due(self.reload()):
                 with transaction.atomic():
-                    services.enqueue_naming(self.session_id)
+                    enqueue_naming(self.session_id)
 
     def report_to_parent(self, text: str) -> None:
         """A sub-agent's run ended: the parent gets its last word (reply, question or error)."""
         if self.session.parent_id:
-            services.subagent_report(session=self.reload(), text=text)
+            runs.subagent_report(session=self.reload(), text=text)
 
     def fail(
         self, code: str, message: str, *, resumable: bool = True, plan_outcome: str | None = None
@@ -151,13 +114,8 @@ class StepRunner:
     def next_step(self) -> None:
         """Hand the run to a fresh step: drop the lease, then enqueue (on commit)."""
         with transaction.atomic():
-            if (
-                self.holding().update(
-                    lease_token="", lease_expires_at=None, heartbeat_at=timezone.now()
-                )
-                == 1
-            ):
-                services.enqueue_step(self.session_id, self.run_seq)
+            if runstate.lease_release(self.lease):
+                enqueue_step(self.session_id, self.run_seq)
 
     # --- the step ------------------------------------------------------------------------
 
@@ -179,7 +137,7 @@ class StepRunner:
             )
             return
         self.heal()
-        open_calls = services.unanswered_tool_calls(self.session_id)
+        open_calls = unanswered_tool_calls(self.session_id)
         if open_calls:
             self.run_calls(open_calls)
             return
@@ -189,9 +147,9 @@ class StepRunner:
     def heal(self) -> None:
         """Answer tool calls that can no longer complete (their worker is gone or timed out)."""
         healed: list[str] = []
-        for call in services.unanswered_tool_calls(self.session_id):
+        for call in unanswered_tool_calls(self.session_id):
             started = call.payload.get("started")
-            if started and started.get("lease") != self.token:
+            if started and started.get("lease") != self.lease.token:
                 tool = pipeline.get_tool(call.payload.get("tool", ""))
                 mutating = tool is None or not tool.readonly
                 message = (
@@ -201,9 +159,7 @@ class StepRunner:
                     else "Interrupted: the worker stopped while this tool ran. You may call it again."
                 )
                 result = {"ok": False, "error": "tool_interrupted", "message": message}
-                services.tool_response_record(
-                    session_id=self.session_id, call=call, result=result, ok=False
-                )
+                tool_response_record(session_id=self.session_id, call=call, result=result, ok=False)
                 self.trace(
                     "tool_healed",
                     f"Healed {call.payload.get('tool')}",
@@ -217,18 +173,16 @@ class StepRunner:
                     "error": "tool_not_run",
                     "message": "This call was never run.",
                 }
-                services.tool_response_record(
-                    session_id=self.session_id, call=call, result=result, ok=False
-                )
+                tool_response_record(session_id=self.session_id, call=call, result=result, ok=False)
                 healed.append(call.tool_use_id)
-        pending = self.reload().pending_tool or {}
-        if pending.get("call_id") in healed:
+        pending = runstate.PendingTool.from_json(self.reload().pending_tool)
+        if pending is not None and pending.call_id in healed:
             # The approval was for a call that is answered now: nothing is pending any more.
-            self.holding().update(pending_tool=None, version=F("version") + 1)
+            runstate.pending_tool_clear(self.lease, pending.call_id)
 
     def promote_pending(self) -> None:
         """At a round boundary, queued messages join the conversation as user turns."""
-        count = services.pending_promote(self.session_id)
+        count = runs.pending_promote(self.session_id)
         if count:
             self.trace(
                 "pending_promoted",
@@ -249,15 +203,15 @@ class StepRunner:
                 f"The run reached its limit of {self.max_steps()} steps. Continue to keep going.",
             )
             return
-        self.holding().update(step_count=F("step_count") + 1, version=F("version") + 1)
+        step = runstate.step_begin(self.lease)
+        if step is None:
+            return
         session = self.reload()
-        step = session.step_count
         tools = tools_for(session, session.owner)
         request, memory_blocks = self.assemble(session, tools)
         calibration = float((session.context_usage or {}).get("calibration") or 1.0)
-        session_services.session_update(
-            session_id=self.session_id,
-            context_usage=context.usage_snapshot(request, memory_blocks, calibration),
+        runstate.context_usage_set(
+            self.lease, context.usage_snapshot(request, memory_blocks, calibration)
         )
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
@@ -266,7 +220,7 @@ class StepRunner:
         )
         model = ahentic_settings.MODEL
         self.trace("step_start", f"Step {step}", step=step)
-        services.progress_set(session_id=self.session_id, label="Thinking…")
+        pipeline.progress(self.lease, "Thinking…")
         self.trace(
             "llm_request",
             f"Request to {model}",
@@ -281,7 +235,7 @@ class StepRunner:
                 messages=request["messages"],
                 tools=request["tools"],
                 max_tokens=max_tokens,
-                on_progress=self.refresh_lease,
+                on_progress=lambda: runstate.lease_refresh(self.lease),
             )
         except llm.Aborted:
             self.trace("llm_aborted", "Model call abandoned: the run was cancelled")
@@ -302,9 +256,8 @@ class StepRunner:
         real = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
-            session_services.session_update(
-                session_id=self.session_id,
-                context_usage=context.usage_snapshot(request, memory_blocks, real / estimated),
+            runstate.context_usage_set(
+                self.lease, context.usage_snapshot(request, memory_blocks, real / estimated)
             )
         usage.usage_record_call(session=session, run=self.run_seq, purpose="step", result=result)
         self.trace(
@@ -320,7 +273,7 @@ class StepRunner:
             tool_uses=[t["name"] for t in result.tool_uses],
         )
         # A cancel that arrived during the call: usage is recorded above, nothing new starts.
-        if not self.refresh_lease():
+        if not runstate.lease_refresh(self.lease):
             return
         self.handle_result(result)
 
@@ -350,8 +303,8 @@ class StepRunner:
             window = context.inherited_context(parent_events, room) + window
         if new_start is not None:
             with transaction.atomic():
-                self.holding().update(viewport_start_event_id=new_start, version=F("version") + 1)
-                services.enqueue_memory(self.session_id)
+                if runstate.viewport_move(self.lease, new_start):
+                    enqueue_memory(self.session_id)
             self.trace(
                 "context_compact",
                 f"Window moved: {len(events) - len(window)} older events leave the context",
@@ -417,20 +370,23 @@ class StepRunner:
             items.append(
                 {
                     "kind": Event.Kind.TOOL_CALL,
-                    "content": services.result_text(use["input"]),
+                    "content": result_text(use["input"]),
                     "payload": {"tool": use["name"], "input": use["input"]},
                     "tool_use_id": use["id"],
                 }
             )
-        with transaction.atomic():
-            if not self.holding().exists():
-                return None
-            events = session_services.events_append(session_id=self.session_id, items=items)
+        # Written only while the lease holds, checked under the row lock in the insert's
+        # transaction: a cancel that commits first leaves no tool_use behind it.
+        events = session_services.events_append(
+            session_id=self.session_id, items=items, lease=self.lease
+        )
+        if events is None:
+            return None
         calls = [e for e in events if e.kind == Event.Kind.TOOL_CALL]
         limit = int(ahentic_settings.MAX_TOOLS_PER_STEP)
         if len(calls) > limit:
             # Extra calls are answered, never dropped, so the pairs stay intact.
-            services.answer_unanswered(
+            answer_unanswered(
                 session_id=self.session_id,
                 code="too_many_tools",
                 message=f"At most {limit} tool calls run per step; call this again in the next step.",
@@ -442,11 +398,11 @@ class StepRunner:
     def run_calls(self, calls: list[Event]) -> None:
         """Run open tool calls in order. A pause stops here; the rest wait for the next step."""
         for index, call in enumerate(calls):
-            outcome = pipeline.process_call(self, call)
+            outcome = pipeline.process_call(self.lease, call)
             if outcome.kind == "paused" or outcome.kind == "lost":
                 return
             if outcome.kind == "stop":
-                services.answer_unanswered(
+                answer_unanswered(
                     session_id=self.session_id,
                     code="skipped",
                     message="Skipped: the run paused for the user's answer.",
@@ -467,29 +423,12 @@ class StepRunner:
             self.report_to_parent(f"Sub-agent asks: {question}")
 
 
-def claim(session_id, run_seq: int) -> str | None:
-    """Take the session's lease with one conditional UPDATE; None if someone else has it."""
-    token = uuid.uuid4().hex
-    now = timezone.now()
-    rows = (
-        Session.objects.filter(pk=session_id, status=Session.Status.RUNNING, run_seq=run_seq)
-        .filter(Q(lease_token="") | Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
-        .update(
-            lease_token=token,
-            lease_expires_at=now + timedelta(seconds=int(ahentic_settings.RUN_LEASE_S)),
-            heartbeat_at=now,
-            version=F("version") + 1,
-        )
-    )
-    return token if rows == 1 else None
-
-
 def run_step(session_id, run_seq: int) -> None:
-    token = claim(session_id, run_seq)
-    if token is None:
+    lease = runstate.run_claim(session_id=session_id, run_seq=run_seq)
+    if lease is None:
         return
     try:
-        runner = StepRunner(session_id, run_seq, token)
+        runner = StepRunner(lease)
     except Session.DoesNotExist:
         return
     try:

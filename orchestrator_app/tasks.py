@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import brain, services, step
+from . import brain, runs, step
 
 
 def run_step(session_id: str, run_seq: int) -> None:
@@ -12,7 +12,7 @@ def run_step(session_id: str, run_seq: int) -> None:
 
 def recover() -> int:
     """The ``ahentic_recover`` sweep: re-enqueue running sessions whose worker is gone."""
-    return services.recover_stalled()
+    return runs.recover_stalled()
 
 
 def remember(session_id: str) -> None:

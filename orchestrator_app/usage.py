@@ -7,13 +7,12 @@ Token arithmetic: ``tokensIn`` = input + cache read + cache write (everything th
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import Sum
 from django.utils import timezone
 
-from sessions_app import services as session_services
+from sessions_app import runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
@@ -74,17 +73,14 @@ def usage_record(
             duration_ms=duration_ms,
             stop_reason=stop_reason,
         )
-        fields: dict[str, Any] = {
-            "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
-            "tokens_out": F("tokens_out") + output_tokens,
-            "cache_read_tokens": F("cache_read_tokens") + cache_read_tokens,
-            "cache_write_tokens": F("cache_write_tokens") + cache_write_tokens,
-        }
-        if cost is not None:
-            # NULL + x is NULL in SQL: start the sum at 0 on the first priced call.
-            Session.objects.filter(pk=session_id, cost_usd__isnull=True).update(cost_usd=0)
-            fields["cost_usd"] = F("cost_usd") + cost
-        session_services.session_update(session_id=session_id, **fields)
+        runstate.usage_add(
+            session_id=session_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            cost=cost,
+        )
     return record
 
 
@@ -122,6 +118,3 @@ def daily_tokens_used() -> int:
 def daily_limit_reached() -> bool:
     limit = ahentic_settings.DAILY_TOKEN_LIMIT
     return bool(limit) and daily_tokens_used() >= int(limit)
-
-
-# --- tool responses and healing ------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Scalars are typed columns, small structured state is JSON, and anything that grows (events,
 trace, pending messages, goals, snapshots) is a child table so an append never rewrites a blob.
-Writes go through ``sessions_app.services``; nothing else saves these models.
+Writes go through ``sessions_app.services``, and every UPDATE of the session row through
+``sessions_app.runstate``; nothing else saves these models.
 """
 
 from __future__ import annotations
@@ -35,6 +36,36 @@ class SessionStatus(models.TextChoices):
     DONE = "done"  # reserved, never written
 
 
+# Every status transition, from -> the statuses it may go to (SPEC section 3). The run-state
+# writers (``sessions_app.runstate``) refuse any other; README shows this table.
+STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
+    # A message, queued messages or an action start a run.
+    SessionStatus.IDLE: frozenset({SessionStatus.RUNNING}),
+    SessionStatus.RUNNING: frozenset(
+        {
+            SessionStatus.IDLE,  # final reply, ask_user, refusal
+            SessionStatus.AWAITING_HUMAN,  # a tool needs approval
+            SessionStatus.AWAITING_BROWSER,  # a tool runs in the browser
+            SessionStatus.ERROR,  # model failure, max steps, soft budget, daily limit
+            SessionStatus.CANCELLED,  # stop
+        }
+    ),
+    SessionStatus.AWAITING_HUMAN: frozenset(
+        {
+            SessionStatus.RUNNING,  # allow or deny
+            SessionStatus.IDLE,  # a new message instead of a decision (then a new run)
+            SessionStatus.CANCELLED,
+        }
+    ),
+    SessionStatus.AWAITING_BROWSER: frozenset(
+        {SessionStatus.RUNNING, SessionStatus.CANCELLED}  # result, error or timeout; stop
+    ),
+    SessionStatus.ERROR: frozenset({SessionStatus.RUNNING, SessionStatus.CANCELLED}),
+    SessionStatus.CANCELLED: frozenset({SessionStatus.RUNNING}),
+    SessionStatus.DONE: frozenset(),  # reserved, never written
+}
+
+
 class SessionMode(models.TextChoices):
     AGENT = "agent"
     ASK = "ask"
@@ -57,7 +88,10 @@ class Session(models.Model):
 
     # Statuses that accept a new user message (a new goal or a resume cue).
     ACCEPTS_MESSAGE = (Status.IDLE, Status.ERROR, Status.CANCELLED)
+    # Statuses of a run in progress (a worker, the user or the browser is about to act).
     LIVE = (Status.RUNNING, Status.AWAITING_HUMAN, Status.AWAITING_BROWSER)
+    # Statuses a cancel can stop.
+    CANCELLABLE = (*LIVE, Status.ERROR)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(

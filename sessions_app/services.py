@@ -1,21 +1,21 @@
-"""The only writers of session state.
+"""Writers of what grows with a session: events, trace, pending messages, goals, snapshots.
 
-Every function owns its transaction, saves with ``update()``/``update_fields`` and bumps
-``Session.version`` when the client can see the change (the version is the REST ETag). State
-transitions are conditional UPDATEs whose row count says who won; nothing here calls the network.
+Every function owns its transaction and bumps ``Session.version`` (through ``runstate``, the
+only writer of the session row) when the client can see the change (the version is the REST
+ETag). Nothing here calls the network.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
+from . import runstate
 from .conf import ahentic_settings
 from .models import Event, Goal, PendingMessage, Session, Snapshot, TraceEvent
 
@@ -25,24 +25,6 @@ DEFAULT_TITLE = "New Agent"
 def estimate_tokens(text: str) -> int:
     """Token estimate used everywhere: ceil(utf-8 bytes / 4), at least 1."""
     return max(1, math.ceil(len((text or "").encode("utf-8")) / 4))
-
-
-def _bump(**extra: Any) -> dict[str, Any]:
-    return {"version": F("version") + 1, "updated_at": timezone.now(), **extra}
-
-
-# What a parent's payload shows of each sub-agent (``children``). Changing one of these on a
-# child changes the parent's payload, so it bumps the parent's version (its ETag) too.
-CHILD_SUMMARY_FIELDS = frozenset({"title", "status", "tokens_in", "tokens_out"})
-
-
-def _bump_parent_of(session_id) -> None:
-    """Bump the version of ``session_id``'s parent, if it has one (one UPDATE either way).
-
-    Lock order: the child's row, then its parent's. A transaction must never lock a parent
-    and then one of its children, or it can deadlock against this.
-    """
-    Session.objects.filter(children__pk=session_id).update(version=F("version") + 1)
 
 
 def session_create(
@@ -68,53 +50,28 @@ def session_create(
         fork_event_id=fork_event_id,
     )
     if parent is not None:
-        _bump_parent_of(session.pk)
+        runstate.parent_bump(session.pk)
     return session
 
 
-def session_update(*, session_id, **fields: Any) -> bool:
-    """Write plain fields (no status change) and bump the version."""
-    updated = Session.objects.filter(pk=session_id).update(**_bump(**fields)) == 1
-    if updated and CHILD_SUMMARY_FIELDS.intersection(fields):
-        _bump_parent_of(session_id)
-    return updated
-
-
-def session_transition(
-    *, session_id, from_statuses: Iterable[str], to_status: str, **fields: Any
-) -> bool:
-    """Move a session between statuses in one conditional UPDATE.
-
-    Returns False when the session was not in ``from_statuses`` (someone else won the race);
-    the caller then does nothing.
-    """
-    rows = Session.objects.filter(pk=session_id, status__in=list(from_statuses)).update(
-        **_bump(status=to_status, **fields)
-    )
-    if rows == 1:
-        _bump_parent_of(session_id)
-    return rows == 1
-
-
-def _allocate_seq(session_id, count: int) -> tuple[int, int]:
-    """Reserve ``count`` event seqs. Caller is inside a transaction; the UPDATE locks the row."""
-    Session.objects.filter(pk=session_id).update(**_bump(last_seq=F("last_seq") + count))
-    last_seq, run_seq = (
-        Session.objects.filter(pk=session_id).values_list("last_seq", "run_seq").get()
-    )
-    return last_seq - count + 1, run_seq
-
-
-def events_append(*, session_id, items: Sequence[dict[str, Any]]) -> list[Event]:
+def events_append(
+    *, session_id, items: Sequence[dict[str, Any]], lease: runstate.Lease | None = None
+) -> list[Event] | None:
     """Append several events atomically (an assistant turn with its tool calls, say).
 
     Each item: ``kind`` and optionally ``content``, ``payload``, ``tool_use_id``, ``run``.
     ``seq`` is per session and never reused, even after retention pruned older rows.
+    With a ``lease`` the events are written only while it holds (checked under the row lock
+    in the same transaction as the insert); None means the lease was lost and nothing was
+    written.
     """
     if not items:
-        return []
+        return [] if lease is None or lease.holds() else None
     with transaction.atomic():
-        first_seq, run_seq = _allocate_seq(session_id, len(items))
+        allocated = runstate.seq_allocate(session_id=session_id, count=len(items), lease=lease)
+        if allocated is None:
+            return None
+        first_seq, run_seq = allocated
         events = [
             Event(
                 session_id=session_id,
@@ -153,7 +110,9 @@ def event_append(
     }
     if run is not None:
         item["run"] = run
-    return events_append(session_id=session_id, items=[item])[0]
+    events = events_append(session_id=session_id, items=[item])
+    assert events  # without a lease an append always writes
+    return events[0]
 
 
 def trace_record(
@@ -173,12 +132,7 @@ def trace_record(
     """
     now = timezone.now()
     with transaction.atomic():
-        Session.objects.filter(pk=session_id).update(**_bump(trace_count=F("trace_count") + 1))
-        seq, run_seq, step_count = (
-            Session.objects.filter(pk=session_id)
-            .values_list("trace_count", "run_seq", "step_count")
-            .get()
-        )
+        seq, run_seq, step_count = runstate.trace_count_next(session_id=session_id)
         event = TraceEvent.objects.create(
             session_id=session_id,
             seq=seq,
@@ -240,7 +194,7 @@ def pending_message_add(
             source_type=source_type,
             source_name=source_name,
         )
-        session_update(session_id=session_id)
+        runstate.session_update(session_id=session_id)
     return pending
 
 
@@ -249,13 +203,13 @@ def pending_message_recall(*, session_id, pending_id: int) -> bool:
     with transaction.atomic():
         deleted, _ = PendingMessage.objects.filter(session_id=session_id, pk=pending_id).delete()
         if deleted:
-            session_update(session_id=session_id)
+            runstate.session_update(session_id=session_id)
     return bool(deleted)
 
 
 def session_delete(*, session_id) -> None:
     """Delete a session with its children, events, trace and artifacts (database cascade)."""
-    _bump_parent_of(session_id)
+    runstate.parent_bump(session_id)
     Session.objects.filter(pk=session_id).delete()
 
 
@@ -283,7 +237,7 @@ def goal_create(*, session_id, description: str, parent_id: int | None = None) -
         goal = Goal.objects.create(
             session_id=session_id, parent_id=parent_id, description=description
         )
-        session_update(session_id=session_id)
+        runstate.session_update(session_id=session_id)
     return goal
 
 
@@ -298,7 +252,7 @@ def goal_complete(*, session_id, goal_id: int) -> bool:
             Goal.objects.filter(
                 session_id=session_id, parent_id=goal_id, status=Goal.Status.ACTIVE
             ).update(status=Goal.Status.COMPLETED, completed_at=now)
-            session_update(session_id=session_id)
+            runstate.session_update(session_id=session_id)
     return bool(rows)
 
 
@@ -311,22 +265,6 @@ def goal_start_root(*, session_id, description: str, pinned_event_id: int) -> Go
         goal = Goal.objects.create(session_id=session_id, description=description[:2000])
         goal.pinned_events.add(pinned_event_id)
     return goal
-
-
-def session_rename_auto(*, session_id, title: str, named_at_messages: int) -> bool:
-    """An automatic title; never replaces one the user set (conditional UPDATE)."""
-    rows = (
-        Session.objects.filter(pk=session_id)
-        .exclude(title_source=Session.TitleSource.USER)
-        .update(
-            **_bump(
-                title=title[:255],
-                title_source=Session.TitleSource.AUTO,
-                named_at_messages=named_at_messages,
-            )
-        )
-    )
-    return rows == 1
 
 
 def snapshot_add(
@@ -345,7 +283,7 @@ def snapshot_add(
             text=text,
             token_count=estimate_tokens(text),
         )
-        session_update(session_id=session_id)
+        runstate.session_update(session_id=session_id)
     return snapshot
 
 
@@ -369,5 +307,5 @@ def snapshots_fold(*, session_id, snapshot_ids: list[int], text: str) -> Snapsho
             token_count=estimate_tokens(text),
         )
         Snapshot.objects.filter(pk__in=snapshot_ids).delete()
-        session_update(session_id=session_id)
+        runstate.session_update(session_id=session_id)
     return snapshot

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from orchestrator_app.models import ToolGrant
-from sessions_app import services
+from sessions_app import runstate, services
 from sessions_app.models import Event, Session, TraceEvent
 
 from .factories import ArtifactFactory, GoalFactory, SessionFactory, UsageRecordFactory
@@ -23,7 +23,7 @@ def url(model, view, *args):
 @pytest.fixture
 def inspected(session):
     """A session with something in every section of its admin page."""
-    services.session_update(
+    runstate.session_update(
         session_id=session.pk,
         plan={
             "title": "Launch plan",
@@ -80,7 +80,7 @@ def test_it_lists_sessions_in_a_constant_number_of_queries(admin_client, owner):
 
 def test_it_filters_sessions_by_status_and_mode(admin_client, owner):
     running = SessionFactory(owner=owner, title="Busy one")
-    services.session_transition(session_id=running.pk, from_statuses=["idle"], to_status="running")
+    runstate.session_transition(session_id=running.pk, from_statuses=["idle"], to_status="running")
     SessionFactory(owner=owner, title="Idle one")
     SessionFactory(owner=owner, title="Asking one", mode=Session.Mode.ASK)
 
@@ -144,7 +144,10 @@ def test_it_refuses_to_add_a_session_from_the_admin(admin_client):
 
 @pytest.mark.parametrize("status", ["idle", "running"])
 def test_it_deletes_a_session_with_its_rows(admin_client, inspected, status):
-    services.session_transition(session_id=inspected.pk, from_statuses=["idle"], to_status=status)
+    if status != "idle":
+        runstate.session_transition(
+            session_id=inspected.pk, from_statuses=["idle"], to_status=status
+        )
 
     confirm = admin_client.get(url(Session, "delete", inspected.pk))
     response = admin_client.post(url(Session, "delete", inspected.pk), {"post": "yes"})
@@ -247,7 +250,7 @@ def run_action(admin_client, action, *sessions):
 
 
 def test_the_cancel_action_cancels_a_live_run_and_answers_its_open_calls(admin_client, session):
-    services.session_transition(
+    runstate.session_transition(
         session_id=session.pk, from_statuses=["idle"], to_status="running", lease_token=""
     )
     services.events_append(
@@ -295,7 +298,7 @@ def test_the_heal_action_leaves_a_run_a_live_worker_holds(admin_client, session)
 
     from django.utils import timezone
 
-    services.session_transition(
+    runstate.session_transition(
         session_id=session.pk,
         from_statuses=["idle"],
         to_status="running",
@@ -319,14 +322,14 @@ def test_the_continue_action_requeues_a_stalled_run(
 
     from django.utils import timezone
 
-    services.session_transition(
+    runstate.session_transition(
         session_id=session.pk,
         from_statuses=["idle"],
         to_status="running",
         lease_token="dead-worker",
         lease_expires_at=timezone.now() - timedelta(seconds=5),
     )
-    with patch("orchestrator_app.services.async_task") as enqueue:
+    with patch("orchestrator_app.queue.async_task") as enqueue:
         with django_capture_on_commit_callbacks(execute=True):
             run_action(admin_client, "continue_runs", session)
 

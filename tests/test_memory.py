@@ -171,6 +171,7 @@ def test_without_the_brain_memory_falls_back_to_extractive_summaries(
 
 def test_five_level_two_snapshots_fold_again_so_memory_stays_bounded(session, llm, settings):
     from orchestrator_app import tasks
+    from sessions_app import runstate
     from sessions_app import services as session_services
 
     settings.AHENTIC = {**settings.AHENTIC, "BRAIN_MODEL": ""}  # extractive: no model call
@@ -187,7 +188,7 @@ def test_five_level_two_snapshots_fold_again_so_memory_stays_bounded(session, ll
             text=f"note {i}",
         )
     Snapshot.objects.filter(session=session).update(level=2)  # five level-2 summaries
-    session_services.session_update(session_id=session.pk, viewport_start_event_id=events[11].pk)
+    runstate.session_update(session_id=session.pk, viewport_start_event_id=events[11].pk)
 
     tasks.remember(str(session.pk))
 

@@ -4,7 +4,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from sessions_app import services
+from sessions_app import runstate, services
 from sessions_app.models import Event, Session, TraceEvent
 
 from .conftest import API
@@ -67,7 +67,7 @@ def test_it_counts_every_trace_event_ever_recorded(session):
 
 
 def test_it_records_trace_rows_with_the_sessions_run_and_step(session):
-    services.session_update(session_id=session.pk, run_seq=3, step_count=7)
+    runstate.session_update(session_id=session.pk, run_seq=3, step_count=7)
 
     row = services.trace_record(
         session_id=session.pk, type="tool", summary="s" * 600, data={"a": 1}
@@ -134,7 +134,7 @@ def test_it_numbers_events_per_session(owner):
 
 
 def test_it_stamps_events_with_the_current_run_unless_told(session):
-    services.session_update(session_id=session.pk, run_seq=4)
+    runstate.session_update(session_id=session.pk, run_seq=4)
 
     current = services.event_append(session_id=session.pk, kind="user_message", content="x")
     explicit = services.event_append(session_id=session.pk, kind="user_message", run=2)
@@ -148,7 +148,7 @@ def test_it_stamps_events_with_the_current_run_unless_told(session):
 def test_it_transitions_a_session_in_the_expected_status(session):
     before = Session.objects.get(pk=session.pk)
 
-    moved = services.session_transition(
+    moved = runstate.session_transition(
         session_id=session.pk, from_statuses=["idle", "error"], to_status="running", run_seq=1
     )
 
@@ -158,12 +158,12 @@ def test_it_transitions_a_session_in_the_expected_status(session):
 
 
 def test_it_refuses_a_transition_from_another_status(session):
-    services.session_transition(session_id=session.pk, from_statuses=["idle"], to_status="running")
+    runstate.session_transition(session_id=session.pk, from_statuses=["idle"], to_status="running")
     before = Session.objects.filter(pk=session.pk).values().get()
 
-    moved = services.session_transition(
+    moved = runstate.session_transition(
         session_id=session.pk,
-        from_statuses=["idle", "error"],
+        from_statuses=["error"],
         to_status="cancelled",
         last_error="should not be written",
     )
@@ -174,17 +174,28 @@ def test_it_refuses_a_transition_from_another_status(session):
 
 def test_it_lets_only_one_of_two_racing_transitions_win(session):
     results = [
-        services.session_transition(session_id=session.pk, from_statuses=["idle"], to_status=to)
-        for to in ("running", "cancelled")
+        runstate.session_transition(
+            session_id=session.pk, from_statuses=["idle"], to_status="running", run_seq=run_seq
+        )
+        for run_seq in (1, 2)
     ]
 
     assert results == [True, False]
-    assert Session.objects.get(pk=session.pk).status == "running"
+    assert Session.objects.get(pk=session.pk).run_seq == 1
+
+
+def test_it_refuses_a_transition_the_status_table_does_not_list(session):
+    with pytest.raises(ValueError, match="STATUS_TRANSITIONS"):
+        runstate.session_transition(
+            session_id=session.pk, from_statuses=["idle"], to_status="cancelled"
+        )
+
+    assert Session.objects.get(pk=session.pk).status == "idle"
 
 
 def test_it_does_not_transition_a_missing_session(db):
     assert (
-        services.session_transition(
+        runstate.session_transition(
             session_id="00000000-0000-0000-0000-000000000000",
             from_statuses=["idle"],
             to_status="running",

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from sessions_app import services
+from sessions_app import runstate, services
 from sessions_app.models import Event, Session, TraceEvent
 
 from .conftest import API
@@ -265,8 +265,9 @@ def test_it_lists_root_sessions_newest_first_with_a_status_filter(owner_client, 
     older = SessionFactory(owner=owner, title="Older")
     newer = SessionFactory(owner=owner, title="Newer")
     SessionFactory(owner=owner, parent=newer, title="Child")
-    services.session_transition(session_id=older.pk, from_statuses=["idle"], to_status="error")
-    services.session_update(session_id=newer.pk, title="Newer")  # the latest write
+    runstate.session_transition(session_id=older.pk, from_statuses=["idle"], to_status="running")
+    runstate.session_transition(session_id=older.pk, from_statuses=["running"], to_status="error")
+    runstate.session_update(session_id=newer.pk, title="Newer")  # the latest write
 
     listed = owner_client.get(f"{API}/sessions").json()["sessions"]
     errors = owner_client.get(f"{API}/sessions?status=error").json()["sessions"]
@@ -408,7 +409,7 @@ def fill_session(session, *, events):
         GoalFactory(session=session, parent=root)
         SessionFactory(owner=session.owner, parent=session)
         ArtifactFactory(session=session)
-    services.session_update(session_id=session.pk, view_mode=Session.ViewMode.DEBUG)
+    runstate.session_update(session_id=session.pk, view_mode=Session.ViewMode.DEBUG)
 
 
 def test_it_reads_a_session_in_a_constant_number_of_queries(owner_client, owner):
@@ -464,11 +465,11 @@ def test_it_changes_the_etag_on_every_write(owner_client, session, write):
 @pytest.mark.parametrize(
     "child_write",
     [
-        lambda child: services.session_transition(
+        lambda child: runstate.session_transition(
             session_id=child.pk, from_statuses=["idle"], to_status="running"
         ),
-        lambda child: services.session_update(session_id=child.pk, title="Researcher"),
-        lambda child: services.session_update(session_id=child.pk, tokens_out=500),
+        lambda child: runstate.session_update(session_id=child.pk, title="Researcher"),
+        lambda child: runstate.session_update(session_id=child.pk, tokens_out=500),
         lambda child: services.session_delete(session_id=child.pk),
         lambda child: SessionFactory(owner=child.owner, parent=child.parent),
     ],

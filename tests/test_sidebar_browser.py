@@ -650,12 +650,12 @@ def test_a_stalled_run_opened_from_history_is_nudged_and_finishes(page, llm, own
 
     from django.utils import timezone
 
-    from orchestrator_app import services
+    from orchestrator_app import runs
     from tests.factories import SessionFactory
 
     session = SessionFactory(owner=owner, title="Stalled chat")
-    with mock.patch.object(services, "enqueue_step"):  # the step is lost, as if q2 dropped it
-        services.message_post(session=session, content="Finish this, please")
+    with mock.patch.object(runs, "enqueue_step"):  # the step is lost, as if q2 dropped it
+        runs.message_post(session=session, content="Finish this, please")
     Session.objects.filter(pk=session.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=2))
     llm.enqueue(text_reply("Finished after the nudge."))
     open_home(page)

@@ -142,7 +142,7 @@ def test_an_idle_parent_wakes_up_when_its_sub_agent_reports_later(
         tool_reply(tool_call("spawn_subagent", SPAWN)),
         text_reply("I asked a researcher; I will tell you when it reports."),
     )
-    with mock.patch("orchestrator_app.services.async_task", side_effect=defer):
+    with mock.patch("orchestrator_app.queue.async_task", side_effect=defer):
         post_message(owner_client, session, run_tasks)
         assert payload_of(owner_client, session)["status"] == "idle"
         assert child_of(session).status == "running"
@@ -163,7 +163,7 @@ def test_cancelling_the_parent_cancels_its_running_sub_agent(
 ):
     defer = DeferChildSteps(session)
     llm_strict.enqueue(tool_reply(tool_call("spawn_subagent", SPAWN)), text_reply("Waiting."))
-    with mock.patch("orchestrator_app.services.async_task", side_effect=defer):
+    with mock.patch("orchestrator_app.queue.async_task", side_effect=defer):
         post_message(owner_client, session, run_tasks)
     # The parent is idle, its child still runs; a new parent run is busy with something else.
     child = child_of(session)

@@ -85,7 +85,7 @@ def test_a_real_worker_runs_a_message_through_a_tool_to_the_final_reply(
         text_reply("The worker echoed it."),
     )
 
-    with mock.patch("orchestrator_app.services.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(
             session_url(session, "messages"), {"content": "Echo something"}, format="json"
         )

@@ -41,7 +41,7 @@ _DRF_CODES = {
 
 
 def exception_handler(exc, context):
-    from ..services import AhenticError
+    from ..errors import AhenticError
 
     if isinstance(exc, AhenticError):
         return Response({"code": exc.code, "detail": exc.detail}, status=exc.status)

@@ -121,7 +121,7 @@ def pending_tool_json(pending: dict | None, session: Session) -> dict | None:
     if (
         session.status == Session.Status.AWAITING_BROWSER
         and isinstance(tool_input, dict)
-        and "from_memory" in tool_input
+        and store.FROM_MEMORY in tool_input
     ):
         tool = get_tool(pending.get("name", ""))
         if tool is not None and tool.artifact_field:

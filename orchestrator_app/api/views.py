@@ -18,11 +18,12 @@ from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from artifacts_app import store
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
-from .. import decisions, services, skills
+from .. import decisions, runs, skills
 from ..models import UsageRecord
 from ..tools import all_tools
 from . import serializers as s
@@ -192,12 +193,12 @@ class SessionDetailView(AhenticView):
                 )
             fields["active_workflow"] = workflow
         if fields:
-            session_services.session_update(session_id=session.pk, **fields)
+            runstate.session_update(session_id=session.pk, **fields)
         return self.payload_response(session.pk)
 
     def delete(self, request, session_id):
         session = self.get_session(session_id)
-        services.run_cancel(session_id=session.pk)
+        runs.run_cancel(session_id=session.pk)
         session_services.session_delete(session_id=session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -294,7 +295,7 @@ class SessionMessagePostView(SessionMessagesView):
     def post(self, request, session_id):
         session = self.get_session(session_id)
         data = self.validated(s.MessageCreateSerializer, request.data)
-        pending = services.message_post(
+        pending = runs.message_post(
             session=session,
             content=data["content"],
             mode=data.get("mode"),
@@ -329,14 +330,14 @@ class PendingMessageView(AhenticView):
 class SessionCancelView(AhenticView):
     def post(self, request, session_id):
         session = self.get_session(session_id)
-        services.run_cancel(session_id=session.pk)
+        runs.run_cancel(session_id=session.pk)
         return self.payload_response(session.pk)
 
 
 class SessionContinueView(AhenticView):
     def post(self, request, session_id):
         session = self.get_session(session_id)
-        services.run_continue(session_id=session.pk)
+        runs.run_continue(session_id=session.pk)
         return self.payload_response(session.pk)
 
 

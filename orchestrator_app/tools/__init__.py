@@ -24,26 +24,19 @@ from typing import Any
 import jsonschema
 from django.utils.module_loading import autodiscover_modules
 
+from artifacts_app.store import FROM_MEMORY
+from sessions_app.errors import ModelFacingError
+
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 RUNTIMES = ("server", "browser")
 
 
-class ToolError(Exception):
-    """A tool failure the model should see: ``{ok: false, error: code, message, hint?}``."""
+class ToolError(ModelFacingError):
+    """A tool failure the model should see: ``{ok: false, error: code, message, hint?}``.
 
-    def __init__(self, code: str, message: str, hint: str | None = None, **data: Any):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.hint = hint
-        self.data = data
-
-    def as_result(self) -> dict[str, Any]:
-        result: dict[str, Any] = {"ok": False, "error": self.code, "message": self.message}
-        if self.hint:
-            result["hint"] = self.hint
-        result.update({k: v for k, v in self.data.items() if k not in result})
-        return result
+    Tools may also let an ``ArtifactError`` or ``PlanError`` through: the pipeline converts
+    every ``ModelFacingError`` alike.
+    """
 
 
 @dataclass
@@ -99,7 +92,7 @@ class Tool:
         A call with ``from_memory`` is checked against the model-facing schema (the key stands
         in for the artifact field) until it is expanded; ``strict`` forces the tool's own.
         """
-        relaxed = not strict and isinstance(input, dict) and "from_memory" in input
+        relaxed = not strict and isinstance(input, dict) and FROM_MEMORY in input
         schema = self.api_schema()["input_schema"] if relaxed else self.input_schema
         validator = jsonschema.Draft202012Validator(schema)
         error = jsonschema.exceptions.best_match(validator.iter_errors(input))
@@ -113,7 +106,7 @@ class Tool:
         schema = self.input_schema
         if self.artifact_field:
             schema = {**schema, "properties": dict(schema.get("properties", {}))}
-            schema["properties"]["from_memory"] = {
+            schema["properties"][FROM_MEMORY] = {
                 "type": "string",
                 "description": f"Key of a staged artifact to use as `{self.artifact_field}` "
                 "instead of sending the body inline.",

@@ -8,11 +8,10 @@ from typing import Any
 from artifacts_app import store
 from artifacts_app.models import Artifact
 
-from . import ToolContext, ToolError, tool
+from . import ToolContext, tool
 
-
-def _tool_error(exc: store.ArtifactError) -> ToolError:
-    return ToolError(exc.code, exc.message, exc.hint, **exc.data)
+# An ArtifactError raised by the store reaches the model as it is: the pipeline converts every
+# ModelFacingError into a tool result.
 
 
 @tool(
@@ -45,20 +44,17 @@ def stage_artifact(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
         payload = {"content": input["content"]}
     if payload is None and "blocks" in input:
         payload = {"blocks": input["blocks"]}
-    try:
-        artifact = store.stage(
-            session_id=ctx.session.pk,
-            key=input["key"],
-            kind=input["kind"],
-            payload=payload,
-            title=input.get("title"),
-            mode=input.get("mode", "replace"),
-            complete=input.get("complete", True),
-            step=ctx.step,
-            run=ctx.run,
-        )
-    except store.ArtifactError as exc:
-        raise _tool_error(exc) from exc
+    artifact = store.stage(
+        session_id=ctx.session.pk,
+        key=input["key"],
+        kind=input["kind"],
+        payload=payload,
+        title=input.get("title"),
+        mode=input.get("mode", "replace"),
+        complete=input.get("complete", True),
+        step=ctx.step,
+        run=ctx.run,
+    )
     message = (
         "Draft saved; keep appending, then finish with complete=true."
         if artifact.status == Artifact.Status.DRAFTING
@@ -86,10 +82,7 @@ def list_artifacts(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     internal=True,
 )
 def read_artifact(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    try:
-        artifact = store.get(ctx.session.pk, input["key"])
-    except store.ArtifactError as exc:
-        raise _tool_error(exc) from exc
+    artifact = store.get(ctx.session.pk, input["key"])
     return {"ok": True, **store.pointer_json(artifact), "payload": artifact.payload}
 
 
@@ -101,8 +94,5 @@ def read_artifact(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     internal=True,
 )
 def delete_artifact(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    try:
-        store.delete(ctx.session.pk, input["key"])
-    except store.ArtifactError as exc:
-        raise _tool_error(exc) from exc
+    store.delete(ctx.session.pk, input["key"])
     return {"ok": True, "deleted": input["key"]}

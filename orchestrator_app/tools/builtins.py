@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions_app import runstate
+from sessions_app import services as session_services
+
 from .. import plan as plan_rules
-from .. import services
-from . import ToolContext, ToolError, tool
+from . import ToolContext, tool
 
 
 @tool(
@@ -41,7 +43,7 @@ def ask_user(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     internal=True,
 )
 def request_capability(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    services.capability_request_add(
+    runstate.capability_request_add(
         session_id=ctx.session.pk, ability=input["ability"], reason=input.get("reason", "")
     )
     return {"ok": True, "recorded": True}
@@ -76,10 +78,18 @@ def request_capability(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any
     internal=True,
 )
 def update_plan(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    try:
-        plan = services.plan_update(
-            session_id=ctx.session.pk, steps=input["steps"], title=input.get("title")
-        )
-    except plan_rules.PlanError as exc:
-        raise ToolError(exc.code, str(exc)) from exc
-    return {"ok": True, "plan": plan}
+    """Merge the steps into the plan under the row lock; a PlanError reaches the model."""
+    merged: dict[str, Any] = {}
+
+    def compute(session) -> dict[str, Any]:
+        merged.update(plan_rules.merge(session.plan, input["steps"], input.get("title")))
+        return {"plan": merged}
+
+    runstate.session_modify(session_id=ctx.session.pk, compute=compute)
+    session_services.trace_record(
+        session_id=ctx.session.pk,
+        type="plan_updated",
+        summary=f"Plan: {len(merged['steps'])} steps",
+        data={"steps": merged["steps"]},
+    )
+    return {"ok": True, "plan": merged}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions_app import runstate
 from sessions_app import services as session_services
 
 from .. import skills
@@ -70,7 +71,7 @@ def activate_skill(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     if input["name"] not in known:
         raise _unknown("skill", input["name"], known)
     active = list(dict.fromkeys([*(ctx.session.active_skills or []), input["name"]]))
-    session_services.session_update(session_id=ctx.session.pk, active_skills=active)
+    runstate.session_update(session_id=ctx.session.pk, active_skills=active)
     ctx.session.active_skills = active
     return {"ok": True, "activeSkills": active}
 
@@ -86,7 +87,7 @@ def deactivate_skill(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     active = [s for s in (ctx.session.active_skills or []) if s != input["name"]]
     if len(active) == len(ctx.session.active_skills or []):
         raise ToolError("skill_not_active", f"{input['name']!r} is not active.")
-    session_services.session_update(session_id=ctx.session.pk, active_skills=active)
+    runstate.session_update(session_id=ctx.session.pk, active_skills=active)
     ctx.session.active_skills = active
     return {"ok": True, "activeSkills": active}
 
@@ -102,7 +103,7 @@ def activate_workflow(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]
     known = skills.workflows()
     if input["name"] not in known:
         raise _unknown("workflow", input["name"], known)
-    session_services.session_update(session_id=ctx.session.pk, active_workflow=input["name"])
+    runstate.session_update(session_id=ctx.session.pk, active_workflow=input["name"])
     ctx.session.active_workflow = input["name"]
     return {"ok": True, "activeWorkflow": input["name"]}
 
@@ -114,6 +115,6 @@ def activate_workflow(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]
     internal=True,
 )
 def deactivate_workflow(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    session_services.session_update(session_id=ctx.session.pk, active_workflow="")
+    runstate.session_update(session_id=ctx.session.pk, active_workflow="")
     ctx.session.active_workflow = ""
     return {"ok": True, "activeWorkflow": None}

@@ -14,7 +14,8 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event
 
-from .. import services
+from ..errors import AhenticError
+from ..runs import message_post
 from . import ToolContext, ToolError, get_tool, tool
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,29}$"
@@ -79,8 +80,8 @@ def spawn_subagent(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
         fork_event_id=fork,
     )
     try:
-        services.message_post(session=child, content=input["task"])
-    except services.AhenticError as exc:
+        message_post(session=child, content=input["task"])
+    except AhenticError as exc:
         raise ToolError(exc.code, exc.detail) from exc
     return {
         "ok": True,

@@ -1,0 +1,405 @@
+"""Run state: the only module that writes the session table.
+
+Every writer here is one conditional UPDATE (or a short block holding the row lock) that bumps
+``version`` and ``updated_at``; when the write changes what a parent's payload shows of its
+sub-agents (title, status, tokens), the parent's version is bumped too, so a parent's ETag moves
+when a child pauses, finishes or spends tokens.
+
+Writers called by a worker take a ``Lease``. Their UPDATE also requires the session to be
+running in the lease's run with the lease's token, so a worker that lost its lease (a cancel, a
+takeover after it stalled) writes nothing and learns it from the return value. Nothing here
+calls the network or holds a lock beyond the statement or the caller's short transaction.
+
+A test (``tests/test_architecture.py``) fails when any other module of the apps issues an
+UPDATE on the session table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import DecimalField, F, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from .conf import ahentic_settings
+from .models import STATUS_TRANSITIONS, Session
+
+# What a parent's payload shows of each sub-agent (``children``). A write that changes one of
+# these on a child bumps the parent's version (its ETag) too.
+CHILD_SUMMARY_FIELDS = frozenset({"title", "status", "tokens_in", "tokens_out"})
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A worker's claim on one run of a session: "am I still the owner?" in every write."""
+
+    session_id: Any
+    run_seq: int
+    token: str
+
+    def holding(self) -> QuerySet[Session]:
+        """The session row, if this lease still owns it (running, same run, same token)."""
+        return Session.objects.filter(
+            pk=self.session_id,
+            status=Session.Status.RUNNING,
+            run_seq=self.run_seq,
+            lease_token=self.token,
+        )
+
+    def holds(self) -> bool:
+        return self.holding().exists()
+
+
+@dataclass
+class PendingTool:
+    """The tool call a paused run waits on (``Session.pending_tool``).
+
+    Written when a run pauses for approval or the browser, or when the user picks an action;
+    read by the decision endpoints, the step that resumes, the payload and the admin. The input
+    keeps ``from_memory`` as a key: storage never holds an artifact's body.
+    """
+
+    name: str
+    call_id: str
+    input: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    runtime: str = "server"
+    # None until decided: allow_once | allow_session | always_allow | preallowed | user_action
+    approved: str | None = None
+    non_preallowable: bool = False
+    paused_at: str | None = None
+    artifact_key: str | None = None
+    # Pointer fields of the staged artifact (never its body).
+    memory: dict[str, Any] | None = None
+    # The user's edit of the input in the approval card, used instead of ``input``.
+    edited_input: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> PendingTool | None:
+        if not data:
+            return None
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def effective_input(self) -> dict[str, Any]:
+        return self.edited_input if self.edited_input is not None else self.input
+
+
+# --- the one write path ----------------------------------------------------------------------
+
+
+def _write(rows: QuerySet[Session], session_id, fields: dict[str, Any]) -> bool:
+    """UPDATE the (at most one) row of ``rows`` with ``fields`` + version and timestamp."""
+    updated = rows.update(version=F("version") + 1, updated_at=timezone.now(), **fields) == 1
+    if updated and CHILD_SUMMARY_FIELDS.intersection(fields):
+        parent_bump(session_id)
+    return updated
+
+
+def parent_bump(session_id) -> None:
+    """Bump the version of ``session_id``'s parent, if it has one (one UPDATE either way).
+
+    Lock order: the child's row, then its parent's. A transaction must never lock a parent
+    and then one of its children, or it can deadlock against this.
+    """
+    Session.objects.filter(children__pk=session_id).update(version=F("version") + 1)
+
+
+def session_update(*, session_id, **fields: Any) -> bool:
+    """Write plain fields (no status change) and bump the version."""
+    return _write(Session.objects.filter(pk=session_id), session_id, fields)
+
+
+def session_modify(*, session_id, compute: Callable[[Session], dict[str, Any] | None]) -> Any:
+    """Read-modify-write under the row lock: ``compute(session)`` returns the fields to write
+    (or None for no change). Returns the locked session as it was read."""
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        fields = compute(session)
+        if fields:
+            _write(Session.objects.filter(pk=session_id), session_id, fields)
+    return session
+
+
+def _check_transitions(from_statuses: Iterable[str], to_status: str) -> list[str]:
+    sources = list(from_statuses)
+    illegal = [s for s in sources if to_status not in STATUS_TRANSITIONS[s]]
+    if illegal:
+        raise ValueError(f"No transition {illegal} -> {to_status} in STATUS_TRANSITIONS")
+    return sources
+
+
+def session_transition(
+    *, session_id, from_statuses: Iterable[str], to_status: str, **fields: Any
+) -> bool:
+    """Move a session between statuses in one conditional UPDATE.
+
+    Returns False when the session was not in ``from_statuses`` (someone else won the race);
+    the caller then does nothing.
+    """
+    sources = _check_transitions(from_statuses, to_status)
+    rows = Session.objects.filter(pk=session_id, status__in=sources)
+    return _write(rows, session_id, {"status": to_status, **fields})
+
+
+def session_rename_auto(*, session_id, title: str, named_at_messages: int) -> bool:
+    """An automatic title; never replaces one the user set (conditional UPDATE)."""
+    rows = Session.objects.filter(pk=session_id).exclude(title_source=Session.TitleSource.USER)
+    fields = {
+        "title": title[:255],
+        "title_source": Session.TitleSource.AUTO,
+        "named_at_messages": named_at_messages,
+    }
+    return _write(rows, session_id, fields)
+
+
+# --- counters ----------------------------------------------------------------------------------
+
+
+def seq_allocate(*, session_id, count: int, lease: Lease | None = None) -> tuple[int, int] | None:
+    """Reserve ``count`` event seqs; returns (first seq, run_seq). Caller is inside a
+    transaction: the UPDATE locks the row until it commits. With a lease, nothing is reserved
+    (None) once the lease is lost, so a turn is never saved after a cancel committed."""
+    rows = lease.holding() if lease is not None else Session.objects.filter(pk=session_id)
+    if not _write(rows, session_id, {"last_seq": F("last_seq") + count}):
+        return None
+    last_seq, run_seq = (
+        Session.objects.filter(pk=session_id).values_list("last_seq", "run_seq").get()
+    )
+    return last_seq - count + 1, run_seq
+
+
+def trace_count_next(*, session_id) -> tuple[int, int, int]:
+    """Count one more trace record; returns (its seq, run_seq, step_count). Caller is inside a
+    transaction (the row stays locked until the trace row is written)."""
+    _write(Session.objects.filter(pk=session_id), session_id, {"trace_count": F("trace_count") + 1})
+    return (
+        Session.objects.filter(pk=session_id)
+        .values_list("trace_count", "run_seq", "step_count")
+        .get()
+    )
+
+
+def usage_add(
+    *,
+    session_id,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int,
+    cache_write_tokens: int,
+    cost,
+) -> None:
+    """Add one model call to the session's running sums (the UsageRecord ledger is the truth)."""
+    fields: dict[str, Any] = {
+        "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
+        "tokens_out": F("tokens_out") + output_tokens,
+        "cache_read_tokens": F("cache_read_tokens") + cache_read_tokens,
+        "cache_write_tokens": F("cache_write_tokens") + cache_write_tokens,
+    }
+    if cost is not None:
+        # NULL + x is NULL in SQL: the first priced call starts the sum at 0.
+        fields["cost_usd"] = (
+            Coalesce(F("cost_usd"), Value(Decimal(0)), output_field=DecimalField()) + cost
+        )
+    session_update(session_id=session_id, **fields)
+
+
+def capability_request_add(*, session_id, ability: str, reason: str = "") -> None:
+    """Note a missing tool or permission once per ability (the payload lists them)."""
+
+    def compute(session: Session) -> dict[str, Any] | None:
+        requests = list(session.capability_requests or [])
+        if any(r.get("ability") == ability for r in requests):
+            return None
+        requests.append({"ability": ability, "reason": reason, "at": timezone.now().isoformat()})
+        return {"capability_requests": requests}
+
+    session_modify(session_id=session_id, compute=compute)
+
+
+def _progress(label: str, now=None) -> dict[str, str]:
+    return {"label": label, "updatedAt": (now or timezone.now()).isoformat()}
+
+
+# --- runs: begin, pause, resume ----------------------------------------------------------------
+
+
+def run_begin(*, session_id, from_statuses, label: str = "Thinking…", **fields: Any) -> int | None:
+    """The new-run transition (a message, queued messages, an action): run_seq + 1, counters
+    and error state reset, no lease yet. Returns the new run_seq, or None when the session was
+    not in ``from_statuses``. Caller holds a transaction and enqueues the step."""
+    now = timezone.now()
+    if not session_transition(
+        session_id=session_id,
+        from_statuses=from_statuses,
+        to_status=Session.Status.RUNNING,
+        run_seq=F("run_seq") + 1,
+        step_count=0,
+        last_error="",
+        last_error_code="",
+        job_resumable=False,
+        heartbeat_at=now,
+        lease_token="",
+        lease_expires_at=None,
+        progress=_progress(label, now),
+        **fields,
+    ):
+        return None
+    return Session.objects.filter(pk=session_id).values_list("run_seq", flat=True).get()
+
+
+def run_resume(
+    *, session_id, from_statuses: Iterable[str], label: str = "Thinking…", **fields: Any
+) -> bool:
+    """Back to ``running`` in the same run with no lease, so the enqueued step can claim it:
+    a pause ends (a decision, a browser result, a browser timeout) or a resumable job goes on.
+    False when another answer got there first. Caller holds a transaction and enqueues."""
+    now = timezone.now()
+    return session_transition(
+        session_id=session_id,
+        from_statuses=from_statuses,
+        to_status=Session.Status.RUNNING,
+        heartbeat_at=now,
+        lease_token="",
+        lease_expires_at=None,
+        progress=_progress(label, now),
+        **fields,
+    )
+
+
+def run_stop(*, session_id, from_statuses: Iterable[str], to_status: str, **fields: Any) -> bool:
+    """Leave a live status without a worker's lease (cancel, a redirect while awaiting
+    approval): the lease, progress and pending tool are dropped."""
+    return session_transition(
+        session_id=session_id,
+        from_statuses=from_statuses,
+        to_status=to_status,
+        pending_tool=None,
+        progress=None,
+        lease_token="",
+        lease_expires_at=None,
+        **fields,
+    )
+
+
+# --- the worker's lease ------------------------------------------------------------------------
+
+
+def lease_is_stale(session: Session, now=None) -> bool:
+    """A running session nobody works on: its lease expired, or no worker claimed it in time."""
+    now = now or timezone.now()
+    if session.lease_token:
+        return session.lease_expires_at is None or session.lease_expires_at < now
+    last = session.heartbeat_at or session.updated_at
+    return last is None or last < now - timedelta(seconds=int(ahentic_settings.RUN_LEASE_S))
+
+
+def _lease_deadline(now, extra_s: float = 0):
+    return now + timedelta(seconds=int(ahentic_settings.RUN_LEASE_S) + extra_s)
+
+
+def run_claim(*, session_id, run_seq: int) -> Lease | None:
+    """Take the session's lease with one conditional UPDATE; None if someone else has it."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    rows = Session.objects.filter(
+        pk=session_id, status=Session.Status.RUNNING, run_seq=run_seq
+    ).filter(Q(lease_token="") | Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    fields = {"lease_token": token, "lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
+    if not _write(rows, session_id, fields):
+        return None
+    return Lease(session_id=session_id, run_seq=run_seq, token=token)
+
+
+def lease_refresh(lease: Lease, extra_s: float = 0) -> bool:
+    """Extend the lease and the heartbeat. False once the run was cancelled or taken over.
+
+    ``extra_s`` covers work that cannot refresh while it runs (a tool call).
+    """
+    now = timezone.now()
+    fields = {"lease_expires_at": _lease_deadline(now, extra_s), "heartbeat_at": now}
+    return _write(lease.holding(), lease.session_id, fields)
+
+
+def lease_release(lease: Lease) -> bool:
+    """Hand the run to a fresh step: the run stays ``running`` with no lease. Caller holds a
+    transaction and enqueues the next step."""
+    fields = {"lease_token": "", "lease_expires_at": None, "heartbeat_at": timezone.now()}
+    return _write(lease.holding(), lease.session_id, fields)
+
+
+def step_begin(lease: Lease) -> int | None:
+    """Count a step of the run; returns its number, or None once the lease is lost."""
+    with transaction.atomic():
+        if not _write(lease.holding(), lease.session_id, {"step_count": F("step_count") + 1}):
+            return None
+        return (
+            Session.objects.filter(pk=lease.session_id).values_list("step_count", flat=True).get()
+        )
+
+
+def viewport_move(lease: Lease, start_event_id: int) -> bool:
+    """Move the context window's start (batch eviction)."""
+    return _write(lease.holding(), lease.session_id, {"viewport_start_event_id": start_event_id})
+
+
+def progress_set(lease: Lease, label: str) -> bool:
+    """The worker's progress label (also a heartbeat)."""
+    now = timezone.now()
+    fields = {"progress": _progress(label, now), "heartbeat_at": now}
+    return _write(lease.holding(), lease.session_id, fields)
+
+
+def context_usage_set(lease: Lease, context_usage: dict[str, Any]) -> bool:
+    return _write(lease.holding(), lease.session_id, {"context_usage": context_usage})
+
+
+def plan_set(lease: Lease, plan: dict[str, Any] | None) -> bool:
+    return _write(lease.holding(), lease.session_id, {"plan": plan})
+
+
+def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:
+    """Drop the pending tool (only if it is ``call_id``'s, when given): its card is done."""
+    rows = lease.holding()
+    if call_id is not None:
+        rows = rows.filter(pending_tool__call_id=call_id)
+    return _write(rows, lease.session_id, {"pending_tool": None})
+
+
+def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) -> bool:
+    """Pause for the user (approval) or the browser; the lease is dropped."""
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "status": status,
+        "pending_tool": pending.to_json(),
+        "lease_token": "",
+        "lease_expires_at": None,
+        "progress": _progress(label, now),
+    }
+    if status == Session.Status.AWAITING_BROWSER:
+        fields["browser_paused_at"] = now
+    _check_transitions([Session.Status.RUNNING], status)
+    return _write(lease.holding(), lease.session_id, fields)
+
+
+def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
+    """Leave ``running`` (idle, error) and drop the lease; progress is cleared."""
+    _check_transitions([Session.Status.RUNNING], to_status)
+    fields = {
+        "status": to_status,
+        "lease_token": "",
+        "lease_expires_at": None,
+        "progress": None,
+        **fields,
+    }
+    return _write(lease.holding(), lease.session_id, fields)
