@@ -5,7 +5,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.safestring import SafeString
 
-from sessions_app.admin import ReadOnlyAdmin, admin_link, html_table, json_column
+from sessions_app.admin import (
+    ReadOnlyAdmin,
+    admin_link,
+    extend_session_admin,
+    html_table,
+    json_column,
+)
 
 from .models import Artifact
 
@@ -29,6 +35,9 @@ def artifacts_table(session) -> SafeString:
             for a in artifacts
         ),
     )
+
+
+extend_session_admin(sections=[("artifacts_table", "Artifacts", artifacts_table)])
 
 
 @admin.register(Artifact)

@@ -18,7 +18,6 @@ class Artifact(models.Model):
         READY = "ready"
         APPLIED = "applied"
         STALE = "stale"
-        EMPTY = "empty"
 
     session = models.ForeignKey(
         "sessions_app.Session", on_delete=models.CASCADE, related_name="artifacts"

@@ -13,7 +13,6 @@ class UsageRecord(models.Model):
         STEP = "step"
         BRAIN = "brain"
         MEMORY = "memory"
-        COUNT = "count"
 
     session = models.ForeignKey(
         "sessions_app.Session",

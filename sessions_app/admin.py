@@ -2,9 +2,10 @@
 
 Nothing here edits session state: every model admin is view-only (``has_change_permission``
 returns False, so Django renders the change page read-only and refuses its POST), and the only
-write, deleting a session, goes through ``services.session_delete``. The full Session admin
-(artifacts and the run actions: cancel, continue, heal, export diagnostics) is assembled in
-``orchestrator_app/admin.py``, because those live in the apps above this one.
+write, deleting a session, goes through ``services.session_delete``. The apps above this one add
+what they own to the one Session admin through ``extend_session_admin`` (artifacts_app its
+artifacts table, orchestrator_app the run actions: cancel, continue, heal, export diagnostics),
+since this app cannot import them.
 
 Pending messages, goals and memory snapshots have no admin of their own: they are tables on the
 session page, next to the event timeline and the trace.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.contrib import admin
@@ -109,8 +110,10 @@ class SessionAdmin(ReadOnlyAdmin):
     search_fields = ["title", "owner__username", "owner__email"]
     search_help_text = "Title, owner username or email, or a session id."
     list_select_related = ["owner"]
-    # orchestrator_app/admin.py extends this admin with the run actions.
+    # Filled by ``extend_session_admin`` (the run actions of orchestrator_app).
     actions: list = []
+    # Called with a session id before a session is deleted (a live run is cancelled first).
+    before_delete: list[Callable[[Any], None]] = []
 
     fieldsets = [
         (
@@ -137,7 +140,6 @@ class SessionAdmin(ReadOnlyAdmin):
                     ("job_resumable", "content_work", "soft_budget_acked"),
                     ("last_error_code", "last_error"),
                     ("active_workflow", "viewport_start_event_id", "fork_event_id"),
-                    ("summary_status", "summary"),
                 ]
             },
         ),
@@ -188,11 +190,20 @@ class SessionAdmin(ReadOnlyAdmin):
         return queryset.filter(pk=pk), False
 
     def delete_model(self, request, obj) -> None:
+        for hook in self.before_delete:
+            hook(obj.pk)
         services.session_delete(session_id=obj.pk)
 
     def delete_queryset(self, request, queryset) -> None:
         for session_id in queryset.values_list("pk", flat=True):
+            for hook in self.before_delete:
+                hook(session_id)
             services.session_delete(session_id=session_id)
+
+    def has_run_control_permission(self, request) -> bool:
+        """Cancel, continue and heal runs (``sessions_app.control_runs``); actions that declare
+        ``allowed_permissions=("run_control",)`` check it, on the list and on the detail page."""
+        return request.user.has_perm("sessions_app.control_runs")
 
     def has_delete_permission(self, request, obj=None) -> bool:
         # Deleting is the one write allowed here (Django's default rule, not ReadOnlyAdmin's).
@@ -306,6 +317,37 @@ class SessionAdmin(ReadOnlyAdmin):
                 for s in obj.snapshots.order_by("from_event_id")
             ),
         )
+
+
+def extend_session_admin(
+    *,
+    actions: Sequence[Callable] = (),
+    sections: Sequence[tuple[str, str, Callable[[Session], SafeString]]] = (),
+    before_delete: Callable[[Any], None] | None = None,
+) -> None:
+    """The hook the apps above this one use to add to the Session admin, from their admin.py.
+
+    ``actions``: admin actions (declare ``allowed_permissions``). ``sections``: read-only
+    sections ``(name, title, render(session))`` shown before the event timeline.
+    ``before_delete``: called with a session id before the session is deleted.
+    """
+    SessionAdmin.actions = [*SessionAdmin.actions, *actions]
+    for name, title, render in sections:
+        setattr(
+            SessionAdmin,
+            name,
+            admin.display(description=title.lower())(
+                lambda model_admin, obj, render=render: render(obj)
+            ),
+        )
+        at = next(i for i, s in enumerate(SessionAdmin.fieldsets) if s[0] == "Timeline")
+        SessionAdmin.fieldsets = [
+            *SessionAdmin.fieldsets[:at],
+            (title, {"fields": [name]}),
+            *SessionAdmin.fieldsets[at:],
+        ]
+    if before_delete is not None:
+        SessionAdmin.before_delete = [*SessionAdmin.before_delete, before_delete]
 
 
 @admin.register(Event)

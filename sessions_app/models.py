@@ -134,8 +134,6 @@ class Session(models.Model):
     browser_paused_at = models.DateTimeField(null=True, blank=True)
     lease_token = models.CharField(max_length=64, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    summary = models.TextField(blank=True, default="")
-    summary_status = models.CharField(max_length=16, blank=True, default="")
     # Conversation messages counted when the brain last named the session (0 = never).
     named_at_messages = models.PositiveIntegerField(default=0)
 
@@ -160,7 +158,10 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        permissions = [("use_agent", "Can use the AI agent")]
+        permissions = [
+            ("use_agent", "Can use the AI agent"),
+            ("control_runs", "Can cancel, continue and repair agent runs (admin)"),
+        ]
         indexes = [
             # GET sessions: the owner's root sessions, newest first.
             models.Index(fields=["owner", "-updated_at"], name="ahentic_session_owner_upd"),

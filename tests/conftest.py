@@ -8,6 +8,11 @@
 Admin tests use pytest-django's ``admin_client`` (a logged-in superuser).
 """
 
+import os
+import re
+import sys
+from pathlib import Path
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -226,3 +231,47 @@ def without_cache_control(value):
     if isinstance(value, list):
         return [without_cache_control(v) for v in value]
     return value
+
+
+# --- one writer for the session row -------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+APP_DIRS = tuple(
+    str(ROOT / app) + os.sep for app in ("sessions_app", "artifacts_app", "orchestrator_app")
+)
+SESSION_WRITER = str(ROOT / "sessions_app" / "runstate.py")
+SESSION_UPDATE = re.compile(r'^\s*UPDATE\s+"?sessions_app_session"?\s', re.IGNORECASE)
+
+
+class SessionUpdateOrigins:
+    """Records which source file issued each UPDATE of the session table: the innermost frame
+    of the project's own code (an app module, or a test setting up a state)."""
+
+    def __init__(self):
+        self.origins: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        if SESSION_UPDATE.match(sql):
+            frame = sys._getframe(1)
+            while frame is not None:
+                name = frame.f_code.co_filename
+                if name.startswith(str(ROOT)) and name != __file__ and ".venv" not in name:
+                    self.origins.append(name)
+                    break
+                frame = frame.f_back
+        return execute(sql, params, many, context)
+
+    def outside_the_writer(self) -> list[str]:
+        return sorted({o for o in self.origins if o.startswith(APP_DIRS) and o != SESSION_WRITER})
+
+
+@pytest.fixture(autouse=True)
+def session_update_origins(request):
+    """Every test also checks that only ``sessions_app/runstate.py`` updates the session row."""
+    from django.db import connection
+
+    origins = SessionUpdateOrigins()
+    with connection.execute_wrapper(origins):
+        yield origins
+    strays = origins.outside_the_writer()
+    assert not strays, f"session table updated outside sessions_app/runstate.py: {strays}"

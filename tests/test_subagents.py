@@ -207,3 +207,23 @@ def test_a_failed_sub_agent_reports_its_error_to_the_parent(
     parent_followup = llm_strict.message_requests()[-1]
     report = tool_result_blocks(parent_followup)[-1]
     assert report["content"].startswith("Sub-agent stopped with an error (ahentic_llm_error)")
+
+
+def test_a_child_pausing_for_approval_changes_the_parents_etag(owner_client, session, llm):
+    from orchestrator_app import runs
+    from sessions_app import services as session_services
+
+    child = session_services.session_create(owner=session.owner, title="helper", parent=session)
+    with mock.patch("orchestrator_app.queue.async_task"):  # the step runs below, by hand
+        runs.message_post(session=child, content="Write the note")
+    child.refresh_from_db()
+    before = owner_client.get(f"{API}/sessions/{session.pk}")
+    assert before.json()["children"][0]["status"] == "running"
+    llm.enqueue(tool_reply(tool_call("notes_create", {"title": "From the child"})))
+
+    tasks.run_step(str(child.pk), child.run_seq)
+
+    after = owner_client.get(f"{API}/sessions/{session.pk}", HTTP_IF_NONE_MATCH=before["ETag"])
+    assert after.status_code == 200
+    assert after["ETag"] != before["ETag"]
+    assert after.json()["children"][0]["status"] == "awaiting_human"

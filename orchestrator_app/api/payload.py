@@ -6,19 +6,14 @@ table, each bounded by a window (``MESSAGES_WINDOW``, ``TRACE_POLL_WINDOW``).
 
 from __future__ import annotations
 
-import platform
 from typing import Any
-
-import django
-from django.db import connection
-from django.utils import timezone
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session, TraceEvent
 
-from ..models import UsageRecord
+from ..diagnostics import iso, trace_envelope
 from ..tools import get_tool
 
 ROLE_BY_KIND = {
@@ -56,10 +51,6 @@ BUCKETS = (
     "pageContext",
     "planArtifacts",
 )
-
-
-def iso(value) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
 
 
 def events_for_view(session_id, view_mode: str):
@@ -194,21 +185,6 @@ def goals_json(goals: list[Goal]) -> list[dict[str, Any]]:
     return [node(goal) for goal in by_parent.get(None, [])]
 
 
-def trace_envelope(row: TraceEvent, *, with_data: bool = False) -> dict[str, Any]:
-    data = {
-        "id": row.pk,
-        "at": iso(row.at),
-        "ms": row.ms,
-        "run": row.run,
-        "type": row.type,
-        "step": row.step,
-        "summary": row.summary,
-    }
-    if with_data:
-        data["data"] = row.data
-    return data
-
-
 def decimal_json(value) -> float | None:
     return None if value is None else float(value)
 
@@ -285,63 +261,8 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
         "lastErrorCode": session.last_error_code,
         "jobResumable": session.job_resumable,
         "contentWork": session.content_work,
-        "summaryStatus": session.summary_status,
         "browserPausedAt": iso(session.browser_paused_at),
         "version": session.version,
         "createdAt": iso(session.created_at),
         "modifiedAt": iso(session.updated_at),
-    }
-
-
-def session_diagnostics(session: Session) -> dict[str, Any]:
-    """The diagnostics bundle: state, environment and the full trace with data.
-
-    Served by GET sessions/{id}/diagnostics and the admin's "Export diagnostics" action.
-    """
-    trace = TraceEvent.objects.filter(session_id=session.pk).order_by("seq")
-    last_model = (
-        UsageRecord.objects.filter(session_id=session.pk)
-        .order_by("-id")
-        .values_list("model", flat=True)
-        .first()
-    )
-    active_goal = session.goals.filter(parent__isnull=True, status=Goal.Status.ACTIVE).last()
-    return {
-        "id": str(session.pk),
-        "title": session.title,
-        "exportedAt": iso(timezone.now()),
-        "environment": {
-            "django": django.get_version(),
-            "python": platform.python_version(),
-            "database": connection.vendor,
-            "model": ahentic_settings.MODEL,
-            "brainModel": ahentic_settings.BRAIN_MODEL,
-            "llmConfigured": bool(ahentic_settings.API_KEY or ahentic_settings.BASE_URL),
-        },
-        "session": {
-            "status": session.status,
-            "mode": session.mode,
-            "model": last_model,
-            "runs": session.run_seq,
-            "stepCount": session.step_count,
-            "tokensIn": session.tokens_in,
-            "tokensOut": session.tokens_out,
-            "tokensUsed": session.tokens_used,
-            "lastError": session.last_error,
-            "lastErrorCode": session.last_error_code,
-            "createdAt": iso(session.created_at),
-            "modifiedAt": iso(session.updated_at),
-        },
-        "state": {
-            "pendingTool": session.pending_tool,
-            "browserPausedAt": iso(session.browser_paused_at),
-            "heartbeatAt": iso(session.heartbeat_at),
-            "leaseExpiresAt": iso(session.lease_expires_at),
-            "progress": session.progress,
-            "contentWork": session.content_work,
-            "jobResumable": session.job_resumable,
-            "activeGoal": active_goal.description if active_goal else None,
-            "plan": session.plan,
-        },
-        "trace": [trace_envelope(row, with_data=True) for row in trace],
     }

@@ -28,14 +28,8 @@ from ..models import UsageRecord
 from ..tools import all_tools
 from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
-from .payload import (
-    artifact_pointer_json,
-    events_for_view,
-    iso,
-    message_json,
-    session_diagnostics,
-    session_payload,
-)
+from ..diagnostics import iso, session_diagnostics
+from .payload import artifact_pointer_json, events_for_view, message_json, session_payload
 from .permissions import HasAgentPermission
 
 # Request bodies above this are refused before parsing (browser tool results are the largest).
