@@ -23,7 +23,12 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     from django.test import override_settings
 
     from orchestrator_app import llm, runs, tasks
-    from orchestrator_app.localapi import LocalMessagesServer, text_reply, tool_call, tool_reply
+    from orchestrator_app.testing.localapi import (
+        LocalMessagesServer,
+        text_reply,
+        tool_call,
+        tool_reply,
+    )
     from orchestrator_app.tools import tool
     from sessions_app import services as session_services
 

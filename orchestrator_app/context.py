@@ -12,11 +12,11 @@ the next request would exceed ``CONTEXT_BUDGET_TOKENS``, and then in one batch d
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event
+from sessions_app.tokens import estimate_tokens
 
 from .prompt import CONTEXT_HEADER, PAGE_SECTION, WINDOW_OPENER
 
@@ -26,8 +26,8 @@ ROLE_OVERHEAD = 4
 SUBAGENT_LABEL_TOKENS = 24
 
 
-def tokens(text: str) -> int:
-    return max(1, math.ceil(len(text.encode("utf-8")) / 4))
+# The one token-estimate rule (ceil(utf-8 bytes / 4), at least 1), stored with every event.
+tokens = estimate_tokens
 
 
 def _dumps(value: Any) -> str:
@@ -50,21 +50,22 @@ def block_tokens(block: dict[str, Any]) -> int:
     return tokens(_dumps(_plain(block)))
 
 
+# The contextUsage buckets (REST ``contextUsage.buckets``), in display order.
+BUCKETS = (
+    "systemPrompt",
+    "tools",
+    "history",
+    "toolResults",
+    "memory",
+    "pageContext",
+    "planArtifacts",
+)
+
+
 def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
     """Estimated tokens of a request by bucket. ``memory_blocks``: how many system blocks
     (right after the soul) hold memory snapshots."""
-    result = dict.fromkeys(
-        (
-            "systemPrompt",
-            "tools",
-            "history",
-            "toolResults",
-            "memory",
-            "pageContext",
-            "planArtifacts",
-        ),
-        0,
-    )
+    result = dict.fromkeys(BUCKETS, 0)
     for tool in request.get("tools") or []:
         result["tools"] += tokens(_dumps(_plain(tool)))
     for index, block in enumerate(request.get("system") or []):

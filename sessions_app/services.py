@@ -7,7 +7,6 @@ ETag). Nothing here calls the network.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -18,13 +17,9 @@ from django.utils import timezone
 from . import runstate
 from .conf import ahentic_settings
 from .models import Event, Goal, PendingMessage, Session, Snapshot, TraceEvent
+from .tokens import estimate_tokens
 
 DEFAULT_TITLE = "New Agent"
-
-
-def estimate_tokens(text: str) -> int:
-    """Token estimate used everywhere: ceil(utf-8 bytes / 4), at least 1."""
-    return max(1, math.ceil(len((text or "").encode("utf-8")) / 4))
 
 
 def session_create(

@@ -73,7 +73,7 @@ def session(owner):
 
 @pytest.fixture(scope="session")
 def _llm_server():
-    from orchestrator_app.localapi import LocalMessagesServer
+    from orchestrator_app.testing.localapi import LocalMessagesServer
 
     server = LocalMessagesServer().start()
     yield server
@@ -190,14 +190,14 @@ class ModelScript:
     def __init__(self, brain_model: str):
         from collections import deque
 
-        from orchestrator_app.localapi import text_reply
+        from orchestrator_app.testing.localapi import text_reply
 
         self.brain_model = brain_model
         self.main = deque()
         self.brain = lambda body: text_reply("Brain says hello.")
 
     def __call__(self, body):
-        from orchestrator_app.localapi import text_reply
+        from orchestrator_app.testing.localapi import text_reply
 
         if body["model"] == self.brain_model:
             return self.brain(body)

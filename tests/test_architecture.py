@@ -3,7 +3,7 @@
 import ast
 from pathlib import Path
 
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 
 from .conftest import API, APP_DIRS, ROOT, SESSION_WRITER, payload_of
 

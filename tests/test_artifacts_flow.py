@@ -11,8 +11,8 @@ import pytest
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
 from orchestrator_app.models import ToolGrant
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from . import tools_for_artifacts  # noqa: F401  (registers publish_note, editor_insert...)

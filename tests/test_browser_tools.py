@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from artifacts_app import store
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from . import tools_for_artifacts  # noqa: F401  (registers editor_insert, publish_note...)

@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
 from orchestrator_app.models import UsageRecord
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 

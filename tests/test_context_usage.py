@@ -8,7 +8,7 @@ and with the tokens the local Messages API server counted for it.
 import pytest
 
 from orchestrator_app import context, tasks
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 
 from .conftest import model_requests, payload_of, session_url

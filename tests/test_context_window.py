@@ -8,7 +8,12 @@ and whose token count is the rule ``orchestrator_app.context.estimate`` reproduc
 import pytest
 
 from orchestrator_app import context, prompt
-from orchestrator_app.localapi import count_request_tokens, text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import (
+    count_request_tokens,
+    text_reply,
+    tool_call,
+    tool_reply,
+)
 from orchestrator_app.tools import tools_for
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Goal, Session

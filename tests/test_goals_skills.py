@@ -12,7 +12,7 @@ from django.core.checks import run_checks
 from django.test import override_settings
 
 from orchestrator_app import tasks
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 

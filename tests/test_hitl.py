@@ -13,8 +13,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from orchestrator_app import decisions
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
 from orchestrator_app.models import ToolGrant
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from . import tools_for_artifacts  # noqa: F401  (registers publish_note, wipe_site...)

@@ -7,8 +7,8 @@ from unittest.mock import patch
 
 import pytest
 
-from orchestrator_app.localapi import error_reply, text_reply, tool_call, tool_reply
 from orchestrator_app.models import UsageRecord
+from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 
 from .conftest import payload_of, session_url, trace_types, transcript_of
 

@@ -1,4 +1,4 @@
-"""Tests for orchestrator_app.localapi, driven through the real anthropic SDK."""
+"""Tests for orchestrator_app.testing.localapi, driven through the real anthropic SDK."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from orchestrator_app.localapi import (
+from orchestrator_app.testing.localapi import (
     LocalMessagesServer,
     count_request_tokens,
     error_reply,
@@ -485,3 +485,43 @@ def test_look_back_reaches_only_20_pieces_before_a_breakpoint(
     history[-1] = user([{"type": "text", "text": "question 10", "cache_control": CC}])
     far = client.messages.create(model=MODEL, max_tokens=50, messages=history)
     assert far.usage.cache_read_input_tokens == 0
+
+
+def test_the_management_command_serves_the_offline_model_until_sigterm(tmp_path):
+    """``manage.py ahentic_localapi --offline``: a host site's stand-in for the API."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    root = Path(__file__).resolve().parent.parent
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "ahentic_localapi", "--offline", "--port", str(port)],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        banner = server.stdout.readline()
+        assert f"http://127.0.0.1:{port}" in banner and "offline demo model" in banner
+        body = {
+            "model": "claude-sonnet-5-5",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "Hello there"}],
+        }
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/messages",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json", "x-api-key": "any"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            reply = json.loads(response.read())
+        assert reply["type"] == "message" and reply["content"][0]["type"] == "text"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=10) == 0

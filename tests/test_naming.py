@@ -10,8 +10,8 @@ from unittest import mock
 import pytest
 
 from orchestrator_app import brain
-from orchestrator_app.localapi import error_reply, text_reply
 from orchestrator_app.models import UsageRecord
+from orchestrator_app.testing.localapi import error_reply, text_reply
 from sessions_app.conf import ahentic_settings
 
 from .conftest import API, model_requests, payload_of, session_url

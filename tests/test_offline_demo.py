@@ -1,4 +1,4 @@
-from orchestrator_app.offline import demo_responder
+from orchestrator_app.testing.offline import demo_responder
 
 from .conftest import API
 

@@ -17,8 +17,8 @@ from django.db import connection
 from django.utils import timezone
 
 from orchestrator_app import tasks
-from orchestrator_app.localapi import error_reply, text_reply, tool_call, tool_reply
 from orchestrator_app.models import ToolGrant, UsageRecord
+from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from . import tools_for_tests

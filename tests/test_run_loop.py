@@ -12,8 +12,8 @@ import pytest
 from django.utils import timezone
 
 from orchestrator_app import tasks
-from orchestrator_app.localapi import reply, text_reply, tool_call, tool_reply
 from orchestrator_app.models import UsageRecord
+from orchestrator_app.testing.localapi import reply, text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from .conftest import API, payload_of, session_url, trace_types, transcript_of

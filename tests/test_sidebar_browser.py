@@ -35,7 +35,7 @@ except ImportError:
 if not Path(CHROMIUM).exists():
     _unavailable(f"{CHROMIUM} is missing (apt-get install chromium)")
 
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply  # noqa: E402
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply  # noqa: E402
 from sessions_app.models import PendingMessage, Session  # noqa: E402
 
 from . import tools_for_sidebar  # noqa: E402  (registers the sidebar_* tools)

@@ -4,7 +4,7 @@ import json
 from unittest import mock
 
 from orchestrator_app import tasks
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Event, Session
 
 from .conftest import API, payload_of, transcript_of
@@ -192,7 +192,7 @@ def test_a_depth_of_zero_turns_sub_agents_off(
 def test_a_failed_sub_agent_reports_its_error_to_the_parent(
     owner_client, session, llm_strict, run_tasks
 ):
-    from orchestrator_app.localapi import error_reply
+    from orchestrator_app.testing.localapi import error_reply
 
     llm_strict.enqueue(
         tool_reply(tool_call("spawn_subagent", SPAWN)),

@@ -5,7 +5,7 @@ import json
 import jsonschema
 import pytest
 
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from orchestrator_app.tools import get_tool, tool, unregister
 
 from .conftest import API, session_url, transcript_of

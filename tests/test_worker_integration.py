@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 from django_q.tasks import async_task
 
-from orchestrator_app.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 
 from .conftest import payload_of, session_url, transcript_of
 

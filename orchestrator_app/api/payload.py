@@ -12,7 +12,9 @@ from artifacts_app import store
 from artifacts_app.models import Artifact
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session, TraceEvent
+from sessions_app.runstate import PendingTool
 
+from .. import context
 from ..diagnostics import iso, trace_envelope
 from ..tools import get_tool
 
@@ -41,15 +43,6 @@ TOOL_RESULT_META_KEYS = (
     "denied",
     "skipped",
     "reason",
-)
-BUCKETS = (
-    "systemPrompt",
-    "tools",
-    "history",
-    "toolResults",
-    "memory",
-    "pageContext",
-    "planArtifacts",
 )
 
 
@@ -98,23 +91,20 @@ def message_json(event: Event, view_mode: str) -> dict[str, Any]:
     }
 
 
-def pending_tool_json(pending: dict | None, session: Session) -> dict | None:
+def pending_tool_json(stored: dict | None, session: Session) -> dict | None:
     """Storage keeps snake_case keys and a from_memory key only; REST shows camelCase.
 
     While awaiting the browser, the input is shown with ``from_memory`` expanded, so the sidebar
     runs it without loading artifacts itself (storage is not changed). An approval card keeps
     the key: a body never goes into the Allow card.
     """
-    if not pending:
+    pending = PendingTool.from_json(stored)
+    if pending is None:
         return None
-    tool_input = pending.get("input")
+    tool_input = pending.input
     memory_error = None
-    if (
-        session.status == Session.Status.AWAITING_BROWSER
-        and isinstance(tool_input, dict)
-        and store.FROM_MEMORY in tool_input
-    ):
-        tool = get_tool(pending.get("name", ""))
+    if session.status == Session.Status.AWAITING_BROWSER and store.FROM_MEMORY in tool_input:
+        tool = get_tool(pending.name)
         if tool is not None and tool.artifact_field:
             try:
                 tool_input, _ = store.apply_from_memory(
@@ -123,18 +113,18 @@ def pending_tool_json(pending: dict | None, session: Session) -> dict | None:
             except store.ArtifactError as exc:
                 memory_error = exc.message
     data = {
-        "name": pending.get("name"),
+        "name": pending.name,
         "input": tool_input,
-        "summary": pending.get("summary", ""),
-        "callId": pending.get("call_id"),
-        "runtime": pending.get("runtime", "server"),
-        "approved": pending.get("approved"),
-        "nonPreallowable": bool(pending.get("non_preallowable")),
-        "artifactKey": pending.get("artifact_key"),
-        "memory": pending.get("memory"),
+        "summary": pending.summary,
+        "callId": pending.call_id,
+        "runtime": pending.runtime,
+        "approved": pending.approved,
+        "nonPreallowable": pending.non_preallowable,
+        "artifactKey": pending.artifact_key,
+        "memory": pending.memory,
     }
-    if pending.get("artifact_key"):
-        data["memory"] = store.memory_summary(session.pk, pending["artifact_key"])
+    if pending.artifact_key:
+        data["memory"] = store.memory_summary(session.pk, pending.artifact_key)
     if memory_error:
         data["memoryError"] = memory_error
     return data
@@ -147,21 +137,12 @@ def context_usage_json(stored: dict | None) -> dict[str, Any]:
         "budgetTokens": ahentic_settings.CONTEXT_BUDGET_TOKENS,
         "usedTokens": 0,
         "percent": 0,
-        "buckets": {name: 0 for name in BUCKETS},
+        "buckets": {name: 0 for name in context.BUCKETS},
     }
 
 
 def artifact_pointer_json(artifact: Artifact, *, with_payload: bool = False) -> dict[str, Any]:
-    data = {
-        "key": artifact.key,
-        "kind": artifact.kind,
-        "status": artifact.status,
-        "title": artifact.title,
-        "bytes": artifact.bytes,
-        "blockCount": artifact.block_count,
-        "step": artifact.step,
-        "updatedAt": iso(artifact.updated_at),
-    }
+    data = {**store.pointer_json(artifact), "updatedAt": iso(artifact.updated_at)}
     if with_payload:
         data["payload"] = artifact.payload
         data["source"] = artifact.source

@@ -24,11 +24,11 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
 from .. import decisions, runs, skills
+from ..diagnostics import iso, session_diagnostics
 from ..models import UsageRecord
 from ..tools import all_tools
 from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
-from ..diagnostics import iso, session_diagnostics
 from .payload import artifact_pointer_json, events_for_view, message_json, session_payload
 from .permissions import HasAgentPermission
 

@@ -16,6 +16,8 @@ from django.urls import reverse
 
 from sessions_app.conf import ahentic_settings
 
+from ..tools.browser_tools import SENSITIVE_AUTOCOMPLETE_PATTERN, SENSITIVE_FIELD_PATTERN
+
 register = template.Library()
 
 # The client polling contract: a live session is polled this often.
@@ -53,5 +55,7 @@ def ahentic_sidebar(context, admin: bool = False) -> str:
             "browser_timeout_s": int(ahentic_settings.BROWSER_TIMEOUT_S),
             "user_key": user.pk,
             "in_admin": bool(admin),
+            "sensitive_fields": SENSITIVE_FIELD_PATTERN,
+            "sensitive_autocomplete": SENSITIVE_AUTOCOMPLETE_PATTERN,
         },
     )

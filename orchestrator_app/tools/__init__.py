@@ -8,7 +8,9 @@
     def notes_create(ctx, input):
         ...  # return a JSON-serializable dict, or raise ToolError(code, message, hint=None)
 
-Tools are discovered from each installed app's ``ahentic_tools`` module on first use.
+Tools are discovered from each installed app's ``ahentic_tools`` module on first use, the
+built-ins included (``orchestrator_app/ahentic_tools.py`` loads every module of this package,
+so a new built-in is one new file here).
 ``requires_approval`` defaults to ``not readonly``; ``runtime="browser"`` tools have no server
 body (the sidebar runs them); ``artifact_field`` lets the model pass ``{"from_memory": key}``.
 """
@@ -183,14 +185,7 @@ def _discover() -> None:
         return
     with _lock:
         if not _discovered:
-            from . import (  # noqa: F401
-                artifact_tools,
-                browser_tools,
-                builtins,
-                context_tools,
-                subagent_tools,
-            )
-
+            # Built-ins too: orchestrator_app/ahentic_tools.py loads every module of this package.
             autodiscover_modules("ahentic_tools")
             _discovered = True
 

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import tool
 
-SENSITIVE = ("password", "passwd", "secret", "token", "otp")
+# Form fields whose values are secrets: filling one needs the user's approval, and page_read
+# never returns its value. One rule for Python and the sidebar, which receives both patterns
+# from the ``{% ahentic_sidebar %}`` tag (JavaScript reads them as case-insensitive RegExps).
+SENSITIVE_FIELD_PATTERN = r"pass|secret|token|otp|csrf|cvc|cvv|card.?num|ssn"
+SENSITIVE_AUTOCOMPLETE_PATTERN = r"password|one-time-code|cc-number|cc-csc"
+_SENSITIVE_FIELD = re.compile(SENSITIVE_FIELD_PATTERN, re.IGNORECASE)
+
+
+def is_sensitive_field(name: Any) -> bool:
+    return bool(_SENSITIVE_FIELD.search(str(name)))
 
 
 def _fills_sensitive_field(input: dict[str, Any]) -> bool:
-    return any(s in str(name).lower() for name in (input.get("fields") or {}) for s in SENSITIVE)
+    return any(is_sensitive_field(name) for name in (input.get("fields") or {}))
 
 
 @tool(

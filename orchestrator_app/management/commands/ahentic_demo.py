@@ -42,8 +42,8 @@ class Command(BaseCommand):
         env = os.environ.copy()
         offline = None
         if not ahentic_settings.API_KEY and not ahentic_settings.BASE_URL:
-            from orchestrator_app.localapi import LocalMessagesServer
-            from orchestrator_app.offline import demo_responder
+            from orchestrator_app.testing.localapi import LocalMessagesServer
+            from orchestrator_app.testing.offline import demo_responder
 
             offline = LocalMessagesServer().start()
             offline.responder = demo_responder

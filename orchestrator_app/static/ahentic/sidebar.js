@@ -436,8 +436,9 @@
     "BUTTON",
   ]);
   const NOT_FILLABLE_TYPES = new Set(["hidden", "submit", "button", "reset", "image", "file"]);
-  const SENSITIVE = /pass|secret|token|otp|csrf|cvc|cvv|card.?num|ssn/i;
-  const SENSITIVE_AUTOCOMPLETE = /password|one-time-code|cc-number|cc-csc/i;
+  // The server's rule (orchestrator_app/tools/browser_tools.py), served by the template tag.
+  const SENSITIVE = new RegExp(root.dataset.sensitiveFields || "pass|secret|token", "i");
+  const SENSITIVE_AUTOCOMPLETE = new RegExp(root.dataset.sensitiveAutocomplete || "password", "i");
 
   function collapse(text) {
     return (text || "").replace(/\s+/g, " ").trim();

@@ -9,8 +9,8 @@ it unchanged::
         client = anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=2)
         ...  # run the agent; inspect server.message_requests() afterwards
 
-It uses only the standard library (no Django, no ``anthropic``) so it can run anywhere,
-including ``python -m orchestrator_app.localapi --port 8765`` for a manual demo.
+It uses only the standard library and the project's token-estimate rule (no Django models, no
+``anthropic``); ``manage.py ahentic_localapi`` serves it for a manual demo.
 
 Behaviour
 ---------
@@ -77,7 +77,6 @@ success: just before the JSON answer is sent, or when a stream starts.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import json
@@ -91,6 +90,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self, TypedDict, Unpack, cast
+
+from sessions_app.tokens import estimate_tokens
 
 JSON = dict[str, Any]
 
@@ -384,10 +385,6 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _tokens(text: str) -> int:
-    return max(1, math.ceil(len(text.encode("utf-8")) / 4))
-
-
 def _without_cc(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: v for k, v in value.items() if k != "cache_control"}
@@ -411,11 +408,15 @@ def _pieces(body: JSON) -> list[_Piece]:
     for tool in body.get("tools") or []:
         plain = _without_cc(tool)
         pieces.append(
-            _Piece(_dumps(["tool", plain]), _tokens(_dumps(plain)), bool(tool.get("cache_control")))
+            _Piece(
+                _dumps(["tool", plain]),
+                estimate_tokens(_dumps(plain)),
+                bool(tool.get("cache_control")),
+            )
         )
     for block in _system_blocks(body.get("system")):
         key = _dumps(["system", _without_cc(block)])
-        pieces.append(_Piece(key, _tokens(block["text"]), bool(block.get("cache_control"))))
+        pieces.append(_Piece(key, estimate_tokens(block["text"]), bool(block.get("cache_control"))))
     for i, msg in enumerate(body["messages"]):
         blocks = _content_blocks(msg["content"])
         if not blocks:
@@ -423,7 +424,7 @@ def _pieces(body: JSON) -> list[_Piece]:
                 _Piece(_dumps(["message", i, msg["role"], None]), ROLE_OVERHEAD_TOKENS, False)
             )
         for j, block in enumerate(blocks):
-            tokens = _tokens(_block_text(block)) + (ROLE_OVERHEAD_TOKENS if j == 0 else 0)
+            tokens = estimate_tokens(_block_text(block)) + (ROLE_OVERHEAD_TOKENS if j == 0 else 0)
             key = _dumps(["message", i, msg["role"], _without_cc(block)])
             pieces.append(_Piece(key, tokens, bool(block.get("cache_control"))))
     if body.get("cache_control") and pieces:  # top-level automatic caching: mark the last piece
@@ -439,7 +440,7 @@ def count_request_tokens(body: JSON) -> int:
 
 def output_token_count(content: list[JSON]) -> int:
     """Default ``output_tokens`` of a reply with these content blocks."""
-    return _tokens(_dumps(content))
+    return estimate_tokens(_dumps(content))
 
 
 # --------------------------------------------------------------------------- server
@@ -743,26 +744,3 @@ def _block_events(block: JSON) -> tuple[JSON, list[JSON]]:
             {"type": "input_json_delta", "partial_json": p} for p in parts
         ]
     return block, []  # any other block (thinking, ...) arrives whole in content_block_start
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m orchestrator_app.localapi --port 8765``: serve until Ctrl-C."""
-    parser = argparse.ArgumentParser(
-        prog="python -m orchestrator_app.localapi",
-        description="Serve a local Anthropic Messages API stand-in (answers 'Done.').",
-    )
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--api-key", default=None, help="reject requests without this key")
-    args = parser.parse_args(argv)
-    server = LocalMessagesServer(port=args.port, api_key=args.api_key, verbose=True).start()
-    print(f"Local Messages API listening on {server.url} (Ctrl-C to stop)", flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-
-
-if __name__ == "__main__":
-    main()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..prompt import CONTEXT_HEADER
 from .localapi import LocalResponse, text_reply, tool_call, tool_reply
-from .prompt import CONTEXT_HEADER
 
 TOUR_PLAN = [
     {"id": "read", "content": "Read your message", "status": "completed"},
