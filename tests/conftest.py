@@ -143,6 +143,36 @@ def session_url(session, path: str = "") -> str:
     return f"{API}/sessions/{session.pk}{'/' + path if path else ''}"
 
 
+def post(client, session, path: str, data=None):
+    """POST JSON to one of the session's routes."""
+    return client.post(session_url(session, path), data or {}, format="json")
+
+
+def post_message(client, session, run_tasks, content: str, **extra) -> dict:
+    """Post a message that starts a run (202), run its steps, and return the payload."""
+    response = run_tasks(post, client, session, "messages", {"content": content, **extra})
+    assert response.status_code == 202, response.content
+    return payload_of(client, session)
+
+
+def decide(client, session, run_tasks, decision: str = "allow_once", **extra) -> dict:
+    """Answer the pending approval (200), run the steps it enqueues, return the payload."""
+    response = run_tasks(post, client, session, "approvals", {"decision": decision, **extra})
+    assert response.status_code == 200, response.content
+    return payload_of(client, session)
+
+
+def result_of(request: dict, call_id: str) -> dict:
+    """The tool_result block answering ``call_id`` in a request the model received."""
+    [block] = [
+        block
+        for message in request["messages"]
+        for block in message["content"]
+        if block["type"] == "tool_result" and block["tool_use_id"] == call_id
+    ]
+    return block
+
+
 def payload_of(client, session) -> dict:
     response = client.get(session_url(session))
     assert response.status_code == 200, response.content

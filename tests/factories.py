@@ -2,6 +2,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
+from artifacts_app import store
 from artifacts_app.models import Artifact
 from orchestrator_app.models import UsageRecord
 from sessions_app import services
@@ -44,7 +45,8 @@ class SessionFactory(factory.django.DjangoModelFactory):
 
 
 class GoalFactory(factory.django.DjangoModelFactory):
-    """Goals have no service yet (the orchestrator creates them); rows are made directly."""
+    """A goal row made directly, for payload and admin tests (the model's set_goal tool goes
+    through ``sessions_app.services.goal_create``)."""
 
     class Meta:
         model = Goal
@@ -58,11 +60,14 @@ class ArtifactFactory(factory.django.DjangoModelFactory):
         model = Artifact
 
     session = factory.SubFactory(SessionFactory)
+    """A ready Markdown artifact with the payload shape the store writes (``{content}``)."""
+
     key = factory.Sequence(lambda n: f"draft-{n}")
     kind = Artifact.Kind.MARKDOWN
+    status = Artifact.Status.READY
     title = "Draft"
-    payload = factory.LazyAttribute(lambda a: {"markdown": f"# {a.title}"})
-    bytes = 12
+    payload = factory.LazyAttribute(lambda a: {"content": f"# {a.title}"})
+    bytes = factory.LazyAttribute(lambda a: store.encoded_bytes(a.payload))
 
 
 class UsageRecordFactory(factory.django.DjangoModelFactory):

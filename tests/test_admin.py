@@ -201,7 +201,7 @@ def test_it_shows_artifacts_read_only(admin_client, inspected):
 
     assert listing.status_code == detail.status_code == 200
     assert listing.context["cl"].result_count == 1
-    assert "&quot;markdown&quot;: &quot;# Draft&quot;" in detail.content.decode()
+    assert "&quot;content&quot;: &quot;# Draft&quot;" in detail.content.decode()
     assert admin_client.get(url(type(artifact), "add")).status_code == 403
 
 

@@ -16,32 +16,15 @@ from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from . import tools_for_artifacts  # noqa: F401  (registers publish_note, editor_insert...)
-from .conftest import payload_of, session_url, transcript_of
+from .conftest import decide, payload_of, post_message, result_of, session_url, transcript_of
+
+REQUEST = "Write the coffee article and publish it"
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
 CHUNK_ONE = "## Beans\nBuy whole beans from a local roaster and grind them just before brewing."
 CHUNK_TWO = "## Water\nUse filtered water just off the boil, at about ninety-four degrees."
 ARTICLE = f"{CHUNK_ONE}\n\n{CHUNK_TWO}"
-
-
-def post_message(client, session, run_tasks, content="Write the coffee article and publish it"):
-    response = run_tasks(
-        client.post, session_url(session, "messages"), {"content": content}, format="json"
-    )
-    assert response.status_code == 202, response.content
-    return payload_of(client, session)
-
-
-def approve(client, session, run_tasks, decision="allow_once", **extra):
-    response = run_tasks(
-        client.post,
-        session_url(session, "approvals"),
-        {"decision": decision, **extra},
-        format="json",
-    )
-    assert response.status_code == 200, response.content
-    return payload_of(client, session)
 
 
 def stage_call(content=None, *, key="article_draft", kind="markdown", id=None, **options):
@@ -107,16 +90,6 @@ def user_texts(request: dict) -> list[str]:
     ]
 
 
-def result_of(request: dict, call_id: str) -> dict:
-    [block] = [
-        block
-        for message in request["messages"]
-        for block in message["content"]
-        if block["type"] == "tool_result" and block["tool_use_id"] == call_id
-    ]
-    return block
-
-
 def tool_result_meta(client, session, call_id: str) -> dict:
     [message] = [
         m
@@ -147,7 +120,7 @@ def test_a_staged_draft_is_applied_by_key_and_its_body_never_reaches_the_model_a
         grant(owner)
     llm.enqueue(*draft_replies(), tool_reply(publish_call()), text_reply("Published."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     if approval == "allow_once":
         assert body["status"] == "awaiting_human"
@@ -165,7 +138,7 @@ def test_a_staged_draft_is_applied_by_key_and_its_body_never_reaches_the_model_a
         assert stored["input"] == {"title": "Coffee at home", "from_memory": "article_draft"}
         assert "Beans" not in json.dumps(stored) and "Water" not in json.dumps(stored)
         assert artifact_calls == []
-        body = approve(owner_client, session, run_tasks)
+        body = decide(owner_client, session, run_tasks)
 
     assert body["status"] == "idle"
     assert body["messages"][-1]["content"] == "Published."
@@ -206,7 +179,7 @@ def test_the_prompt_after_an_apply_points_to_the_artifact_as_applied(
     grant(owner)
     llm.enqueue(*draft_replies(), tool_reply(publish_call()), text_reply("Published."))
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     after_apply = llm.message_requests()[4]
     newest_user_turn = after_apply["messages"][-1]
@@ -222,7 +195,7 @@ def test_stage_results_tell_the_model_what_to_do_next_without_the_body(
 ):
     llm.enqueue(*draft_replies(), text_reply("Drafted."))
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     requests = llm.message_requests()
     chunk = json.loads(result_of(requests[1], "toolu_chunk1")["content"])
@@ -274,7 +247,7 @@ def test_from_memory_wins_over_an_inline_body(
         text_reply("Published."),
     )
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     assert artifact_calls == [
         {"tool": "publish_note", "input": {"title": "Coffee at home", "body": ARTICLE}}
@@ -292,7 +265,7 @@ def test_an_applied_draft_cannot_be_applied_again_until_restaged(
         text_reply("It was already published."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert len(artifact_calls) == 1
@@ -304,10 +277,10 @@ def test_an_artifact_marked_stale_during_the_approval_is_refused_and_the_card_cl
     owner_client, session, llm, run_tasks, artifact_calls
 ):
     llm.enqueue(tool_reply(stage_call(ARTICLE)), tool_reply(publish_call()), text_reply("Stale."))
-    assert post_message(owner_client, session, run_tasks)["status"] == "awaiting_human"
+    assert post_message(owner_client, session, run_tasks, REQUEST)["status"] == "awaiting_human"
     store.set_status(session.pk, "article_draft", "stale")  # e.g. staff, in the admin
 
-    body = approve(owner_client, session, run_tasks)
+    body = decide(owner_client, session, run_tasks)
 
     assert artifact_calls == []
     result = json.loads(result_of(llm.message_requests()[2], "toolu_publish")["content"])
@@ -393,7 +366,7 @@ def test_an_artifact_error_is_a_tool_result_and_the_run_continues(
     grant(owner)  # an approval card must not hide the error: it comes first
     llm.enqueue(*setup, tool_reply(failing), text_reply("That did not work; here is why."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert body["messages"][-1]["content"] == "That did not work; here is why."
@@ -419,7 +392,7 @@ def test_the_item_cap_refuses_the_eleventh_key_with_the_default_limit(
         text_reply("Ten parts staged; the eleventh did not fit."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert len(body["artifacts"]) == 10
@@ -440,7 +413,7 @@ def test_a_drafting_artifact_is_refused_with_a_hint_to_finish_it(
         text_reply("The draft is not finished yet."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert body["pendingTool"] is None  # refused before any approval card
@@ -459,7 +432,7 @@ def test_an_apply_call_with_neither_a_body_nor_a_key_is_invalid_input(
         text_reply("I forgot the body."),
     )
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     result = json.loads(result_of(llm.message_requests()[1], "toolu_empty")["content"])
     assert result["error"] == "invalid_input"
@@ -481,7 +454,7 @@ def test_an_oversized_inline_body_is_auto_staged_and_the_pending_call_holds_only
         text_reply("Published the long note."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "awaiting_human"
     pending = body["pendingTool"]
@@ -498,7 +471,7 @@ def test_an_oversized_inline_body_is_auto_staged_and_the_pending_call_holds_only
         "auto_stage",
     )
 
-    body = approve(owner_client, session, run_tasks)
+    body = decide(owner_client, session, run_tasks)
 
     assert body["status"] == "idle"
     assert artifact_calls == [
@@ -517,9 +490,9 @@ def test_approving_an_auto_staged_call_does_not_stage_it_again(
         tool_reply(tool_call("publish_note", {"title": "Long", "body": long_body})),
         text_reply("Published."),
     )
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
-    approve(owner_client, session, run_tasks)
+    decide(owner_client, session, run_tasks)
 
     notes = [
         m["content"]
@@ -538,7 +511,7 @@ def test_an_inline_body_under_the_threshold_is_used_as_is(
         text_reply("Published."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["artifacts"] == []
     assert artifact_calls == [
@@ -558,7 +531,7 @@ def test_list_and_delete_artifacts_work_on_pointers(owner_client, session, llm, 
         text_reply("Cleaned up."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert body["artifacts"] == []
@@ -589,7 +562,7 @@ def test_a_body_sent_beside_the_payload_is_still_staged(owner_client, session, l
         text_reply("Staged both."),
     )
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     assert artifact_of(owner_client, session, "intro")["payload"] == {"content": CHUNK_ONE}
     assert artifact_of(owner_client, session, "layout")["payload"] == {

@@ -15,7 +15,16 @@ from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from . import tools_for_artifacts  # noqa: F401  (registers editor_insert, publish_note...)
-from .conftest import payload_of, session_url, trace_types, transcript_of
+from .conftest import (
+    payload_of,
+    post,
+    post_message,
+    result_of,
+    trace_types,
+    transcript_of,
+)
+
+REQUEST = "Look at this page"
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
@@ -23,30 +32,10 @@ PAGE = {"url": "https://example.com/contact", "title": "Contact", "headings": ["
 ARTICLE = "## Beans\nGrind just before brewing.\n\n## Water\nJust off the boil."
 
 
-def post(client, session, path, data=None):
-    return client.post(session_url(session, path), data or {}, format="json")
-
-
-def post_message(client, session, run_tasks, content="Look at this page", **extra):
-    response = run_tasks(post, client, session, "messages", {"content": content, **extra})
-    assert response.status_code == 202, response.content
-    return payload_of(client, session)
-
-
 def send_result(client, session, run_tasks, **data):
     response = run_tasks(post, client, session, "browser-results", data)
     assert response.status_code == 200, response.content
     return payload_of(client, session)
-
-
-def result_of(request: dict, call_id: str) -> dict:
-    [block] = [
-        block
-        for message in request["messages"]
-        for block in message["content"]
-        if block["type"] == "tool_result" and block["tool_use_id"] == call_id
-    ]
-    return block
 
 
 def tool_message(client, session, call_id: str) -> dict:
@@ -60,7 +49,7 @@ def tool_message(client, session, call_id: str) -> dict:
 
 def pause_on_page_read(client, session, llm, run_tasks, *more_replies):
     llm.enqueue(tool_reply(tool_call("page_read", {}, id="toolu_read")), *more_replies)
-    return post_message(client, session, run_tasks)
+    return post_message(client, session, run_tasks, REQUEST)
 
 
 # --- the pause and the result ----------------------------------------------------------------------
@@ -179,7 +168,7 @@ def test_a_result_when_nothing_waits_for_the_browser_is_refused(
 
 def test_an_approval_pending_is_not_a_browser_pause(owner_client, session, llm, run_tasks):
     llm.enqueue(tool_reply(tool_call("publish_note", {"title": "T", "body": "B"}, id="toolu_pub")))
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     response = post(owner_client, session, "browser-results", {"callId": "toolu_pub", "result": {}})
 
@@ -198,7 +187,7 @@ def test_the_calls_after_a_browser_call_run_in_order_once_its_result_arrives(
         ),
         text_reply("Read the page and its stats."),
     )
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
     assert body["status"] == "awaiting_browser"
     assert artifact_calls == []
 
@@ -342,7 +331,7 @@ def test_continue_recovers_a_stale_browser_pause_and_the_run_goes_on(
         ),
         text_reply("The page did not answer; the stats say 42."),
     )
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
     age_browser_pause(session, 46)
 
     response = run_tasks(post, owner_client, session, "continue")
@@ -484,7 +473,7 @@ def test_ask_mode_refuses_filling_fields_and_mutating_tools_without_any_card(
 def test_ask_mode_still_reads_the_page(owner_client, session, llm, run_tasks):
     llm.enqueue(tool_reply(tool_call("page_read", {}, id="toolu_read")), text_reply("Read."))
 
-    body = post_message(owner_client, session, run_tasks, mode="ask")
+    body = post_message(owner_client, session, run_tasks, REQUEST, mode="ask")
 
     assert body["status"] == "awaiting_browser"
     assert (

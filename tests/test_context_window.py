@@ -18,12 +18,7 @@ from orchestrator_app.tools import tools_for
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Goal, Session
 
-from .conftest import (
-    model_requests,
-    payload_of,
-    session_url,
-    without_cache_control,
-)
+from .conftest import model_requests, post_message, session_url, without_cache_control
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
@@ -42,14 +37,6 @@ NOTES = {
     "payload": {"content": "# Notes\nWhat the lookups found."},
 }
 CONTEXT_HEADER = "[Context for this step"
-
-
-def post_message(client, run_tasks, session, content, **extra):
-    response = run_tasks(
-        client.post, session_url(session, "messages"), {"content": content, **extra}, format="json"
-    )
-    assert response.status_code == 202, response.content
-    return payload_of(client, session)
 
 
 def main_requests(llm) -> list[dict]:
@@ -132,7 +119,7 @@ def run_twenty_steps(client, run_tasks, session, llm) -> dict:
     for i in range(19):
         llm.enqueue(tool_reply(tool_call("echo", {"text": f"Topic {i:02d}: " + "finding " * 12})))
     llm.enqueue(text_reply("Here is what the twenty lookups found."))
-    body = post_message(client, run_tasks, session, "Research twenty topics, one lookup each.")
+    body = post_message(client, session, run_tasks, "Research twenty topics, one lookup each.")
     assert body["status"] == "idle", body["lastError"]
     assert len(main_requests(llm)) == 20
     return body
@@ -191,7 +178,7 @@ def test_the_step_context_is_stored_with_the_turn_that_first_carried_it(
     )
     page = {"url": "https://example.com/about", "title": "About us"}
 
-    post_message(owner_client, run_tasks, session, "Plan the research", pageContext=page)
+    post_message(owner_client, session, run_tasks, "Plan the research", pageContext=page)
 
     first, after_plan, after_stage, after_echo = requests = main_requests(llm)
     # Step 1: the page context rides on the user message itself.
@@ -217,8 +204,8 @@ def test_a_new_run_keeps_the_earlier_turns_byte_for_byte(owner_client, session, 
         text_reply("Planned."),
         text_reply("Second answer."),
     )
-    post_message(owner_client, run_tasks, session, "Plan the research")
-    post_message(owner_client, run_tasks, session, "And now the second question")
+    post_message(owner_client, session, run_tasks, "Plan the research")
+    post_message(owner_client, session, run_tasks, "And now the second question")
 
     last_of_first_run, second_run = main_requests(llm)[1], main_requests(llm)[2]
     # The new run appends the final reply and the new user turn (with its own, changed step
@@ -278,7 +265,7 @@ def run_long_session(client, run_tasks, session, model_script, settings, lookups
             tool_reply(tool_call("echo", {"text": f"Topic {i:02d} finding. " * 50}))
         )
     model_script.main.append(text_reply("All topics researched."))
-    body = post_message(client, run_tasks, session, "Research the topics one by one")
+    body = post_message(client, session, run_tasks, "Research the topics one by one")
     assert body["status"] == "idle", body["lastError"]
     return budget
 

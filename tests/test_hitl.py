@@ -18,42 +18,27 @@ from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
 from . import tools_for_artifacts  # noqa: F401  (registers publish_note, wipe_site...)
-from .conftest import payload_of, session_url, trace_types, transcript_of
+from .conftest import (
+    decide,
+    payload_of,
+    post,
+    post_message,
+    result_of,
+    session_url,
+    trace_types,
+    transcript_of,
+)
 from .factories import SessionFactory
+
+REQUEST = "Publish the opening hours"
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
 NOTE = {"title": "Opening hours", "body": "We open at nine."}
 
 
-def post(client, session, path, data=None):
-    return client.post(session_url(session, path), data or {}, format="json")
-
-
-def post_message(client, session, run_tasks, content="Publish the opening hours", **extra):
-    response = run_tasks(post, client, session, "messages", {"content": content, **extra})
-    assert response.status_code == 202, response.content
-    return payload_of(client, session)
-
-
-def decide(client, session, run_tasks, decision, **extra):
-    response = run_tasks(post, client, session, "approvals", {"decision": decision, **extra})
-    assert response.status_code == 200, response.content
-    return payload_of(client, session)
-
-
 def publish(id="toolu_publish", **input):
     return tool_call("publish_note", {**NOTE, **input}, id=id)
-
-
-def result_of(request: dict, call_id: str) -> dict:
-    [block] = [
-        block
-        for message in request["messages"]
-        for block in message["content"]
-        if block["type"] == "tool_result" and block["tool_use_id"] == call_id
-    ]
-    return block
 
 
 def results_in_newest_turn(request: dict) -> list[str]:
@@ -82,7 +67,7 @@ def test_a_mutating_tool_pauses_with_an_approval_card(
 ):
     llm.enqueue(tool_reply(publish()))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "awaiting_human"
     assert body["pendingTool"] == {
@@ -107,7 +92,7 @@ def test_a_read_only_tool_runs_without_asking(
 ):
     llm.enqueue(tool_reply(tool_call("site_stats", {"page": "/"})), text_reply("42 visits."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert ran(artifact_calls, "site_stats") == [{"page": "/"}]
@@ -121,7 +106,7 @@ def test_deny_with_a_reason_runs_nothing_and_the_model_reads_the_reason(
     owner_client, session, llm, run_tasks, artifact_calls
 ):
     llm.enqueue(tool_reply(publish()), text_reply("Understood, I will not publish it."))
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     body = decide(owner_client, session, run_tasks, "deny", reason="Wrong hours")
 
@@ -149,7 +134,7 @@ def test_allow_once_runs_the_tool_exactly_once_and_the_next_call_asks_again(
         tool_reply(publish()),
         tool_reply(publish(id="toolu_second", title="Closing hours")),
     )
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     body = decide(owner_client, session, run_tasks, "allow_once")
 
@@ -172,7 +157,7 @@ def test_allow_session_stops_asking_for_that_tool_in_this_session_only(
         tool_reply(publish(id="toolu_second", title="Closing hours")),
         text_reply("Both published."),
     )
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     body = decide(owner_client, session, run_tasks, "allow_session")
 
@@ -185,28 +170,28 @@ def test_allow_session_stops_asking_for_that_tool_in_this_session_only(
 
     another = SessionFactory(owner=session.owner)
     llm.enqueue(tool_reply(publish(id="toolu_elsewhere")))
-    assert post_message(owner_client, another, run_tasks)["status"] == "awaiting_human"
+    assert post_message(owner_client, another, run_tasks, REQUEST)["status"] == "awaiting_human"
 
 
 def test_always_allow_stops_asking_in_a_new_session_of_the_same_user_only(
     owner_client, other_client, other, session, llm, run_tasks, artifact_calls
 ):
     llm.enqueue(tool_reply(publish()), text_reply("Published."))
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     decide(owner_client, session, run_tasks, "always_allow")
 
     assert ToolGrant.objects.filter(user=session.owner, tool_name="publish_note").count() == 1
     fresh = SessionFactory(owner=session.owner)
     llm.enqueue(tool_reply(publish(id="toolu_fresh")), text_reply("Published again."))
-    body = post_message(owner_client, fresh, run_tasks)
+    body = post_message(owner_client, fresh, run_tasks, REQUEST)
     assert body["status"] == "idle"
     assert tool_messages(owner_client, fresh)["toolu_fresh"]["meta"]["approved"] == "preallowed"
     assert len(ran(artifact_calls)) == 2
 
     others = SessionFactory(owner=other)
     llm.enqueue(tool_reply(publish(id="toolu_other")))
-    body = post_message(other_client, others, run_tasks)
+    body = post_message(other_client, others, run_tasks, REQUEST)
     assert body["status"] == "awaiting_human"
     assert len(ran(artifact_calls)) == 2
 
@@ -215,7 +200,7 @@ def test_allow_once_with_edited_input_runs_the_tool_with_the_edit(
     owner_client, session, llm, run_tasks, artifact_calls
 ):
     llm.enqueue(tool_reply(publish()), text_reply("Published your version."))
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
     edited = {"title": "Opening hours", "body": "We open at ten on Sundays."}
 
     body = decide(owner_client, session, run_tasks, "allow_once", input=edited)
@@ -236,7 +221,7 @@ def test_edited_input_that_fails_the_schema_is_refused_and_the_card_stays(
     owner_client, session, llm, run_tasks, artifact_calls, edited, missing
 ):
     llm.enqueue(tool_reply(publish()))
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     response = post(
         owner_client,
@@ -258,7 +243,7 @@ def test_an_approved_call_refused_on_resume_clears_the_approval_card(
     owner_client, session, llm, run_tasks, artifact_calls
 ):
     llm.enqueue(tool_reply(publish()), text_reply("Ask mode now, so I did not publish."))
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
     response = owner_client.patch(session_url(session), {"mode": "ask"}, format="json")
     assert response.status_code == 200
 
@@ -331,7 +316,7 @@ def test_an_approval_without_a_pending_call_is_a_400(owner_client, session, llm)
 
 def test_an_approval_while_awaiting_the_browser_is_a_409(owner_client, session, llm, run_tasks):
     llm.enqueue(tool_reply(tool_call("editor_insert", {"content": "Hello"}, id="toolu_insert")))
-    assert post_message(owner_client, session, run_tasks)["status"] == "awaiting_browser"
+    assert post_message(owner_client, session, run_tasks, REQUEST)["status"] == "awaiting_browser"
 
     response = post(owner_client, session, "approvals", {"decision": "allow_once"})
 
@@ -346,7 +331,7 @@ def test_an_unknown_decision_is_a_400(
     owner_client, session, llm, run_tasks, artifact_calls, decision
 ):
     llm.enqueue(tool_reply(publish()))
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     response = post(owner_client, session, "approvals", {"decision": decision})
 
@@ -418,7 +403,7 @@ def test_a_message_while_awaiting_approval_denies_the_call_skips_the_rest_and_st
         ),
         text_reply("Sure, let us talk about prices instead."),
     )
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
     assert (body["status"], body["pendingTool"]["callId"]) == ("awaiting_human", "toolu_publish")
     run_seq = body["runSeq"]
 
@@ -459,7 +444,7 @@ def test_calls_of_one_turn_run_in_order_and_a_pause_keeps_the_rest_for_after_the
         text_reply("Checked, published and checked again."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert (body["status"], body["pendingTool"]["callId"]) == ("awaiting_human", "toolu_b")
     assert [c["tool"] for c in artifact_calls] == ["site_stats"]
@@ -488,7 +473,7 @@ def test_two_calls_needing_approval_in_one_turn_pause_one_after_the_other(
         tool_reply(publish(id="toolu_one"), publish(id="toolu_two", title="Closing hours")),
         text_reply("First published, second declined."),
     )
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     body = decide(owner_client, session, run_tasks, "allow_once")
     assert (body["status"], body["pendingTool"]["callId"]) == ("awaiting_human", "toolu_two")

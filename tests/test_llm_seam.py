@@ -10,19 +10,13 @@ import pytest
 from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 
-from .conftest import payload_of, session_url, trace_types, transcript_of
+from .conftest import payload_of, post_message, session_url, trace_types, transcript_of
+
+REQUEST = "Do the job"
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def post_message(client, session, run_tasks, content="Do the job"):
-    response = run_tasks(
-        client.post, session_url(session, "messages"), {"content": content}, format="json"
-    )
-    assert response.status_code == 202, response.content
-    return payload_of(client, session)
 
 
 def test_the_sdk_streams_a_well_formed_request_with_the_api_key(
@@ -50,7 +44,7 @@ def test_overloaded_answers_within_the_retries_are_invisible(owner_client, sessi
         error_reply(529, retry_after_ms=10), error_reply(529, retry_after_ms=10), text_reply("Ok.")
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert body["lastErrorCode"] == ""
@@ -73,7 +67,7 @@ def test_a_model_failure_after_the_retries_fails_the_run_resumably_and_continue_
 ):
     llm.enqueue(*(error_reply(status, error_type, retry_after_ms=10) for _ in range(attempts)))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "error"
     assert body["lastErrorCode"] == code
@@ -109,7 +103,7 @@ def test_a_failure_mid_run_keeps_the_work_done_and_resumes_after_it(
         tool_reply(tool_call("echo", {"text": "step one"}, id="toolu_one")),
         *(error_reply(529, retry_after_ms=10) for _ in range(3)),
     )
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
     llm.enqueue(text_reply("Finished."))
 
     run_tasks(owner_client.post, session_url(session, "continue"))
@@ -128,7 +122,7 @@ def test_a_model_that_does_not_answer_in_time_fails_with_the_timeout_code(
     # An error answer is held before its headers are sent: the request itself times out.
     llm.enqueue(error_reply(529, gate=never))
     try:
-        body = post_message(owner_client, session, run_tasks)
+        body = post_message(owner_client, session, run_tasks, REQUEST)
     finally:
         never.set()
 
@@ -144,7 +138,7 @@ def test_a_model_that_stalls_mid_stream_fails_with_the_timeout_code(
     never = threading.Event()
     llm.enqueue(text_reply("Too late.", gate=never))
     try:
-        body = post_message(owner_client, session, run_tasks)
+        body = post_message(owner_client, session, run_tasks, REQUEST)
     finally:
         never.set()
 

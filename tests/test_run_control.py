@@ -22,15 +22,11 @@ from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call
 from sessions_app.models import Session
 
 from . import tools_for_tests
-from .conftest import payload_of, session_url, trace_types, transcript_of
+from .conftest import payload_of, post, session_url, trace_types, transcript_of
 from .factories import SessionFactory
 from .tools_for_tests import SlowWriteGate
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
-
-
-def post(client, session, path, data=None):
-    return client.post(session_url(session, path), data or {}, format="json")
 
 
 def start_run_without_steps(client, session, content="Do the job"):

@@ -7,17 +7,11 @@ from orchestrator_app import tasks
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Event, Session
 
-from .conftest import API, payload_of, transcript_of
+from .conftest import API, payload_of, post_message, transcript_of
+
+REQUEST = "Research tea for me"
 
 SPAWN = {"name": "researcher", "task": "Find three facts about tea.", "tools": ["echo"]}
-
-
-def post_message(client, session, run_tasks, content="Research tea for me"):
-    response = run_tasks(
-        client.post, f"{API}/sessions/{session.pk}/messages", {"content": content}, format="json"
-    )
-    assert response.status_code == 202, response.content
-    return response
 
 
 def child_of(session) -> Session:
@@ -43,7 +37,7 @@ def test_a_sub_agent_runs_its_task_and_reports_back_as_a_synthetic_tool_pair(
         text_reply("My researcher found three kinds of tea."),  # parent, step 2
     )
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     child = child_of(session)
     assert (child.title, child.prompt, child.granted_tools) == (
@@ -96,7 +90,7 @@ def test_a_sub_agent_cannot_start_sub_agents_of_its_own(
         text_reply("Done."),
     )
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     child = child_of(session)
     assert not Session.objects.filter(parent=child).exists()
@@ -112,7 +106,7 @@ def test_an_unknown_tool_for_a_sub_agent_is_refused_and_nothing_is_created(
         text_reply("No such tool."),
     )
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     assert not Session.objects.filter(parent=session).exists()
     result = [m for m in transcript_of(owner_client, session) if m["kind"] == "tool_response"][0]
@@ -143,7 +137,7 @@ def test_an_idle_parent_wakes_up_when_its_sub_agent_reports_later(
         text_reply("I asked a researcher; I will tell you when it reports."),
     )
     with mock.patch("orchestrator_app.queue.async_task", side_effect=defer):
-        post_message(owner_client, session, run_tasks)
+        post_message(owner_client, session, run_tasks, REQUEST)
         assert payload_of(owner_client, session)["status"] == "idle"
         assert child_of(session).status == "running"
 
@@ -164,7 +158,7 @@ def test_cancelling_the_parent_cancels_its_running_sub_agent(
     defer = DeferChildSteps(session)
     llm_strict.enqueue(tool_reply(tool_call("spawn_subagent", SPAWN)), text_reply("Waiting."))
     with mock.patch("orchestrator_app.queue.async_task", side_effect=defer):
-        post_message(owner_client, session, run_tasks)
+        post_message(owner_client, session, run_tasks, REQUEST)
     # The parent is idle, its child still runs; a new parent run is busy with something else.
     child = child_of(session)
     Session.objects.filter(pk=session.pk).update(status="running")
@@ -182,7 +176,7 @@ def test_a_depth_of_zero_turns_sub_agents_off(
     settings.AHENTIC = {**settings.AHENTIC, "SUBAGENT_MAX_DEPTH": 0}
     llm_strict.enqueue(tool_reply(tool_call("spawn_subagent", SPAWN)), text_reply("Alone, then."))
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     assert not Session.objects.filter(parent=session).exists()
     result = [m for m in transcript_of(owner_client, session) if m["kind"] == "tool_response"][0]
@@ -200,7 +194,7 @@ def test_a_failed_sub_agent_reports_its_error_to_the_parent(
         text_reply("The researcher failed; I will do it myself."),
     )
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     child = child_of(session)
     assert child.status == "error"
