@@ -191,6 +191,7 @@ def _discover() -> None:
     with _lock:
         if not _discovered:
             from . import (  # noqa: F401
+                admin_tools,
                 artifact_tools,
                 browser_tools,
                 builtins,
