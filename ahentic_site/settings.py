@@ -27,6 +27,9 @@ INSTALLED_APPS = [
     "sessions_app",
     "artifacts_app",
     "orchestrator_app",
+    # The demo's own admin customizations (ahentic_site/admin.py): an app so that every process,
+    # the worker included, autodiscovers them.
+    "ahentic_site",
 ]
 
 MIDDLEWARE = [
@@ -111,6 +114,9 @@ Q_CLUSTER = {
 AHENTIC = {
     "MODEL": os.environ.get("AHENTIC_MODEL", "claude-sonnet-5-5"),
     "ADMIN_SIDEBAR": True,
+    # The agent works on flat pages, and reads groups (ahentic_site/admin.py makes them
+    # read-only for the agent's requests).
+    "ADMIN_TOOLS": ["flatpages.flatpage", "auth.group"],
 }
 
 LOGGING = {

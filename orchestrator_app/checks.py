@@ -87,3 +87,43 @@ def _price_ok(entry) -> bool:
         )
     except (KeyError, InvalidOperation, TypeError):
         return False
+
+
+@register()
+def check_admin_tools(app_configs=None, **kwargs):
+    """``ADMIN_TOOLS`` is None, "all" or a list of installed models registered in the admin."""
+    from django.contrib import admin
+
+    from .tools.admin_tools import bridge
+
+    value = ahentic_settings.ADMIN_TOOLS
+    if value is None or value == "all":
+        return []
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        return [
+            Error(
+                'AHENTIC["ADMIN_TOOLS"] must be None, "all" or a list of "app_label.model".',
+                id="ahentic.E005",
+            )
+        ]
+    errors = []
+    for label in value:
+        model = bridge.model_for_label(str(label))
+        if model is None or model not in admin.site._registry:
+            errors.append(
+                Error(
+                    f'AHENTIC["ADMIN_TOOLS"] names {label!r}, which is not an installed model '
+                    "registered with the admin site.",
+                    hint='Use "app_label.model" of a model registered in admin.site.',
+                    id="ahentic.E006",
+                )
+            )
+        elif model._meta.app_label in bridge.OWN_APPS:
+            errors.append(
+                Error(
+                    f'AHENTIC["ADMIN_TOOLS"] names {label!r}: the agent never edits its own '
+                    "sessions, artifacts or grants.",
+                    id="ahentic.E007",
+                )
+            )
+    return errors

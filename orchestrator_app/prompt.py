@@ -21,6 +21,7 @@ from sessions_app.models import Event, Goal, Session, Snapshot
 
 from . import skills
 from .tools import Tool
+from .tools.admin_tools import page_context_with_admin
 
 CURRENT_RUN_RESULT_CHARS = 8000
 HISTORY_RESULT_CHARS = 1500
@@ -169,7 +170,8 @@ def step_context(session: Session) -> str:
     """
     parts = []
     if session.page_context:
-        page = json.dumps(session.page_context, ensure_ascii=False, sort_keys=True)
+        page_context = page_context_with_admin(session.owner, session.page_context)
+        page = json.dumps(page_context, ensure_ascii=False, sort_keys=True)
         parts.append(f"{PAGE_SECTION}\n" + _clip(page, PAGE_CONTEXT_CHARS))
     plan = session.plan or {}
     if plan.get("steps"):

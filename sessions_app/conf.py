@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "PERMISSION": "sessions_app.use_agent",
     "THROTTLE_MESSAGES": "30/min",
     "ADMIN_SIDEBAR": False,
+    # None (off), "all", or ["app_label.model", ...]: ModelAdmins the agent may use.
+    "ADMIN_TOOLS": None,
 }
 
 

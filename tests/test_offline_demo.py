@@ -1,6 +1,13 @@
+import pytest
+from django.contrib.admin.models import ADDITION, LogEntry
+from django.contrib.flatpages.models import FlatPage
+from django.test import Client
+from rest_framework.test import APIClient
+
 from orchestrator_app.testing.offline import demo_responder
 
 from .conftest import API
+from .factories import SessionFactory, UserFactory
 
 
 def test_the_offline_model_shows_a_plan_then_answers(owner_client, session, llm, run_tasks):
@@ -50,4 +57,53 @@ def test_the_offline_model_reads_the_page_in_the_browser(owner_client, session, 
     assert (
         body["messages"][-1]["content"]
         == "(Offline demo model) Your page is titled “Ahentic demo”."
+    )
+
+
+@pytest.fixture
+def demo_admin(settings, db):
+    """The demo's setup: admin tools on flat pages and groups, a superuser at the keyboard."""
+    from ahentic_site.settings import AHENTIC as DEMO
+
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": DEMO["ADMIN_TOOLS"]}
+    return UserFactory(username="demo", is_staff=True, is_superuser=True, agent_permission=True)
+
+
+def test_the_offline_model_writes_a_flat_page_after_approval(demo_admin, llm, run_tasks):
+    llm.responder = demo_responder
+    client = APIClient()
+    client.force_login(demo_admin)
+    session = SessionFactory(owner=demo_admin)
+    url = f"{API}/sessions/{session.pk}"
+
+    run_tasks(
+        client.post, f"{url}/messages", {"content": "Write a page about coffee"}, format="json"
+    )
+
+    paused = client.get(url).json()
+    assert paused["status"] == "awaiting_human"
+    assert paused["pendingTool"]["name"] == "admin_save"
+    assert paused["pendingTool"]["input"]["from_memory"] == "coffee"
+    assert paused["pendingTool"]["summary"].startswith(
+        "Create flat page: url “/coffee/”, title “Coffee”, sites [1], content from artifact coffee"
+    )
+    assert not FlatPage.objects.exists()
+
+    run_tasks(client.post, f"{url}/approvals", {"decision": "allow_once"}, format="json")
+
+    page = FlatPage.objects.get(url="/coffee/")
+    assert "This page is about coffee." in page.content
+    entry = LogEntry.objects.get(object_id=str(page.pk))
+    assert (entry.action_flag, entry.user_id) == (ADDITION, demo_admin.pk)
+    body = client.get(url).json()
+    assert body["status"] == "idle"
+    assert body["messages"][-1]["content"].startswith(
+        "(Offline demo model) Done: the page “/coffee/ -- Coffee” is live at /coffee/."
+    )
+    assert Client().get("/coffee/").status_code == 200  # the flat page is served
+
+    run_tasks(client.post, f"{url}/messages", {"content": "List the pages"}, format="json")
+
+    assert client.get(url).json()["messages"][-1]["content"] == (
+        "(Offline demo model) 1 flat page(s):\n- Coffee (/coffee/)"
     )

@@ -7,7 +7,10 @@ whole loop (plan card, a tool call, the final reply) can be seen without network
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+from django.utils.text import slugify
 
 from ..prompt import CONTEXT_HEADER
 from .localapi import LocalResponse, text_reply, tool_call, tool_reply
@@ -61,10 +64,109 @@ def _page_title(result: dict[str, Any]) -> str:
         return ""
 
 
+def _answered(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Tool name -> parsed result, for the calls the newest user turn answers."""
+    if len(messages) < 2 or not isinstance(messages[-2].get("content"), list):
+        return {}
+    names = {
+        b.get("id"): b.get("name") for b in messages[-2]["content"] if b.get("type") == "tool_use"
+    }
+    answered = {}
+    for block in _tool_results(messages[-1].get("content") or []):
+        raw = block.get("content")
+        if isinstance(raw, list):
+            raw = " ".join(b.get("text", "") for b in raw if isinstance(b, dict))
+        try:
+            result = json.loads(raw)
+        except (TypeError, ValueError):
+            result = {}
+        answered[names.get(block.get("tool_use_id"), "")] = (
+            result if isinstance(result, dict) else {}
+        )
+    return answered
+
+
+PAGES = "flatpages.flatpage"
+WRITE_PAGE = re.compile(r"\bwrite (?:a|an|the) page (?:about|on) (?P<topic>.+)", re.IGNORECASE)
+LIST_PAGES = re.compile(r"\blist (?:the |all )?(?:flat ?)?pages\b", re.IGNORECASE)
+
+
+def _draft(topic: str) -> str:
+    return (
+        f"<p>This page is about {topic}. The offline demo model drafted it as an artifact, "
+        "and the admin saved it after you allowed it.</p>\n"
+        f"<p>Edit it in the admin, or ask for another page about {topic}.</p>"
+    )
+
+
+def admin_tour(said: str, messages: list[dict[str, Any]]) -> LocalResponse | None:
+    """ "write a page about X": stage the body, read the form (admin_models), then admin_save with
+    from_memory (an approval card); "list the pages": admin_list. None for other messages."""
+    answered = _answered(messages)
+    if "admin_save" in answered:
+        saved = answered["admin_save"]
+        return text_reply(
+            f"(Offline demo model) Done: the page “{saved.get('repr', '')}” is live at "
+            f"{saved.get('url', '')}. The admin's history records the change."
+        )
+    if "admin_models" in answered and "stage_artifact" in answered:
+        fields = {f.get("name"): f for f in answered["admin_models"].get("fields") or []}
+        sites = [c[0] for c in (fields.get("sites") or {}).get("choices") or []][:1]
+        key = answered["stage_artifact"].get("key", "")
+        topic = WRITE_PAGE.search(said)
+        title = (topic.group("topic") if topic else key).strip(" .!?").capitalize()
+        values = {"url": f"/{key}/", "title": title[:200]}
+        if sites:
+            values["sites"] = sites
+        return tool_reply(
+            tool_call(
+                "admin_save",
+                {"model": PAGES, "values": values, "body_field": "content", "from_memory": key},
+            ),
+            text="(Offline demo model) The draft is ready; saving it needs your approval.",
+        )
+    if answered:
+        return None
+    if LIST_PAGES.search(said):
+        return tool_reply(
+            tool_call("admin_list", {"model": PAGES}),
+            text="(Offline demo model) Let me look at the flat pages.",
+        )
+    match = WRITE_PAGE.search(said)
+    if match:
+        topic = match.group("topic").strip(" .!?")
+        key = slugify(topic)[:40] or "page"
+        return tool_reply(
+            tool_call(
+                "stage_artifact",
+                {
+                    "key": key,
+                    "kind": "html",
+                    "title": topic[:100],
+                    "payload": {"content": _draft(topic)},
+                },
+            ),
+            tool_call("admin_models", {"model": PAGES}),
+            text=f"(Offline demo model) Drafting a page about {topic} first.",
+        )
+    return None
+
+
+def _listed(result: dict[str, Any]) -> str:
+    rows = result.get("rows") or []
+    if not rows:
+        return "(Offline demo model) There are no flat pages yet. Try “write a page about coffee”."
+    lines = [f"- {r.get('title', r.get('repr'))} ({r.get('url', '')})" for r in rows]
+    return f"(Offline demo model) {result.get('count', len(rows))} flat page(s):\n" + "\n".join(
+        lines
+    )
+
+
 def demo_responder(body: dict[str, Any]) -> LocalResponse:
-    """The tour: a message mentioning "page" reads the open page in the browser (page_read);
-    any other message gets a plan card, then an echo. Brain requests (no tools) are named or
-    summarized."""
+    """The tour: "write a page about X" drafts a flat page and saves it through the admin after
+    approval; "list the pages" lists them; a message mentioning "page" reads the open page in
+    the browser (page_read); any other message gets a plan card, then an echo. Brain requests
+    (no tools) are named or summarized."""
     if not body.get("tools"):
         return brain_reply(body)
     messages = body.get("messages") or []
@@ -73,6 +175,13 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
     results = _tool_results(content)
     tool_names = {t.get("name") for t in body.get("tools") or []}
     said = _last_user_text(messages).strip()[:200]
+    if "admin_save" in tool_names and not (results and results[-1].get("is_error")):
+        answered = _answered(messages)
+        if "admin_list" in answered:
+            return text_reply(_listed(answered["admin_list"]))
+        scripted = admin_tour(said, messages)
+        if scripted is not None:
+            return scripted
     if not results and "page" in said.lower() and "page_read" in tool_names:
         return tool_reply(
             tool_call("page_read", {}), text="(Offline demo model) Let me read your page."
