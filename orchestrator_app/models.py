@@ -75,3 +75,18 @@ class ToolGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} always allows {self.tool_name}"
+
+
+class DailyUsage(models.Model):
+    """Tokens the whole site used per day (the site's TIME_ZONE), kept by ``usage_record`` in
+    the transaction that writes the ledger row, so the daily limit is one indexed read instead
+    of a sum over the day's calls."""
+
+    day = models.DateField(unique=True)
+    tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "daily usage"
+
+    def __str__(self) -> str:
+        return f"{self.day}: {self.tokens} tokens"

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from artifacts_app import store
@@ -29,13 +30,14 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event, Session
 from sessions_app.runstate import Lease, PendingTool
+from sessions_app.services import TraceBuffer
 
 from . import plan as plan_rules
 from .models import ToolGrant
 from .toolcalls import result_text, tool_response_record
 from .tools import Tool, ToolContext, ToolError, get_tool
 
-__all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress", "trace"]
+__all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress"]
 
 
 @dataclass
@@ -87,30 +89,38 @@ def failure(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
     return ToolError(code, message, hint).as_result()
 
 
-def trace(lease: Lease, type: str, summary: str = "", **data: Any) -> None:
-    """A trace record of the worker's run."""
-    session_services.trace_record(
-        session_id=lease.session_id, type=type, summary=summary, data=data, run=lease.run_seq
-    )
-
-
-def progress(lease: Lease, label: str) -> None:
+def progress(lease: Lease, tracer: TraceBuffer, label: str) -> None:
     """The progress label the user sees (and a heartbeat), traced."""
     if runstate.progress_set(lease, label):
-        trace(lease, "progress", label, label=label)
+        tracer.add("progress", label, label=label)
 
 
 def load_session(lease: Lease) -> Session:
     return Session.objects.select_related("owner").get(pk=lease.session_id)
 
 
-def answer(lease: Lease, call: Event, result: Any, ok: bool, **meta: Any) -> Outcome:
-    tool_response_record(session_id=lease.session_id, call=call, result=result, ok=ok, meta=meta)
-    # However the call ends (executed or refused), its approval card is done.
-    runstate.pending_tool_clear(lease, call.tool_use_id)
+def answer(
+    lease: Lease,
+    tracer: TraceBuffer,
+    call: Event,
+    result: Any,
+    ok: bool,
+    advance_plan: bool = False,
+    **meta: Any,
+) -> Outcome:
+    """Record the tool_result and what follows from it in one transaction (one visible change):
+    the call's approval card is done, the plan advances after a successful write, and the
+    model thinks next."""
+    with transaction.atomic():
+        tool_response_record(
+            session_id=lease.session_id, call=call, result=result, ok=ok, meta=meta
+        )
+        plan = load_session(lease).plan if advance_plan else None
+        runstate.call_answered(
+            lease, call.tool_use_id, plan=plan_rules.advance(plan) if plan else None
+        )
     excerpt = result_text(result)[:240]
-    trace(
-        lease,
+    tracer.add(
         "tool_result",
         f"{call.payload.get('tool')}: {'ok' if ok else (result or {}).get('error', 'error')}",
         tool=call.payload.get("tool"),
@@ -153,7 +163,7 @@ def check_call(
     return tool, None
 
 
-def process_call(lease: Lease, call: Event) -> Outcome:
+def process_call(lease: Lease, tracer: TraceBuffer, call: Event) -> Outcome:
     if not runstate.lease_refresh(lease):  # cancelled before this tool: nothing new starts
         return Outcome("lost")
     session = load_session(lease)
@@ -169,7 +179,7 @@ def process_call(lease: Lease, call: Event) -> Outcome:
             session_id=session.pk, ability=name, reason="unknown tool called"
         )
     if problem:
-        return answer(lease, call, problem, False)
+        return answer(lease, tracer, call, problem, False)
     assert tool is not None
 
     artifact = None
@@ -188,7 +198,7 @@ def process_call(lease: Lease, call: Event) -> Outcome:
                     session.pk, tool_input[store.FROM_MEMORY], tool.artifact_kinds
                 )
             except ModelFacingError as exc:
-                return answer(lease, call, exc.as_result(), False)
+                return answer(lease, tracer, call, exc.as_result(), False)
 
     approved = pending.approved if pending else None
     if tool.needs_approval(tool_input) and not approved:
@@ -196,11 +206,18 @@ def process_call(lease: Lease, call: Event) -> Outcome:
             approved = "preallowed"
         else:
             return pause(
-                lease, call, tool, tool_input, Session.Status.AWAITING_HUMAN, artifact=artifact
+                lease,
+                tracer,
+                call,
+                tool,
+                tool_input,
+                Session.Status.AWAITING_HUMAN,
+                artifact=artifact,
             )
     if tool.runtime == "browser":
         return pause(
             lease,
+            tracer,
             call,
             tool,
             tool_input,
@@ -208,11 +225,12 @@ def process_call(lease: Lease, call: Event) -> Outcome:
             approved=approved,
             artifact=artifact,
         )
-    return execute(lease, session, call, tool, tool_input, approved=approved)
+    return execute(lease, tracer, session, call, tool, tool_input, approved=approved)
 
 
 def pause(
     lease: Lease,
+    tracer: TraceBuffer,
     call: Event,
     tool: Tool,
     tool_input: dict[str, Any],
@@ -245,7 +263,7 @@ def pause(
     if not runstate.run_pause(lease, status=status, pending=pending, label=label):
         return Outcome("lost")
     kind = "hitl_pause" if status == Session.Status.AWAITING_HUMAN else "browser_pause"
-    trace(lease, kind, label, tool=tool.name, call_id=call.tool_use_id)
+    tracer.add(kind, label, tool=tool.name, call_id=call.tool_use_id)
     return Outcome("paused")
 
 
@@ -258,6 +276,7 @@ def mark_started(lease: Lease, call: Event) -> None:
 
 def execute(
     lease: Lease,
+    tracer: TraceBuffer,
     session: Session,
     call: Event,
     tool: Tool,
@@ -274,19 +293,24 @@ def execute(
                 lease.session_id, tool_input, tool.artifact_field, tool.artifact_kinds
             )
         except ModelFacingError as exc:
-            return answer(lease, call, exc.as_result(), False)
+            return answer(lease, tracer, call, exc.as_result(), False)
         problem = tool.validate(tool_input, strict=True)
         if problem:
             return answer(
-                lease, call, failure("invalid_input", problem), False, artifactKey=artifact_key
+                lease,
+                tracer,
+                call,
+                failure("invalid_input", problem),
+                False,
+                artifactKey=artifact_key,
             )
     mark_started(lease, call)
     summary = tool.summarize(tool_input)
-    trace(
-        lease, "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
+    tracer.add(
+        "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
     )
     if not tool.internal:
-        progress(lease, summary[:1].upper() + summary[1:])
+        progress(lease, tracer, summary[:1].upper() + summary[1:])
     ctx = ToolContext(
         session=session,
         user=session.owner,
@@ -319,13 +343,9 @@ def execute(
         meta["approved"] = approved
     if artifact_key:
         meta["artifactKey"] = artifact_key
-    outcome = answer(lease, call, result, ok, **meta)
+    outcome = answer(lease, tracer, call, result, ok, advance_plan=ok and not tool.readonly, **meta)
     if ok and artifact_key:
         store.mark_applied(lease.session_id, artifact_key)
-    if ok and not tool.readonly:
-        plan = load_session(lease).plan
-        if plan:
-            runstate.plan_set(lease, plan_rules.advance(plan))
     if ctx.stop:
         return Outcome("stop", ctx.stop[1])
     return outcome

@@ -38,13 +38,15 @@ class StepRunner:
         self.session_id = lease.session_id
         self.run_seq = lease.run_seq
         self.session: Session = pipeline.load_session(lease)
+        # The step's trace records, written together (see TraceBuffer).
+        self.tracer = session_services.TraceBuffer(lease.session_id, lease.run_seq)
 
     def reload(self) -> Session:
         self.session = pipeline.load_session(self.lease)
         return self.session
 
     def trace(self, type: str, summary: str = "", **data: Any) -> None:
-        pipeline.trace(self.lease, type, summary, **data)
+        self.tracer.add(type, summary, **data)
 
     # --- run endings ---------------------------------------------------------------------
 
@@ -62,6 +64,8 @@ class StepRunner:
                 reason=trace_reason,
                 code=fields.get("last_error_code", ""),
             )
+            # What follows (a queued message's run, the parent's wake-up) traces too.
+            self.tracer.flush()
             if to_status == Session.Status.IDLE:
                 runs.wake_for_pending(self.session_id)
         return ended
@@ -113,6 +117,7 @@ class StepRunner:
 
     def next_step(self) -> None:
         """Hand the run to a fresh step: drop the lease, then enqueue (on commit)."""
+        self.tracer.flush()  # before the next step (which may run at once) traces
         with transaction.atomic():
             if runstate.lease_release(self.lease):
                 enqueue_step(self.session_id, self.run_seq)
@@ -220,7 +225,6 @@ class StepRunner:
         )
         model = ahentic_settings.MODEL
         self.trace("step_start", f"Step {step}", step=step)
-        pipeline.progress(self.lease, "Thinking…")
         self.trace(
             "llm_request",
             f"Request to {model}",
@@ -398,7 +402,7 @@ class StepRunner:
     def run_calls(self, calls: list[Event]) -> None:
         """Run open tool calls in order. A pause stops here; the rest wait for the next step."""
         for index, call in enumerate(calls):
-            outcome = pipeline.process_call(self.lease, call)
+            outcome = pipeline.process_call(self.lease, self.tracer, call)
             if outcome.kind == "paused" or outcome.kind == "lost":
                 return
             if outcome.kind == "stop":
@@ -443,3 +447,7 @@ def run_step(session_id, run_seq: int) -> None:
             )
         except Exception:
             log.exception("ahentic could not record the failure for session %s", session_id)
+    try:
+        runner.tracer.flush()
+    except Session.DoesNotExist:
+        pass

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db import transaction
-from django.db.models import Sum
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from sessions_app import runstate
@@ -17,7 +17,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
 from . import llm
-from .models import UsageRecord
+from .models import DailyUsage, UsageRecord
 
 
 def usage_cost(
@@ -73,6 +73,7 @@ def usage_record(
             duration_ms=duration_ms,
             stop_reason=stop_reason,
         )
+        _daily_add(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens)
         runstate.usage_add(
             session_id=session_id,
             input_tokens=input_tokens,
@@ -103,16 +104,24 @@ def usage_record_call(
     )
 
 
+def _daily_add(tokens: int) -> None:
+    """Add to today's counter (one UPDATE; the day's first call inserts the row)."""
+    today = timezone.localdate()
+    if DailyUsage.objects.filter(day=today).update(tokens=F("tokens") + tokens):
+        return
+    try:
+        with transaction.atomic():
+            DailyUsage.objects.create(day=today, tokens=tokens)
+    except IntegrityError:  # another worker inserted it first
+        DailyUsage.objects.filter(day=today).update(tokens=F("tokens") + tokens)
+
+
 def daily_tokens_used() -> int:
-    # The site's day (TIME_ZONE), the same days GET stats/tokens reports.
-    start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
-    totals = UsageRecord.objects.filter(created_at__gte=start).aggregate(
-        a=Sum("input_tokens"),
-        b=Sum("output_tokens"),
-        c=Sum("cache_read_tokens"),
-        d=Sum("cache_write_tokens"),
+    """Tokens the site used today (the site's day, the same days GET stats/tokens reports)."""
+    used = (
+        DailyUsage.objects.filter(day=timezone.localdate()).values_list("tokens", flat=True).first()
     )
-    return sum(v or 0 for v in totals.values())
+    return used or 0
 
 
 def daily_limit_reached() -> bool:

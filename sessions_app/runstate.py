@@ -1,9 +1,12 @@
 """Run state: the only module that writes the session table.
 
-Every writer here is one conditional UPDATE (or a short block holding the row lock) that bumps
-``version`` and ``updated_at``; when the write changes what a parent's payload shows of its
+Every writer here is one conditional UPDATE (or a short block holding the row lock). A write of
+what the user sees (status, progress, pending tool, plan, messages, title...) bumps ``version``
+(the REST ETag) and ``updated_at``; when it changes what a parent's payload shows of its
 sub-agents (title, status, tokens), the parent's version is bumped too, so a parent's ETag moves
-when a child pauses, finishes or spends tokens.
+when a child pauses or finishes. Bookkeeping (the lease and heartbeat, step and trace counters,
+token sums, contextUsage, the window start) is written without a bump: it reaches a watching
+client with the next visible change, so a sidebar polling a live run gets 304s between them.
 
 Writers called by a worker take a ``Lease``. Their UPDATE also requires the session to be
 running in the lease's run with the lease's token, so a worker that lost its lease (a cancel, a
@@ -98,8 +101,13 @@ class PendingTool:
 # --- the one write path ----------------------------------------------------------------------
 
 
-def _write(rows: QuerySet[Session], session_id, fields: dict[str, Any]) -> bool:
-    """UPDATE the (at most one) row of ``rows`` with ``fields`` + version and timestamp."""
+def _write(
+    rows: QuerySet[Session], session_id, fields: dict[str, Any], *, visible: bool = True
+) -> bool:
+    """UPDATE the (at most one) row of ``rows`` with ``fields``; a ``visible`` write also bumps
+    the version and the modification time (and the parent's version, see above)."""
+    if not visible:
+        return rows.update(**fields) == 1
     updated = rows.update(version=F("version") + 1, updated_at=timezone.now(), **fields) == 1
     if updated and CHILD_SUMMARY_FIELDS.intersection(fields):
         parent_bump(session_id)
@@ -179,10 +187,11 @@ def seq_allocate(*, session_id, count: int, lease: Lease | None = None) -> tuple
     return last_seq - count + 1, run_seq
 
 
-def trace_count_next(*, session_id) -> tuple[int, int, int]:
-    """Count one more trace record; returns (its seq, run_seq, step_count). Caller is inside a
-    transaction (the row stays locked until the trace row is written)."""
-    _write(Session.objects.filter(pk=session_id), session_id, {"trace_count": F("trace_count") + 1})
+def trace_count_next(*, session_id, count: int = 1) -> tuple[int, int, int]:
+    """Count ``count`` more trace records; returns (the last one's seq, run_seq, step_count).
+    Caller is inside a transaction (the row stays locked until the trace rows are written)."""
+    fields = {"trace_count": F("trace_count") + count}
+    _write(Session.objects.filter(pk=session_id), session_id, fields, visible=False)
     return (
         Session.objects.filter(pk=session_id)
         .values_list("trace_count", "run_seq", "step_count")
@@ -211,7 +220,7 @@ def usage_add(
         fields["cost_usd"] = (
             Coalesce(F("cost_usd"), Value(Decimal(0)), output_field=DecimalField()) + cost
         )
-    session_update(session_id=session_id, **fields)
+    _write(Session.objects.filter(pk=session_id), session_id, fields, visible=False)
 
 
 def capability_request_add(*, session_id, ability: str, reason: str = "") -> None:
@@ -316,7 +325,7 @@ def run_claim(*, session_id, run_seq: int) -> Lease | None:
         pk=session_id, status=Session.Status.RUNNING, run_seq=run_seq
     ).filter(Q(lease_token="") | Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
     fields = {"lease_token": token, "lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    if not _write(rows, session_id, fields):
+    if not _write(rows, session_id, fields, visible=False):
         return None
     return Lease(session_id=session_id, run_seq=run_seq, token=token)
 
@@ -328,20 +337,21 @@ def lease_refresh(lease: Lease, extra_s: float = 0) -> bool:
     """
     now = timezone.now()
     fields = {"lease_expires_at": _lease_deadline(now, extra_s), "heartbeat_at": now}
-    return _write(lease.holding(), lease.session_id, fields)
+    return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
 def lease_release(lease: Lease) -> bool:
     """Hand the run to a fresh step: the run stays ``running`` with no lease. Caller holds a
     transaction and enqueues the next step."""
     fields = {"lease_token": "", "lease_expires_at": None, "heartbeat_at": timezone.now()}
-    return _write(lease.holding(), lease.session_id, fields)
+    return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
 def step_begin(lease: Lease) -> int | None:
     """Count a step of the run; returns its number, or None once the lease is lost."""
     with transaction.atomic():
-        if not _write(lease.holding(), lease.session_id, {"step_count": F("step_count") + 1}):
+        fields = {"step_count": F("step_count") + 1}
+        if not _write(lease.holding(), lease.session_id, fields, visible=False):
             return None
         return (
             Session.objects.filter(pk=lease.session_id).values_list("step_count", flat=True).get()
@@ -350,7 +360,8 @@ def step_begin(lease: Lease) -> int | None:
 
 def viewport_move(lease: Lease, start_event_id: int) -> bool:
     """Move the context window's start (batch eviction)."""
-    return _write(lease.holding(), lease.session_id, {"viewport_start_event_id": start_event_id})
+    fields = {"viewport_start_event_id": start_event_id}
+    return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
 def progress_set(lease: Lease, label: str) -> bool:
@@ -361,19 +372,28 @@ def progress_set(lease: Lease, label: str) -> bool:
 
 
 def context_usage_set(lease: Lease, context_usage: dict[str, Any]) -> bool:
-    return _write(lease.holding(), lease.session_id, {"context_usage": context_usage})
+    fields = {"context_usage": context_usage}
+    return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
-def plan_set(lease: Lease, plan: dict[str, Any] | None) -> bool:
-    return _write(lease.holding(), lease.session_id, {"plan": plan})
+def call_answered(lease: Lease, call_id: str, *, plan: dict[str, Any] | None = None) -> bool:
+    """A tool call of the run is answered: if it was the pending one its card is done, the
+    plan advances when given, and the model thinks next. Caller holds a transaction (with the
+    tool_result), so a watching client sees one change."""
+    pending_tool_clear(lease, call_id, visible=False)
+    now = timezone.now()
+    fields: dict[str, Any] = {"progress": _progress("Thinking…", now), "heartbeat_at": now}
+    if plan is not None:
+        fields["plan"] = plan
+    return _write(lease.holding(), lease.session_id, fields)
 
 
-def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:
+def pending_tool_clear(lease: Lease, call_id: str | None = None, *, visible: bool = True) -> bool:
     """Drop the pending tool (only if it is ``call_id``'s, when given): its card is done."""
     rows = lease.holding()
     if call_id is not None:
         rows = rows.filter(pending_tool__call_id=call_id)
-    return _write(rows, lease.session_id, {"pending_tool": None})
+    return _write(rows, lease.session_id, {"pending_tool": None}, visible=visible)
 
 
 def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -110,6 +112,19 @@ def event_append(
     return events[0]
 
 
+@dataclass
+class TraceItem:
+    """One trace record before it is written (``TraceBuffer`` keeps a step's in memory)."""
+
+    type: str
+    summary: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    step: int | None = None
+    run: int | None = None
+    ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    at: datetime = field(default_factory=timezone.now)
+
+
 def trace_record(
     *,
     session_id,
@@ -119,64 +134,98 @@ def trace_record(
     step: int | None = None,
     run: int | None = None,
 ) -> TraceEvent:
-    """Record a trace event and apply the cap rule.
+    """Record one trace event now (requests, admin actions, background tasks)."""
+    item = TraceItem(type=type, summary=summary, data=data or {}, step=step, run=run)
+    return trace_records(session_id=session_id, items=[item])[0]
+
+
+def trace_records(*, session_id, items: Sequence[TraceItem]) -> list[TraceEvent]:
+    """Write trace events in one transaction and apply the cap rule once.
 
     Cap rule: keep the first ``TRACE_HEAD`` rows, the newest rows, and one ``trace_gap`` row
     between them whose ``data.dropped`` is cumulative, so a stuck run never deletes its own
-    cause. ``Session.trace_count`` counts every event ever recorded and never goes down.
+    cause. ``Session.trace_count`` counts every event ever recorded and never goes down; trace
+    rows are numbered 1..trace_count, so the dropped rows are always one contiguous range
+    right after the head and the cap is kept with arithmetic instead of scanning the rows.
+    Trace rows are bookkeeping: they do not change the session's version (ETag).
     """
-    now = timezone.now()
+    if not items:
+        return []
     with transaction.atomic():
-        seq, run_seq, step_count = runstate.trace_count_next(session_id=session_id)
-        event = TraceEvent.objects.create(
-            session_id=session_id,
-            seq=seq,
-            run=run_seq if run is None else run,
-            type=type,
-            step=step_count if step is None else step,
-            summary=(summary or "")[:500],
-            data=data or {},
-            ms=int(time.time() * 1000),
-            at=now,
+        last, run_seq, step_count = runstate.trace_count_next(
+            session_id=session_id, count=len(items)
         )
-        _trace_collapse(session_id)
-    return event
+        first = last - len(items) + 1
+        rows = TraceEvent.objects.bulk_create(
+            TraceEvent(
+                session_id=session_id,
+                seq=first + i,
+                run=run_seq if item.run is None else item.run,
+                type=item.type,
+                step=step_count if item.step is None else item.step,
+                summary=(item.summary or "")[:500],
+                data=item.data,
+                ms=item.ms,
+                at=item.at,
+            )
+            for i, item in enumerate(items)
+        )
+        if last > ahentic_settings.TRACE_CAP:
+            _trace_collapse(session_id, last)
+    return rows
 
 
-def _trace_collapse(session_id) -> None:
+def _trace_collapse(session_id, last_seq: int) -> None:
     cap, head = ahentic_settings.TRACE_CAP, ahentic_settings.TRACE_HEAD
-    rows = TraceEvent.objects.filter(session_id=session_id)
-    if rows.count() <= cap:
-        return
-    gap = rows.filter(type=TraceEvent.GAP).first()
     keep_tail = cap - head - 1  # the gap row takes one slot
-    ordinary = list(rows.exclude(type=TraceEvent.GAP).order_by("seq").values_list("pk", "seq"))
-    drop = ordinary[head : len(ordinary) - keep_tail]
-    if not drop:
+    drop_to = last_seq - keep_tail  # drop ordinary rows head < seq <= drop_to
+    if drop_to <= head:
         return
-    dropped_before = int((gap.data or {}).get("dropped", 0)) if gap else 0
-    total = dropped_before + len(drop)
-    newest_dropped_seq = drop[-1][1]
-    TraceEvent.objects.filter(pk__in=[pk for pk, _ in drop]).delete()
+    gap = TraceEvent.objects.filter(session_id=session_id, type=TraceEvent.GAP).first()
+    if gap is not None and gap.seq >= drop_to:
+        return
+    deleted, _ = (
+        TraceEvent.objects.filter(session_id=session_id, seq__gt=head, seq__lte=drop_to)
+        .exclude(type=TraceEvent.GAP)
+        .delete()
+    )
+    total = (int((gap.data or {}).get("dropped", 0)) if gap else 0) + deleted
     summary = f"{total} events dropped (trace cap)"
-    if gap:
+    if gap is not None:
         # The gap moves to the newest dropped position so it always sorts between head and tail.
         TraceEvent.objects.filter(pk=gap.pk).update(
-            seq=newest_dropped_seq, summary=summary, data={"dropped": total}
+            seq=drop_to, summary=summary, data={"dropped": total}
         )
     else:
-        now = timezone.now()
         TraceEvent.objects.create(
             session_id=session_id,
-            seq=newest_dropped_seq,
+            seq=drop_to,
             run=0,
             type=TraceEvent.GAP,
             step=0,
             summary=summary,
             data={"dropped": total},
             ms=int(time.time() * 1000),
-            at=now,
+            at=timezone.now(),
         )
+
+
+class TraceBuffer:
+    """The trace records of one worker step, kept in memory and written together by ``flush``
+    (one transaction instead of one per record). A step flushes before it hands the session to
+    anything else that traces, and when it ends; a worker killed mid-step loses its buffer."""
+
+    def __init__(self, session_id, run: int):
+        self.session_id = session_id
+        self.run = run
+        self.items: list[TraceItem] = []
+
+    def add(self, type: str, summary: str = "", **data: Any) -> None:
+        self.items.append(TraceItem(type=type, summary=summary, data=data, run=self.run))
+
+    def flush(self) -> None:
+        items, self.items = self.items, []
+        trace_records(session_id=self.session_id, items=items)
 
 
 def pending_message_add(

@@ -10,13 +10,14 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from orchestrator_app.models import UsageRecord
+from orchestrator_app import usage
+from orchestrator_app.models import DailyUsage, UsageRecord
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
 from .conftest import API, model_requests, payload_of, session_url
-from .factories import SessionFactory, UsageRecordFactory, UserFactory
+from .factories import SessionFactory, UserFactory
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
@@ -110,10 +111,22 @@ def test_cancel_also_leaves_the_soft_budget_pause(owner_client, session, paused,
 # --- the site's daily limit ---------------------------------------------------------------------
 
 
-def spend(tokens: int, **extra) -> UsageRecord:
-    """Ledger usage of another user's session (the limit is site-wide)."""
+def spend(tokens: int, cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> UsageRecord:
+    """Usage of another user's session today (the limit is site-wide), through the ledger's
+    write path."""
     other = SessionFactory(owner=UserFactory(agent_permission=True))
-    return UsageRecordFactory(session=other, input_tokens=tokens - 10, output_tokens=10, **extra)
+    return usage.usage_record(
+        session_id=other.pk,
+        user_id=other.owner_id,
+        run=1,
+        model="claude-sonnet-5-5",
+        purpose="step",
+        input_tokens=tokens - 10,
+        output_tokens=10,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+        duration_ms=5,
+    )
 
 
 def test_new_messages_get_429_once_the_site_reached_its_daily_limit(
@@ -136,10 +149,8 @@ def test_below_the_daily_limit_and_with_yesterdays_spend_messages_are_accepted(
 ):
     configure(settings, DAILY_TOKEN_LIMIT=1000)
     spend(999)
-    yesterday = spend(50000)
-    UsageRecord.objects.filter(pk=yesterday.pk).update(
-        created_at=timezone.now() - timedelta(days=1, hours=1)
-    )
+    yesterday = timezone.localdate() - timedelta(days=1)
+    DailyUsage.objects.create(day=yesterday, tokens=50000)
 
     response = post(owner_client, session, "messages", {"content": "Hello"})
 

@@ -447,12 +447,11 @@ def test_it_answers_304_to_a_poll_with_the_current_etag(
     [
         lambda client, s: client.patch(f"{API}/sessions/{s.pk}", {"title": "T"}, format="json"),
         lambda client, s: services.event_append(session_id=s.pk, kind="user_message", content="hi"),
-        lambda client, s: services.trace_record(session_id=s.pk, type="step"),
         lambda client, s: services.pending_message_add(session_id=s.pk, content="later"),
     ],
-    ids=["patch", "event", "trace", "pending-message"],
+    ids=["patch", "event", "pending-message"],
 )
-def test_it_changes_the_etag_on_every_write(owner_client, session, write):
+def test_it_changes_the_etag_on_every_visible_write(owner_client, session, write):
     etag = owner_client.get(f"{API}/sessions/{session.pk}")["ETag"]
 
     write(owner_client, session)
@@ -460,6 +459,38 @@ def test_it_changes_the_etag_on_every_write(owner_client, session, write):
 
     assert response.status_code == 200
     assert response["ETag"] != etag
+
+
+def test_bookkeeping_keeps_the_etag_and_the_heartbeat_header_moves(owner_client, session):
+    """Trace rows, token sums, the step counter and the heartbeat do not change the ETag (a
+    watching sidebar keeps getting 304s); the heartbeat is served in a header instead."""
+    first = owner_client.get(f"{API}/sessions/{session.pk}")
+    runstate.session_transition(session_id=session.pk, from_statuses=["idle"], to_status="running")
+    lease = runstate.run_claim(session_id=session.pk, run_seq=0)
+    etag = owner_client.get(f"{API}/sessions/{session.pk}")["ETag"]
+    assert etag != first["ETag"]
+
+    services.trace_record(session_id=session.pk, type="step")
+    runstate.usage_add(
+        session_id=session.pk,
+        input_tokens=10,
+        output_tokens=5,
+        cache_read_tokens=0,
+        cache_write_tokens=0,
+        cost=None,
+    )
+    runstate.step_begin(lease)
+    assert runstate.lease_refresh(lease)
+    poll = owner_client.get(f"{API}/sessions/{session.pk}", HTTP_IF_NONE_MATCH=etag)
+
+    assert poll.status_code == 304
+    heartbeat = Session.objects.get(pk=session.pk).heartbeat_at
+    assert poll["X-Ahentic-Heartbeat"] == heartbeat.isoformat().replace("+00:00", "Z")
+    runstate.progress_set(lease, "Reading the page")  # what the user sees moves it
+    moved = owner_client.get(f"{API}/sessions/{session.pk}", HTTP_IF_NONE_MATCH=etag)
+    assert moved.status_code == 200
+    assert moved.json()["progress"]["label"] == "Reading the page"
+    assert moved.json()["tokensUsed"] == 15
 
 
 @pytest.mark.parametrize(

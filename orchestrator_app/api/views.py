@@ -6,8 +6,10 @@ import uuid
 from datetime import timedelta
 from decimal import Decimal
 
+from django.core.cache import cache
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
+from django.http import HttpResponse
 from django.utils import timezone
 from rest_framework import status
 from rest_framework.authentication import SessionAuthentication
@@ -39,6 +41,27 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 def etag_for(version: int, *, include_artifacts: bool = False) -> str:
     # The body differs with ?include=artifacts, so the tag does too.
     return f'"v{version}{"a" if include_artifacts else ""}"'
+
+
+# Response header with the session's last heartbeat (ISO 8601), on 200 and 304 polls.
+HEARTBEAT_HEADER = "X-Ahentic-Heartbeat"
+
+
+def _payload_cache_key(pk, version: int, include_artifacts: bool) -> str:
+    return f"ahentic:payload:{pk}:{version}:{'a' if include_artifacts else ''}"
+
+
+def cached_payload_json(pk, version: int, *, include_artifacts: bool) -> bytes | None:
+    """The rendered payload of this session version, if a poll already built it (the
+    ``default`` cache; per process with the local-memory cache, shared with Redis)."""
+    return cache.get(_payload_cache_key(pk, version, include_artifacts))
+
+
+def cache_payload_json(pk, version: int, body: bytes, *, include_artifacts: bool) -> None:
+    # A version is never reused, so an entry is never stale for its key; the timeout only
+    # bounds memory. What is not versioned (tokens, stepCount, the trace window, heartbeat)
+    # is as of the version's last visible change.
+    cache.set(_payload_cache_key(pk, version, include_artifacts), body, timeout=300)
 
 
 def etag_matches(header: str, etag: str) -> bool:
@@ -142,14 +165,31 @@ class SessionDetailView(AhenticView):
             pk = uuid.UUID(str(session_id))
         except ValueError:
             raise session_not_found() from None
-        version = self.sessions().filter(pk=pk).values_list("version", flat=True).first()
-        if version is None:
+        # The poll: one indexed read decides 304 or 200; a 200 is served from the payload cache
+        # when another poll already built this version.
+        row = self.sessions().filter(pk=pk).values_list("version", "heartbeat_at").first()
+        if row is None:
             raise session_not_found()
+        version, heartbeat_at = row
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
         etag = etag_for(version, include_artifacts=include_artifacts)
+        # The heartbeat is bookkeeping (it does not move the ETag); the sidebar's stall
+        # detection reads it here, on the 304 as on the 200.
+        headers = {"ETag": etag, HEARTBEAT_HEADER: iso(heartbeat_at) or ""}
         if etag_matches(request.headers.get("If-None-Match", ""), etag):
-            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        return self.payload_response(pk, include_artifacts=include_artifacts)
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
+        body = cached_payload_json(pk, version, include_artifacts=include_artifacts)
+        if body is None:
+            session = self.get_session(pk)
+            body = JSONRenderer().render(
+                session_payload(session, include_artifacts=include_artifacts)
+            )
+            cache_payload_json(pk, session.version, body, include_artifacts=include_artifacts)
+            headers["ETag"] = etag_for(session.version, include_artifacts=include_artifacts)
+        response = HttpResponse(body, content_type="application/json")
+        for name, value in headers.items():
+            response[name] = value
+        return response
 
     def patch(self, request, session_id):
         session = self.get_session(session_id)

@@ -1,0 +1,163 @@
+"""Orchestrator overhead of one step, the model excluded, as a session's history grows.
+
+Seeds sessions with 40, 400 and 4000 events (user turns, replies, tool call/result pairs of a
+realistic size), then runs tool-using steps through the real step loop (synchronous worker)
+against the local Messages API server. For each size it prints the median milliseconds per
+step spent outside the model call, the SQL statements per step, and the ratio to the 40-event
+session measured in the same run, with retention at its default and off.
+
+The context budget is 20,000 tokens so a long history is windowed, as in production, where the
+window (not the history) bounds a step's work. Targets (issue "Fast at any size"): <= 15 ms at
+400 events, <= 30 statements per step, <= 1.3x growth from 40 to 4000 events with retention off.
+
+Usage: .venv/bin/python bench/step_overhead.py [--steps 8] [--sizes 40,400,4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from _setup import django_setup
+
+BUDGET_TOKENS = 20_000
+
+
+def seed(session_id, events: int) -> None:
+    from sessions_app import services as session_services
+
+    items = []
+    for i in range(events // 4):
+        call_id = f"toolu_seed_{i}"
+        items += [
+            {"kind": "user_message", "content": f"Question {i}: what about topic {i}? " * 3},
+            {
+                "kind": "tool_call",
+                "content": '{"key": "topic"}',
+                "payload": {"tool": "bench_lookup", "input": {"key": f"topic-{i}"}},
+                "tool_use_id": call_id,
+            },
+            {
+                "kind": "tool_response",
+                "content": f'{{"ok": true, "value": "{"fact " * 60}"}}',
+                "payload": {"tool": "bench_lookup", "ok": True},
+                "tool_use_id": call_id,
+            },
+            {"kind": "agent_message", "content": f"Here is what I found about topic {i}. " * 4},
+        ]
+    for start in range(0, len(items), 500):
+        session_services.events_append(session_id=session_id, items=items[start : start + 500])
+
+
+def measure(events: int, steps: int, retention) -> tuple[float, float]:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import override_settings
+
+    from orchestrator_app import llm, runs, tasks
+    from orchestrator_app.testing.localapi import (
+        LocalMessagesServer,
+        text_reply,
+        tool_call,
+        tool_reply,
+    )
+    from sessions_app import services as session_services
+    from sessions_app.models import Session
+
+    server = LocalMessagesServer().start()
+    model_s = [0.0]
+    original = llm.call_model
+
+    def timed_call(**kwargs):
+        started = time.perf_counter()
+        try:
+            return original(**kwargs)
+        finally:
+            model_s[0] += time.perf_counter() - started
+
+    statements = [0]
+
+    def count(execute, sql, params, many, context):
+        statements[0] += 1
+        return execute(sql, params, many, context)
+
+    llm.call_model = timed_call
+    try:
+        user, _ = get_user_model().objects.get_or_create(username="bench")
+        settings = {
+            "API_KEY": "bench",
+            "BASE_URL": server.url,
+            "MAX_STEPS_PER_RUN": steps + 5,
+            "NAME_REFRESH_INTERVAL": 0,
+            "CONTEXT_BUDGET_TOKENS": BUDGET_TOKENS,
+            "ENTRY_RETENTION": retention,
+            "DAILY_TOKEN_LIMIT": 10**12,
+            "SESSION_SOFT_TOKEN_BUDGET": None,
+        }
+        with override_settings(AHENTIC=settings):
+            session = session_services.session_create(owner=user)
+            seed(session.pk, events)
+            for i in range(steps):
+                server.enqueue(tool_reply(tool_call("bench_lookup", {"key": f"new-{i}"})))
+            server.enqueue(text_reply("Done with the lookups."))
+            # The first step (which may move the window once) is not measured.
+            from unittest import mock
+
+            with mock.patch("orchestrator_app.queue.async_task"):
+                runs.message_post(session=session, content="Look up the new topics.")
+            per_step_ms, per_step_sql = [], []
+            for _ in range(steps + 1):
+                session = Session.objects.get(pk=session.pk)
+                if session.status != "running":
+                    break
+                model_s[0], statements[0] = 0.0, 0
+                started = time.perf_counter()
+                with mock.patch("orchestrator_app.queue.async_task"):
+                    with connection.execute_wrapper(count):
+                        tasks.run_step(str(session.pk), session.run_seq)
+                elapsed = time.perf_counter() - started - model_s[0]
+                per_step_ms.append(elapsed * 1000)
+                per_step_sql.append(statements[0])
+        measured_ms = per_step_ms[1:] or per_step_ms
+        measured_sql = per_step_sql[1:] or per_step_sql
+        return statistics.median(measured_ms), statistics.median(measured_sql)
+    finally:
+        llm.call_model = original
+        server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--sizes", default="40,400,4000")
+    args = parser.parse_args()
+    django_setup()
+    from orchestrator_app.tools import tool
+
+    @tool(
+        name="bench_lookup",
+        description="Look up a fact by key.",
+        input_schema={"type": "object", "properties": {"key": {"type": "string"}}},
+        readonly=True,
+    )
+    def bench_lookup(ctx, input):
+        return {"ok": True, "key": input.get("key"), "value": "fact " * 60}
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'retention':>10} {'events':>7} {'ms/step':>8} {'SQL/step':>9} {'vs 40':>6}")
+    for retention in (400, None):
+        base = None
+        for size in sizes:
+            print(f"  measuring {size} events, retention {retention}...", end="\r", flush=True)
+            ms, sql = measure(size, args.steps, retention)
+            base = base or ms
+            label = "default" if retention else "off"
+            print(f"{label:>10} {size:>7} {ms:>8.1f} {sql:>9.0f} {ms / base:>5.2f}x")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
