@@ -40,7 +40,7 @@ def test_it_renders_the_sidebar_for_a_user_with_the_agent_permission(owner):
     assert 'data-browser-timeout-s="45"' in html
     assert f'data-user="{owner.pk}"' in html
     assert 'data-admin="0"' in html
-    assert "/static/ahentic/sidebar.js" in html
+    assert "/static/ahentic/sidebar/main.js" in html
     assert "/static/ahentic/sidebar.css" in html
 
 
