@@ -149,7 +149,7 @@ def test_the_home_page_requires_a_login(client, db):
     response = client.get("/")
 
     assert response.status_code == 302
-    assert response["Location"] == "/admin/login/?next=/"
+    assert response["Location"] == "/accounts/login/?next=/"
 
 
 def test_the_home_page_shows_the_sidebar_and_a_form_to_fill(owner_client):
