@@ -589,7 +589,7 @@ function boot(root) {
   function renderContext(s) {
     const p = s && s.payload;
     const usage = (p && p.contextUsage) || {};
-    const percent = Math.max(0, Math.min(100, Number(usage.percent) || 0));
+    const percent = Math.max(0, Math.min(100, Math.round(Number(usage.percent) || 0)));
     ui.ring.style.setProperty("--ahentic-fill", percent + "%");
     ui.ring.dataset.level = percent >= 85 ? "high" : percent >= 60 ? "mid" : "low";
     ui.ring.setAttribute("aria-label", "Context " + percent + "% full");
