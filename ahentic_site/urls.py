@@ -1,10 +1,18 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    # The site's own login: the admin's login page admits staff only, and the demo's second user
+    # is not staff.
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="login.html", next_page="home"),
+        name="login",
+    ),
     path("admin/", admin.site.urls),
     path("ahentic/v1/", include("orchestrator_app.urls")),
 ]

@@ -149,6 +149,52 @@ def test_allow_once_runs_the_tool_exactly_once_and_the_next_call_asks_again(
     assert ran(artifact_calls) == [NOTE]
 
 
+def test_the_basic_view_shows_each_decision_without_the_tool_traffic(
+    owner_client, session, llm, run_tasks, artifact_calls
+):
+    llm.enqueue(
+        tool_reply(publish(), tool_call("echo", {"text": "read-only"}, id="toolu_echo")),
+        tool_reply(publish(id="toolu_second", title="Closing hours")),
+        text_reply("One published, one not."),
+    )
+    post_message(owner_client, session, run_tasks)
+    decide(owner_client, session, run_tasks, "allow_once")
+
+    body = decide(owner_client, session, run_tasks, "deny", reason="Not the closing hours")
+
+    assert body["viewMode"] == "basic"
+    shown = [(m["kind"], m["content"], m["meta"]) for m in body["messages"][:-1]]
+    assert shown == [
+        ("user_message", "Publish the opening hours", {}),
+        (
+            "tool_response",
+            "",
+            {
+                "tool": "publish_note",
+                "callId": "toolu_publish",
+                "ok": True,
+                "approved": "allow_once",
+            },
+        ),
+        (
+            "tool_response",
+            "",
+            {
+                "tool": "publish_note",
+                "callId": "toolu_second",
+                "ok": False,
+                "error": "user_denied",
+                "denied": True,
+                "reason": "Not the closing hours",
+            },
+        ),
+    ]
+    assert body["messages"][-1]["content"] == "One published, one not."
+    # The read-only echo call needed no decision: it stays out of the basic view.
+    verbose = owner_client.get(session_url(session, "messages") + "?view=verbose").json()
+    assert "toolu_echo" in [m["meta"].get("callId") for m in verbose["messages"]]
+
+
 def test_allow_session_stops_asking_for_that_tool_in_this_session_only(
     owner_client, session, llm, run_tasks, artifact_calls
 ):

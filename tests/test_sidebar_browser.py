@@ -812,3 +812,455 @@ def test_the_sidebar_works_in_the_admin_starting_folded(browser, live_server, ll
         assert not errors, errors
     finally:
         context.close()
+
+
+# --- Markdown in replies --------------------------------------------------------------------------
+
+MARKDOWN_REPLY = """## Brewing guide
+
+Use **fresh** beans and `filtered` water:
+
+- Grind medium-fine
+- Bloom for 30 s
+
+| Method | Ratio |
+|---|---|
+| V60 | 1:16 |
+
+```python
+print("brew")
+```
+
+Read [the guide](https://example.com/coffee) or mail <baristas@example.com>."""
+
+
+def test_a_markdown_reply_renders_headings_lists_tables_code_and_links(context, page, llm):
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    llm.enqueue(text_reply(MARKDOWN_REPLY))
+    open_home(page)
+    new_chat(page)
+
+    send(page, "**How** do I brew? # not a heading")
+
+    reply = page.locator(".ahentic-assistant .ahentic-msg-text")
+    expect(reply.locator("h2")).to_have_text("Brewing guide")
+    expect(reply.locator("strong")).to_have_text("fresh")
+    expect(reply.locator("p code")).to_have_text("filtered")
+    expect(reply.locator("ul > li")).to_have_text(["Grind medium-fine", "Bloom for 30 s"])
+    expect(reply.locator("table th")).to_have_text(["Method", "Ratio"])
+    expect(reply.locator("table td")).to_have_text(["V60", "1:16"])
+    expect(reply.locator("pre code")).to_have_text('print("brew")\n')
+    link = reply.get_by_role("link", name="the guide")
+    expect(link).to_have_attribute("href", "https://example.com/coffee")
+    expect(link).to_have_attribute("target", "_blank")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    expect(reply.get_by_role("link", name="baristas@example.com")).to_have_attribute(
+        "href", "mailto:baristas@example.com"
+    )
+    # The code block keeps its lines (it scrolls sideways) and copies its text.
+    assert page.locator(".ahentic-md-code pre").evaluate("e => getComputedStyle(e).whiteSpace") == (
+        "pre"
+    )
+    page.get_by_role("button", name="Copy code").click()
+    expect(page.get_by_role("button", name="Copy code")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == 'print("brew")\n'
+    # The user's own text stays plain text.
+    user = page.locator(".ahentic-user .ahentic-msg-text")
+    expect(user).to_have_text("**How** do I brew? # not a heading")
+    assert user.locator("strong, h1").count() == 0
+    screenshot(page, "sidebar-markdown")
+
+
+def test_raw_html_and_script_links_in_a_reply_never_become_markup(page, llm):
+    llm.enqueue(
+        text_reply(
+            'Look: <img src=x onerror="window.__pwned=1"> and <script>window.__pwned=2</script>\n\n'
+            "[click me](javascript:window.__pwned=3) or [this](JAVASCRIPT:alert(1)) "
+            'or <a href="javascript:window.__pwned=4">that</a> or ![pic](https://example.com/x.png)'
+        )
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Be hostile")
+
+    reply = page.locator(".ahentic-assistant .ahentic-msg-text")
+    expect(reply).to_contain_text('<img src=x onerror="window.__pwned=1">')
+    expect(reply).to_contain_text("<script>window.__pwned=2</script>")
+    sidebar_markup = page.locator("#ahentic-sidebar")
+    assert sidebar_markup.locator("img, script, iframe, [onerror]").count() == 0
+    hrefs = reply.locator("a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert all(href and href.startswith("https://") for href in hrefs), hrefs
+    reply.get_by_text("click me", exact=False).click()
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned") is None
+
+
+# --- rough edges ----------------------------------------------------------------------------------
+
+
+def tab_is_fully_visible(page) -> bool:
+    return page.evaluate(
+        """() => {
+            const strip = document.querySelector('[data-role="tabs"]').getBoundingClientRect();
+            const tab = document.querySelector('.ahentic-tab.is-active').getBoundingClientRect();
+            return tab.left >= strip.left - 1 && tab.right <= strip.right + 1;
+        }"""
+    )
+
+
+def test_the_active_tab_stays_in_view_and_arrow_keys_move_between_tabs(page):
+    open_home(page)
+    for count in range(1, 9):
+        page.get_by_role("button", name="New chat").click()
+        expect(page.locator(".ahentic-tab")).to_have_count(count)
+    overflow = page.locator('[data-role="tabs"]').evaluate("e => e.scrollWidth > e.clientWidth")
+    assert overflow, "eight tabs should not fit: the test would prove nothing"
+    assert tab_is_fully_visible(page)
+
+    tabs = page.get_by_role("tab")
+    tabs.last.focus()
+    page.keyboard.press("Home")
+
+    expect(tabs.first).to_have_attribute("aria-selected", "true")
+    expect(tabs.first).to_be_focused()
+    assert tab_is_fully_visible(page)
+    page.keyboard.press("ArrowLeft")  # wraps around to the last tab
+    expect(tabs.last).to_have_attribute("aria-selected", "true")
+    assert tab_is_fully_visible(page)
+    page.keyboard.press("ArrowRight")
+    expect(tabs.first).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("ArrowRight")
+    expect(tabs.nth(1)).to_have_attribute("aria-selected", "true")
+    expect(tabs.nth(1)).to_be_focused()
+    # Only the active tab is in the focus order (one Tab stop for the whole strip).
+    assert tabs.evaluate_all("ts => ts.filter(t => t.tabIndex === 0).length") == 1
+
+    page.reload()
+    expect(page.locator(".ahentic-tab.is-active")).to_have_count(1)
+    assert tab_is_fully_visible(page)
+
+
+def test_after_stop_a_queued_message_says_what_happens_and_can_be_sent_now(page, llm, gate):
+    llm.enqueue(text_reply("Too late.", gate=gate), text_reply("Here is the second answer."))
+    open_home(page)
+    new_chat(page)
+    send(page, "First question")
+    status_is(page, "running")
+    send(page, "Second question")
+    pending = page.locator('[data-role="pending"]')
+    expect(pending).to_contain_text("Queued until the agent is free")
+
+    page.get_by_role("button", name="Stop the run").click()
+
+    status_is(page, "cancelled")
+    expect(pending).to_contain_text("Not sent yet")
+    expect(pending).to_contain_text("goes with your next message")
+    expect(pending).not_to_contain_text("Queued until the agent is free")
+    expect(pending.get_by_role("button", name=re.compile("^Recall"))).to_be_visible()
+    gate.set()
+    assert llm.wait_for_requests(1)
+
+    pending.get_by_role("button", name=re.compile("^Send now")).click()
+
+    expect(assistant_messages(page)).to_have_text(["Here is the second answer."])
+    expect(pending).to_be_hidden()
+    assert PendingMessage.objects.count() == 0
+    second = llm.message_requests()[1]
+    assert "Second question" in json.dumps(second["messages"][-1])
+
+
+def test_the_stuck_banner_says_what_to_check_and_keeps_the_newest_message_in_view(page, llm, owner):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app import services as session_services
+    from sessions_app.models import Event
+    from tests.factories import SessionFactory
+
+    session = SessionFactory(owner=owner, title="Long chat")
+    session_services.events_append(
+        session_id=session.pk,
+        items=[
+            {
+                "kind": Event.Kind.USER_MESSAGE if n % 2 == 0 else Event.Kind.AGENT_MESSAGE,
+                "content": f"Message number {n}\n\nwith a second paragraph",
+            }
+            for n in range(30)
+        ],
+    )
+    # A run whose worker holds a lease but went quiet: Continue cannot requeue it yet.
+    Session.objects.filter(pk=session.pk).update(
+        status=Session.Status.RUNNING,
+        lease_token="held-by-a-worker",
+        lease_expires_at=timezone.now() + timedelta(minutes=10),
+        heartbeat_at=timezone.now() - timedelta(minutes=2),
+    )
+    open_home(page)
+    page.get_by_label("Open an earlier chat").select_option(str(session.pk))
+
+    banner = page.locator('[data-role="banner"]')
+    expect(banner).to_contain_text("This run may be stuck")
+    expect(banner).to_contain_text("Check that a worker is running")
+    expect(banner).to_contain_text("qcluster")
+    expect(banner.get_by_role("button", name="Continue")).to_be_visible()
+    newest = page.get_by_text("Message number 29")
+    expect(newest).to_be_in_viewport()
+    visible = newest.evaluate(
+        """e => {
+            const box = document.querySelector('[data-role="transcript"]').getBoundingClientRect();
+            const r = e.getBoundingClientRect();
+            return r.top >= box.top && r.bottom <= box.bottom + 1;
+        }"""
+    )
+    assert visible
+    screenshot(page, "sidebar-stuck")
+
+
+def test_long_summaries_and_status_lines_are_shortened_with_show_more(
+    page, llm, owner, sidebar_calls
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories import SessionFactory
+
+    # The tool registry cuts summaries at 300 characters: the marker sits before that.
+    title = "A very long note title " + "with many words " * 12 + "THE END " + "and more " * 5
+    llm.enqueue(tool_reply(tool_call("sidebar_publish_note", {"title": title}, id="toolu_long")))
+    busy = SessionFactory(owner=owner, title="Busy chat")  # listed in the history on page load
+    open_home(page)
+    new_chat(page)
+    send(page, "Publish a long note")
+
+    summary = hitl_card(page).locator(".ahentic-hitl-summary")
+    expect(summary).to_contain_text("Publish the note")
+    expect(summary).not_to_contain_text("THE END")
+    summary.get_by_role("button", name="Show more").click()
+    expect(summary).to_contain_text("THE END")
+    summary.get_by_role("button", name="Show less").click()
+    expect(summary).not_to_contain_text("THE END")
+
+    label = "Reading the whole catalogue, " + "page after page, " * 10 + "LAST PAGE"
+    Session.objects.filter(pk=busy.pk).update(
+        status=Session.Status.RUNNING,
+        lease_token="held-by-a-worker",
+        lease_expires_at=timezone.now() + timedelta(minutes=10),
+        heartbeat_at=timezone.now(),
+        progress={"label": label, "updatedAt": timezone.now().isoformat()},
+    )
+    page.get_by_label("Open an earlier chat").select_option(str(busy.pk))
+    progress = page.locator('[data-role="progress"]')
+    expect(progress).to_contain_text("Reading the whole catalogue")
+    expect(progress).not_to_contain_text("LAST PAGE")
+    progress.get_by_role("button", name="Show more").click()
+    expect(progress).to_contain_text("LAST PAGE")
+    page.wait_for_timeout(1500)  # heartbeats and polls re-render the line: it stays open
+    expect(progress).to_contain_text("LAST PAGE")
+
+
+def test_decisions_show_in_the_transcript_in_every_view_mode(page, llm, sidebar_calls):
+    llm.enqueue(
+        tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}, id="toolu_one")),
+        tool_reply(tool_call("sidebar_publish_note", {"title": "Milk"}, id="toolu_two")),
+        text_reply("Published one of them."),
+    )
+    open_home(page)
+    new_chat(page)
+    send(page, "Publish two notes")
+    card = hitl_card(page)
+    card.get_by_role("button", name=re.compile("^Allow once:")).click()
+    expect(card).to_contain_text("Publish the note 'Milk'")
+    card.get_by_label("Reason for denying").fill("No milk today")
+    card.get_by_role("button", name=re.compile("^Deny:")).click()
+    expect(assistant_messages(page)).to_have_text(["Published one of them."])
+
+    decisions = page.locator(".ahentic-decision")
+    expected = [
+        "Allowed once (sidebar_publish_note)",
+        "Denied: No milk today (sidebar_publish_note)",
+    ]
+    for view_mode in ("basic", "verbose", "debug"):
+        if view_mode != "basic":
+            page.get_by_label("View mode").select_option(view_mode)
+            expect(page.locator(".ahentic-tool-call")).to_have_count(2)
+        expect(decisions).to_have_text(expected)
+    assert sidebar_calls == [{"tool": "sidebar_publish_note", "input": {"title": "Beans"}}]
+
+
+def test_artifacts_open_as_a_preview_and_escape_closes_it_then_the_panel(page, llm):
+    llm.enqueue(
+        tool_reply(
+            tool_call(
+                "stage_artifact",
+                {
+                    "key": "recipe",
+                    "kind": "markdown",
+                    "title": "Pour-over recipe",
+                    "payload": {"content": "# Pour-over\n\n- 15 g coffee\n- 250 g water"},
+                },
+            ),
+            tool_call(
+                "stage_artifact",
+                {
+                    "key": "banner",
+                    "kind": "html",
+                    "title": "Shop banner",
+                    "payload": {"content": '<h1>Sale</h1><img src=x onerror="window.__pwned=1">'},
+                },
+            ),
+        ),
+        text_reply("Staged two drafts."),
+    )
+    open_home(page)
+    new_chat(page)
+    send(page, "Draft a recipe and a banner")
+    expect(assistant_messages(page)).to_have_text(["Staged two drafts."])
+    artifacts = page.locator('[data-role="artifacts-box"]')
+    artifacts.locator("summary").click()
+    preview = page.get_by_role("region", name="Artifact preview")
+
+    artifacts.get_by_role("button", name="Open artifact recipe").click()
+
+    expect(preview.locator("h1")).to_have_text("Pour-over")
+    expect(preview.locator("li")).to_have_text(["15 g coffee", "250 g water"])
+    expect(preview).to_contain_text("Pour-over recipe")
+
+    artifacts.get_by_role("button", name="Open artifact banner").click()
+    source = preview.locator("pre")
+    expect(source).to_have_text('<h1>Sale</h1><img src=x onerror="window.__pwned=1">')
+    assert preview.locator("h1, img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    screenshot(page, "sidebar-artifact")
+
+    page.keyboard.press("Escape")  # focus is on the preview's close button
+    expect(preview).to_be_hidden()
+    expect(page.locator("#ahentic-panel")).to_be_visible()
+    page.get_by_label("Message the agent").press("Escape")
+    expect(page.locator("#ahentic-panel")).to_be_hidden()
+    expect(page.get_by_role("button", name="Open the agent panel")).to_be_focused()
+
+
+def test_the_context_label_separates_the_context_fill_from_the_tokens_used(page, llm):
+    llm.enqueue(text_reply("Counted."))
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Count my tokens")
+
+    expect(assistant_messages(page)).to_have_text(["Counted."])
+    session = only_session()
+    percent = int(session.context_usage["percent"] + 0.5)  # shown rounded to a whole percent
+    used = session.tokens_used
+    used_text = f"{used / 1000:.1f}k" if used >= 1000 else str(used)
+    expect(page.locator('[data-role="tokens"]')).to_contain_text(
+        f"Context {percent}% · {used_text} tokens this chat"
+    )
+
+
+def test_a_sub_agent_shows_under_its_parent_and_opens_read_only(page, llm, owner):
+    from sessions_app import services as session_services
+    from sessions_app.models import Event
+    from tests.factories import SessionFactory
+
+    parent = SessionFactory(owner=owner, title="Research trip")
+    child = SessionFactory(owner=owner, title="Bean researcher", parent=parent)
+    session_services.events_append(
+        session_id=child.pk,
+        items=[
+            {"kind": Event.Kind.USER_MESSAGE, "content": "Find three Kenyan beans"},
+            {"kind": Event.Kind.AGENT_MESSAGE, "content": "Found **three** beans."},
+        ],
+    )
+    Session.objects.filter(pk=child.pk).update(status=Session.Status.RUNNING)
+    open_home(page)
+    page.get_by_label("Open an earlier chat").select_option(str(parent.pk))
+
+    children = page.locator('[data-role="children-box"]')
+    expect(children).to_contain_text("Sub-agents (1)")
+    children.locator("summary").click()
+    row = children.locator(".ahentic-child")
+    expect(row).to_contain_text("Bean researcher")
+    expect(row).to_contain_text("running")
+
+    row.get_by_role("button", name="Open sub-agent Bean researcher").click()
+
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("Bean researcher")
+    expect(assistant_messages(page).locator("strong")).to_have_text("three")
+    expect(page.locator('[data-role="read-only"]')).to_be_visible()
+    expect(page.get_by_label("Message the agent")).to_be_hidden()
+    expect(page.get_by_role("button", name="Stop the run")).to_be_hidden()
+
+
+def admin_page(browser, live_server, viewport):
+    from tests.factories import UserFactory
+
+    staff = UserFactory(username="staff", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(staff)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    context = browser.new_context(base_url=live_server.url, viewport=viewport)
+    context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
+    return context
+
+
+def covered(page, locator) -> bool:
+    """True when something else (the panel) is on top of the element's centre."""
+    return locator.evaluate(
+        """e => {
+            const r = e.getBoundingClientRect();
+            const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+            return !(top && (top === e || e.contains(top)));
+        }"""
+    )
+
+
+def test_the_docked_panel_pushes_the_admin_aside_instead_of_covering_it(
+    browser, live_server, settings
+):
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_SIDEBAR": True}
+    context = admin_page(browser, live_server, {"width": 1280, "height": 860})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        page.goto("/admin/")
+        page.get_by_role("button", name="Open the agent panel").click()
+        log_out = page.locator("#logout-form button")
+        assert covered(page, log_out), "the floating panel should cover the header's links"
+
+        page.get_by_role("button", name="Dock the panel beside the page").click()
+
+        expect(page.get_by_role("button", name="Float the panel over the page")).to_be_visible()
+        screenshot(page, "sidebar-docked")
+        assert not covered(page, log_out)
+        log_out.click(trial=True)  # reachable: the header ends where the panel starts
+        page.reload()
+        expect(page.locator("#ahentic-panel")).to_be_visible()  # open and docked, remembered
+        assert not covered(page, page.locator("#logout-form button"))
+        screenshot(page, "sidebar-docked")
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def test_the_panel_starts_folded_on_a_narrow_screen(browser, live_server, owner):
+    client = Client()
+    client.force_login(owner)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 420, "height": 800})
+    context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": live_server.url}])
+    page = context.new_page()
+    try:
+        page.goto("/")
+        launcher = page.get_by_role("button", name="Open the agent panel")
+        expect(launcher).to_be_visible()
+        expect(page.locator("#ahentic-panel")).to_be_hidden()
+        launcher.click()
+        expect(page.locator("#ahentic-panel")).to_be_visible()
+        page.reload()  # opened once, still folded on the next page: the page comes first
+        expect(page.locator("#ahentic-panel")).to_be_hidden()
+    finally:
+        context.close()

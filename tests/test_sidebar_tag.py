@@ -40,7 +40,7 @@ def test_it_renders_the_sidebar_for_a_user_with_the_agent_permission(owner):
     assert 'data-browser-timeout-s="45"' in html
     assert f'data-user="{owner.pk}"' in html
     assert 'data-admin="0"' in html
-    assert "/static/ahentic/sidebar.js" in html
+    assert "/static/ahentic/sidebar/main.js" in html
     assert "/static/ahentic/sidebar.css" in html
 
 
@@ -149,7 +149,7 @@ def test_the_home_page_requires_a_login(client, db):
     response = client.get("/")
 
     assert response.status_code == 302
-    assert response["Location"] == "/admin/login/?next=/"
+    assert response["Location"] == "/accounts/login/?next=/"
 
 
 def test_the_home_page_shows_the_sidebar_and_a_form_to_fill(owner_client):

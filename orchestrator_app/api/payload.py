@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
+
 from artifacts_app import store
 from artifacts_app.models import Artifact
 from sessions_app.conf import ahentic_settings
@@ -33,6 +35,12 @@ BASIC_KINDS = [
     Event.Kind.SYSTEM_MESSAGE,
     Event.Kind.SUBAGENT_MESSAGE,
 ]
+# Tool results that record a user's decision (an approval or a denial) show in the basic view
+# too, without their content: the sidebar draws them as "Allowed once" / "Denied: reason".
+USER_DECISIONS = ("allow_once", "allow_session", "always_allow")
+DECISION_RESULTS = Q(kind=Event.Kind.TOOL_RESPONSE) & (
+    Q(payload__has_key="denied") | Q(payload__approved__in=USER_DECISIONS)
+)
 VERBOSE_CUT = 500
 TOOL_RESULT_META_KEYS = (
     "ok",
@@ -52,7 +60,7 @@ def events_for_view(session_id, view_mode: str):
         # Synthetic user turns (the max_tokens nudge) are for the model, not the reader. The
         # marker is a top-level key: a nested key lookup is NULL on PostgreSQL for rows
         # without "meta", and NOT(NULL) would hide every user message.
-        events = events.filter(kind__in=BASIC_KINDS).exclude(
+        events = events.filter(Q(kind__in=BASIC_KINDS) | DECISION_RESULTS).exclude(
             kind=Event.Kind.USER_MESSAGE, payload__has_key="synthetic"
         )
     return events
@@ -74,7 +82,9 @@ def message_json(event: Event, view_mode: str) -> dict[str, Any]:
         meta = {"source": "subagent", "name": payload.get("name", ""), **payload.get("meta", {})}
     else:
         meta = dict(payload.get("meta", {}))
-    if view_mode == Session.ViewMode.VERBOSE and event.kind in (
+    if view_mode == Session.ViewMode.BASIC and event.kind == Event.Kind.TOOL_RESPONSE:
+        content = ""  # a decision line: the result itself is tool traffic
+    elif view_mode == Session.ViewMode.VERBOSE and event.kind in (
         Event.Kind.TOOL_CALL,
         Event.Kind.TOOL_RESPONSE,
     ):

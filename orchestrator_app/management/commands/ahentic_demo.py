@@ -1,7 +1,8 @@
-"""Start the demo in one go: migrate, create a login, start the worker and the web server.
+"""Start the demo in one go: migrate, create two logins, start the worker and the web server.
 
 Without an Anthropic API key (and no base URL) the offline model is used: the local Messages
-API server runs inside this process and both children are pointed at it.
+API server runs inside this process and both children are pointed at it. Ctrl-C or SIGTERM stops
+both children before the command exits.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 import time
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -20,10 +22,20 @@ from sessions_app.conf import ahentic_settings
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo"
+# A login that is not staff but may use the agent: the sidebar on the site's own pages.
+MEMBER_USERNAME = "member"
+MEMBER_PASSWORD = "member"
+
+
+def _stop_on_sigterm(signum, frame):
+    raise KeyboardInterrupt  # the same way out as Ctrl-C: the children are stopped in finally
 
 
 class Command(BaseCommand):
     help = "Start the django-ahentic demo: web server + django-q2 worker (qcluster)."
+    # Checked in handle() once the offline model is set up: checked before, the missing API key
+    # would be reported although the demo's model answers.
+    requires_system_checks: list = []
 
     def add_arguments(self, parser):
         parser.add_argument("--addrport", default="127.0.0.1:8000")
@@ -32,45 +44,55 @@ class Command(BaseCommand):
     def handle(self, *args, addrport: str, no_worker: bool, **options):
         from django.conf import settings
 
-        db_path = settings.DATABASES["default"]["NAME"]
-        if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-            os.makedirs(os.path.dirname(str(db_path)), exist_ok=True)
-        self.stdout.write("Applying migrations...")
-        call_command("migrate", interactive=False, verbosity=0)
-        self._ensure_login()
-
-        env = os.environ.copy()
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
         offline = None
-        if not ahentic_settings.API_KEY and not ahentic_settings.BASE_URL:
-            from orchestrator_app.testing.localapi import LocalMessagesServer
-            from orchestrator_app.testing.offline import demo_responder
-
-            offline = LocalMessagesServer().start()
-            offline.responder = demo_responder
-            env["ANTHROPIC_BASE_URL"] = offline.url
-            env["ANTHROPIC_API_KEY"] = "offline-demo"
-            self.stdout.write(f"No ANTHROPIC_API_KEY: using the offline model at {offline.url}")
-
-        manage = [sys.executable, "manage.py"]
-        children = []
-        if not no_worker:
-            children.append(subprocess.Popen([*manage, "qcluster"], env=env))
-        children.append(subprocess.Popen([*manage, "runserver", "--noreload", addrport], env=env))
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"\nDemo running on http://{addrport}/  (admin: http://{addrport}/admin/)\n"
-                f"Log in as  {DEMO_USERNAME} / {DEMO_PASSWORD}\n"
-                f"API:       http://{addrport}/ahentic/v1/sessions\n"
-                "Stop with Ctrl-C.\n"
-            )
-        )
+        children: list[subprocess.Popen] = []
         try:
+            if not ahentic_settings.API_KEY and not ahentic_settings.BASE_URL:
+                from orchestrator_app.testing.localapi import LocalMessagesServer
+                from orchestrator_app.testing.offline import demo_responder
+
+                offline = LocalMessagesServer().start()
+                offline.responder = demo_responder
+                # Set here too, so this process's checks see the model the children use.
+                os.environ["ANTHROPIC_BASE_URL"] = offline.url
+                os.environ["ANTHROPIC_API_KEY"] = "offline-demo"
+                self.stdout.write(f"No ANTHROPIC_API_KEY: using the offline model at {offline.url}")
+            self.check(display_num_errors=False)
+
+            db_path = settings.DATABASES["default"]["NAME"]
+            if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+                os.makedirs(os.path.dirname(str(db_path)), exist_ok=True)
+            self.stdout.write("Applying migrations...")
+            call_command("migrate", interactive=False, verbosity=0)
+            self._ensure_logins()
+
+            manage = [sys.executable, "manage.py"]
+            env = os.environ.copy()
+            if not no_worker:
+                children.append(subprocess.Popen([*manage, "qcluster"], env=env))
+            children.append(
+                subprocess.Popen([*manage, "runserver", "--noreload", addrport], env=env)
+            )
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nDemo running on http://{addrport}/  (admin: http://{addrport}/admin/)\n"
+                    f"Log in as  {DEMO_USERNAME} / {DEMO_PASSWORD}  (staff: the admin and its "
+                    "sidebar)\n"
+                    f"       or  {MEMBER_USERNAME} / {MEMBER_PASSWORD}  (not staff: the sidebar "
+                    "on the site's own pages)\n"
+                    f"API:       http://{addrport}/ahentic/v1/sessions\n"
+                    "Stop with Ctrl-C (or SIGTERM).\n"
+                )
+            )
             while all(child.poll() is None for child in children):
                 time.sleep(0.5)
             self.stderr.write("A demo process exited; stopping the others.")
         except KeyboardInterrupt:
             pass
         finally:
+            # A second SIGTERM must not cut the cleanup short (the timeouts below bound it).
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             for child in children:
                 if child.poll() is None:
                     child.send_signal(signal.SIGINT)
@@ -82,13 +104,22 @@ class Command(BaseCommand):
             if offline is not None:
                 offline.stop()
 
-    def _ensure_login(self) -> None:
+    def _ensure_logins(self) -> None:
+        self._ensure_user(DEMO_USERNAME, DEMO_PASSWORD, staff=True)
+        member = self._ensure_user(MEMBER_USERNAME, MEMBER_PASSWORD, staff=False)
+        app_label, codename = ahentic_settings.PERMISSION.split(".", 1)
+        member.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+
+    def _ensure_user(self, username: str, password: str, *, staff: bool):
         User = get_user_model()
         user, created = User.objects.get_or_create(
-            username=DEMO_USERNAME, defaults={"email": "demo@example.com"}
+            username=username, defaults={"email": f"{username}@example.com"}
         )
-        if created or not user.check_password(DEMO_PASSWORD):
-            user.set_password(DEMO_PASSWORD)
-        user.is_staff = True
-        user.is_superuser = True
+        if created or not user.check_password(password):
+            user.set_password(password)
+        user.is_staff = staff
+        user.is_superuser = staff
         user.save()
+        return user

@@ -1,0 +1,370 @@
+/*
+ * The cards around the transcript: the banner (stuck run, budget pause, resumable job, error),
+ * the plan, the approval card, queued messages, artifacts with their preview, and sub-agents.
+ * Each render function rebuilds its region only when what it shows changed (see changed()).
+ */
+import { isLive, sessionPath } from "./api.js";
+import { button, changed, el, fill, formatBytes, formatTokens, previewJson, shortened, show } from "./dom.js";
+import { renderInlineMarkdown, renderMarkdown } from "./markdown.js";
+
+const TOKEN_BUDGET_CODE = "ahentic_session_token_budget";
+const SUMMARY_LIMIT = 180;
+
+export const STATUS_TEXT = {
+  idle: "idle",
+  running: "running",
+  awaiting_human: "waiting for approval",
+  awaiting_browser: "running a page tool",
+  error: "failed",
+  cancelled: "stopped",
+};
+
+// ------------------------------------------------------------------ banner
+
+/** What the banner says, or null: stuck run, soft-budget pause, resumable job, error. */
+function bannerState(app, s) {
+  const p = s && s.payload;
+  if (!p || s.stopping) return null;
+  const resumable = (p.status === "idle" || p.status === "error") && p.jobResumable;
+  const quiet = p.status === "running" ? app.client.ageMs(p.heartbeatAt || p.modifiedAt) : null;
+  if (quiet != null && quiet >= app.config.stuckMs) {
+    const text =
+      "This run may be stuck: no worker has reported progress for over " +
+      Math.round(app.config.stuckMs / 1000) +
+      " s. Check that a worker is running (python manage.py qcluster), then press Continue.";
+    return { kind: "stuck", text, continue: true, stop: true };
+  }
+  if (resumable && p.lastErrorCode === TOKEN_BUDGET_CODE) {
+    const text =
+      "This chat is using a lot of tokens (" + formatTokens(p.tokensUsed) + "). Continue?";
+    return { kind: "budget", text, continue: true, stop: true };
+  }
+  if (resumable) {
+    const text = "This job can be continued." + (p.lastError ? " " + p.lastError : "");
+    return { kind: "resumable", text, continue: true };
+  }
+  if (p.status === "error" && p.lastError) return { kind: "error", text: p.lastError };
+  return null;
+}
+
+export function renderBanner(app, s) {
+  const { ui } = app;
+  const banner = bannerState(app, s);
+  if (!changed(ui.banner, banner ? s.id + "|" + banner.kind + "|" + banner.text : "")) return;
+  ui.banner.dataset.kind = banner ? banner.kind : "";
+  fill(
+    ui.banner,
+    ...(banner
+      ? [
+          el("span", { className: "ahentic-banner-text", text: banner.text }),
+          banner.continue
+            ? button("Continue", () => app.continueRun(s), "ahentic-button ahentic-primary")
+            : null,
+          banner.stop ? button("Stop", app.stop) : null,
+        ]
+      : []),
+  );
+  show(ui.banner, !!banner);
+}
+
+// ------------------------------------------------------------------ plan
+
+const STEP_MARKS = { completed: "✓", in_progress: "▸", pending: "○", cancelled: "✕" };
+
+export function renderPlan(app, s) {
+  const { ui } = app;
+  const plan = s && s.payload && s.payload.plan;
+  if (!changed(ui.plan, JSON.stringify(plan || null))) return;
+  if (!plan || !plan.steps || !plan.steps.length) {
+    show(ui.plan, false);
+    fill(ui.plan);
+    return;
+  }
+  fill(
+    ui.plan,
+    el("div", { className: "ahentic-card-title", text: plan.title || "Plan" }),
+    el(
+      "ol",
+      { className: "ahentic-plan-steps" },
+      plan.steps.map((step) => {
+        const content = el("span");
+        renderInlineMarkdown(content, step.content);
+        return el(
+          "li",
+          { className: "ahentic-step is-" + step.status, "data-status": step.status },
+          el("span", {
+            className: "ahentic-step-mark",
+            "aria-hidden": "true",
+            text: STEP_MARKS[step.status] || "•",
+          }),
+          content,
+          el("span", {
+            className: "ahentic-visually-hidden",
+            text: " (" + String(step.status).replace("_", " ") + ")",
+          }),
+        );
+      }),
+    ),
+  );
+  show(ui.plan, true);
+}
+
+// ------------------------------------------------------------------ approval card
+
+export function renderHitl(app, s) {
+  const { ui } = app;
+  const p = s && s.payload;
+  const pendingTool = p && p.pendingTool;
+  const waiting = p && !s.stopping && p.status === "awaiting_human" && pendingTool;
+  if (!waiting) {
+    changed(ui.hitl, "");
+    show(ui.hitl, false);
+    fill(ui.hitl);
+    return;
+  }
+  const busy = s.approving === pendingTool.callId;
+  if (!changed(ui.hitl, s.id + ":" + pendingTool.callId)) {
+    // Same call: keep the card (and a reason being typed); only toggle the buttons.
+    ui.hitl.querySelectorAll(".ahentic-hitl-buttons button").forEach((b) => (b.disabled = busy));
+    show(ui.hitl, true);
+    return;
+  }
+  const reason = el("input", {
+    type: "text",
+    className: "ahentic-input",
+    "data-role-hitl": "reason",
+    placeholder: "Reason (optional, sent with Deny)",
+    "aria-label": "Reason for denying",
+    maxlength: "2000",
+  });
+  const memory = pendingTool.memory;
+  const inputPreview = previewJson(pendingTool.input, 2000);
+  const primary = "ahentic-button ahentic-primary";
+  const buttons = [
+    button("Allow once", () => app.decide(s, "allow_once"), primary),
+    pendingTool.nonPreallowable ? null : button("Allow for this chat", () => app.decide(s, "allow_session")),
+    pendingTool.nonPreallowable ? null : button("Always allow", () => app.decide(s, "always_allow")),
+    button("Deny", () => app.decide(s, "deny", reason.value.trim())),
+  ].filter(Boolean);
+  buttons.forEach((b) => {
+    b.setAttribute("aria-label", b.textContent + ": " + pendingTool.name);
+    b.disabled = busy;
+  });
+  fill(
+    ui.hitl,
+    el("div", { className: "ahentic-card-title", text: "Approval needed" }),
+    el(
+      "div",
+      { className: "ahentic-hitl-summary" },
+      shortened(pendingTool.summary || pendingTool.name, SUMMARY_LIMIT, {
+        render: renderInlineMarkdown,
+      }),
+    ),
+    el("div", { className: "ahentic-hitl-tool" }, "Tool: ", el("code", { text: pendingTool.name })),
+    memory
+      ? el("div", {
+          className: "ahentic-hitl-memory",
+          text:
+            "Artifact: " +
+            [memory.title || memory.key, memory.kind, formatBytes(memory.bytes), memory.excerpt]
+              .filter(Boolean)
+              .join(" · "),
+        })
+      : null,
+    el(
+      "details",
+      // A short input is shown at once; a long one (a draft body) stays folded.
+      { className: "ahentic-hitl-input", open: inputPreview.length <= 400 },
+      el("summary", { text: "Input" }),
+      el("pre", { text: inputPreview }),
+    ),
+    reason,
+    el("div", { className: "ahentic-hitl-buttons" }, buttons),
+  );
+  show(ui.hitl, true);
+}
+
+// ------------------------------------------------------------------ queued messages
+
+export function renderPending(app, s) {
+  const { ui } = app;
+  const p = s && s.payload;
+  const items = p ? p.pendingMessages.filter((m) => !s.recalled.has(m.id)) : [];
+  // While a run is live the queue drains by itself; after Stop (or a failure) it waits.
+  const waiting = !!p && !isLive(p) && !s.stopping;
+  if (!changed(ui.pending, (s ? s.id : "") + waiting + JSON.stringify(items))) return;
+  if (!items.length) {
+    show(ui.pending, false);
+    fill(ui.pending);
+    return;
+  }
+  const title = waiting ? "Not sent yet" : "Queued until the agent is free";
+  const note = waiting
+    ? "The run stopped before " +
+      (items.length === 1 ? "this message was" : "these messages were") +
+      " sent. " +
+      (items.length === 1 ? "It goes" : "They go") +
+      " with your next message, or send now."
+    : null;
+  fill(
+    ui.pending,
+    el("div", { className: "ahentic-card-title", text: title }),
+    note ? el("p", { className: "ahentic-pending-note", text: note }) : null,
+    el(
+      "ul",
+      {},
+      items.map((item) => {
+        const short = item.content.slice(0, 60);
+        const mine = item.sourceType === "user";
+        return el(
+          "li",
+          { className: "ahentic-pending-item", "data-pending-id": item.id },
+          el("span", {
+            className: "ahentic-pending-text",
+            title: item.content,
+            text: (mine ? "" : "[sub-agent] ") + item.content,
+          }),
+          mine && waiting
+            ? el("button", {
+                type: "button",
+                className: "ahentic-link",
+                text: "Send now",
+                "aria-label": "Send now: " + short,
+                onclick: () => app.sendNow(s, item),
+              })
+            : null,
+          mine
+            ? el("button", {
+                type: "button",
+                className: "ahentic-link",
+                text: "Recall",
+                "aria-label": "Recall queued message: " + short,
+                onclick: () => app.recall(s, item.id),
+              })
+            : null,
+        );
+      }),
+    ),
+  );
+  show(ui.pending, true);
+}
+
+// ------------------------------------------------------------------ artifacts
+
+/** Fill `body` with an artifact's content: Markdown rendered, everything else as source text. */
+function artifactPreview(body, artifact) {
+  const payload = artifact.payload;
+  if (artifact.kind === "markdown" && payload && typeof payload.content === "string") {
+    renderMarkdown(body, payload.content);
+  } else if (payload && typeof payload.content === "string") {
+    // html and post_content: the source, escaped (textContent), never rendered as markup.
+    fill(body, el("pre", { className: "ahentic-artifact-source", text: payload.content }));
+  } else {
+    fill(body, el("pre", { className: "ahentic-artifact-source", text: previewJson(payload, 100000) }));
+  }
+}
+
+async function openArtifact(app, s, key) {
+  const { ui } = app;
+  const box = ui.artifactPreview;
+  s.previewKey = key;
+  const body = el("div", { className: "ahentic-artifact-body", text: "Loading…" });
+  const closeButton = el("button", {
+    type: "button",
+    className: "ahentic-icon-button",
+    "aria-label": "Close the preview",
+    text: "×",
+    onclick: () => closeArtifact(app, s),
+  });
+  const heading = el("div", { className: "ahentic-card-title" }, el("code", { text: key }));
+  fill(box, el("div", { className: "ahentic-artifact-head" }, heading, closeButton), body);
+  box.dataset.key = key;
+  show(box, true);
+  closeButton.focus();
+  const result = await app.client.api("GET", sessionPath(s.id, "artifacts/" + encodeURIComponent(key)));
+  if (s.previewKey !== key || box.dataset.key !== key) return; // closed or replaced meanwhile
+  if (!result.ok) {
+    body.textContent = (result.data && result.data.detail) || "The artifact could not be loaded.";
+    return;
+  }
+  const artifact = result.data;
+  if (artifact.title) heading.append(" ", el("span", { text: artifact.title }));
+  heading.append(el("span", { className: "ahentic-artifact-meta", text: " · " + artifact.kind }));
+  artifactPreview(body, artifact);
+}
+
+export function closeArtifact(app, s) {
+  if (s) s.previewKey = null;
+  const box = app.ui.artifactPreview;
+  if (box.hidden) return false;
+  delete box.dataset.key;
+  show(box, false);
+  fill(box);
+  return true;
+}
+
+export function renderArtifacts(app, s) {
+  const { ui } = app;
+  const artifacts = (s && s.payload && s.payload.artifacts) || [];
+  if (!changed(ui.artifacts, (s ? s.id : "") + JSON.stringify(artifacts))) return;
+  if (!s || ui.artifactPreview.dataset.key !== s.previewKey) closeArtifact(app, null);
+  ui.artifactCount.textContent = String(artifacts.length);
+  fill(
+    ui.artifacts,
+    ...artifacts.map((a) =>
+      el(
+        "li",
+        { className: "ahentic-artifact", "data-status": a.status, "data-key": a.key },
+        el("code", { text: a.key }),
+        " ",
+        el("span", {
+          className: "ahentic-artifact-meta",
+          text: [a.kind, a.status, formatBytes(a.bytes)].join(" · "),
+        }),
+        " ",
+        el("button", {
+          type: "button",
+          className: "ahentic-link",
+          text: "Open",
+          "aria-label": "Open artifact " + a.key,
+          onclick: () => openArtifact(app, s, a.key),
+        }),
+        a.title ? el("div", { className: "ahentic-artifact-title", text: a.title }) : null,
+      ),
+    ),
+  );
+  show(ui.artifactsBox, artifacts.length > 0);
+}
+
+// ------------------------------------------------------------------ sub-agents
+
+export function renderChildren(app, s) {
+  const { ui } = app;
+  const p = s && s.payload;
+  const children = (p && p.children) || [];
+  if (!changed(ui.children, (s ? s.id : "") + JSON.stringify(children))) return;
+  ui.childCount.textContent = String(children.length);
+  fill(
+    ui.children,
+    ...children.map((child) =>
+      el(
+        "li",
+        { className: "ahentic-child", "data-status": child.status, "data-session": child.id },
+        el("span", { className: "ahentic-dot", "aria-hidden": "true" }),
+        el("span", { className: "ahentic-child-title", text: child.title }),
+        el("span", {
+          className: "ahentic-artifact-meta",
+          text: (STATUS_TEXT[child.status] || child.status) + " · " + formatTokens(child.tokensUsed) + " tokens",
+        }),
+        el("button", {
+          type: "button",
+          className: "ahentic-link",
+          text: "Open",
+          "aria-label": "Open sub-agent " + child.title,
+          onclick: () => app.openChild(child),
+        }),
+      ),
+    ),
+  );
+  show(ui.childrenBox, children.length > 0);
+}
