@@ -105,6 +105,8 @@ def answer(
     call: Event,
     result: Any,
     ok: bool,
+    *,
+    clear_pending: bool,
     advance_plan: bool = False,
     **meta: Any,
 ) -> Outcome:
@@ -117,7 +119,9 @@ def answer(
         )
         plan = load_session(lease).plan if advance_plan else None
         runstate.call_answered(
-            lease, call.tool_use_id, plan=plan_rules.advance(plan) if plan else None
+            lease,
+            clear_pending=clear_pending,
+            plan=plan_rules.advance(plan) if plan else None,
         )
     excerpt = result_text(result)[:240]
     tracer.add(
@@ -163,10 +167,19 @@ def check_call(
     return tool, None
 
 
+def holds(lease: Lease, session: Session) -> bool:
+    """Whether ``session`` (as just read) is still this lease's run."""
+    return (
+        session.status == Session.Status.RUNNING
+        and session.run_seq == lease.run_seq
+        and session.lease_token == lease.token
+    )
+
+
 def process_call(lease: Lease, tracer: TraceBuffer, call: Event) -> Outcome:
-    if not runstate.lease_refresh(lease):  # cancelled before this tool: nothing new starts
-        return Outcome("lost")
     session = load_session(lease)
+    if not holds(lease, session):  # cancelled before this tool: nothing new starts
+        return Outcome("lost")
     name = call.payload.get("tool", "")
     pending = PendingTool.from_json(session.pending_tool)
     if pending is not None and pending.call_id != call.tool_use_id:
@@ -178,8 +191,10 @@ def process_call(lease: Lease, tracer: TraceBuffer, call: Event) -> Outcome:
         runstate.capability_request_add(
             session_id=session.pk, ability=name, reason="unknown tool called"
         )
+    # However the call ends (executed or refused), its approval card is then done.
+    clear_pending = pending is not None
     if problem:
-        return answer(lease, tracer, call, problem, False)
+        return answer(lease, tracer, call, problem, False, clear_pending=clear_pending)
     assert tool is not None
 
     artifact = None
@@ -198,7 +213,9 @@ def process_call(lease: Lease, tracer: TraceBuffer, call: Event) -> Outcome:
                     session.pk, tool_input[store.FROM_MEMORY], tool.artifact_kinds
                 )
             except ModelFacingError as exc:
-                return answer(lease, tracer, call, exc.as_result(), False)
+                return answer(
+                    lease, tracer, call, exc.as_result(), False, clear_pending=clear_pending
+                )
 
     approved = pending.approved if pending else None
     if tool.needs_approval(tool_input) and not approved:
@@ -225,7 +242,16 @@ def process_call(lease: Lease, tracer: TraceBuffer, call: Event) -> Outcome:
             approved=approved,
             artifact=artifact,
         )
-    return execute(lease, tracer, session, call, tool, tool_input, approved=approved)
+    return execute(
+        lease,
+        tracer,
+        session,
+        call,
+        tool,
+        tool_input,
+        approved=approved,
+        clear_pending=clear_pending,
+    )
 
 
 def pause(
@@ -269,8 +295,8 @@ def pause(
 
 def mark_started(lease: Lease, call: Event) -> None:
     """Record that execution began, so a crash is healed as "outcome unknown", never re-run."""
-    call.payload = session_services.event_payload_merge(
-        event_id=call.pk, started={"lease": lease.token, "at": timezone.now().isoformat()}
+    session_services.event_payload_merge(
+        event=call, started={"lease": lease.token, "at": timezone.now().isoformat()}
     )
 
 
@@ -282,6 +308,7 @@ def execute(
     tool: Tool,
     tool_input: dict[str, Any],
     approved: str | None,
+    clear_pending: bool,
 ) -> Outcome:
     timeout = float(tool.timeout or ahentic_settings.TOOL_TIMEOUT_S)
     if not runstate.lease_refresh(lease, extra_s=timeout):
@@ -293,7 +320,7 @@ def execute(
                 lease.session_id, tool_input, tool.artifact_field, tool.artifact_kinds
             )
         except ModelFacingError as exc:
-            return answer(lease, tracer, call, exc.as_result(), False)
+            return answer(lease, tracer, call, exc.as_result(), False, clear_pending=clear_pending)
         problem = tool.validate(tool_input, strict=True)
         if problem:
             return answer(
@@ -302,6 +329,7 @@ def execute(
                 call,
                 failure("invalid_input", problem),
                 False,
+                clear_pending=clear_pending,
                 artifactKey=artifact_key,
             )
     mark_started(lease, call)
@@ -343,7 +371,16 @@ def execute(
         meta["approved"] = approved
     if artifact_key:
         meta["artifactKey"] = artifact_key
-    outcome = answer(lease, tracer, call, result, ok, advance_plan=ok and not tool.readonly, **meta)
+    outcome = answer(
+        lease,
+        tracer,
+        call,
+        result,
+        ok,
+        clear_pending=clear_pending,
+        advance_plan=ok and not tool.readonly,
+        **meta,
+    )
     if ok and artifact_key:
         store.mark_applied(lease.session_id, artifact_key)
     if ctx.stop:

@@ -202,7 +202,7 @@ def attach_context(events: list[Event], context: str) -> None:
     )
     if previous == context:
         return
-    newest.payload = session_services.event_payload_merge(event_id=newest.pk, context=context)
+    session_services.event_payload_merge(event=newest, context=context)
 
 
 def _blocks_for(event: Event, current_run: int) -> tuple[str, dict[str, Any]] | None:

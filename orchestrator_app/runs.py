@@ -56,6 +56,8 @@ def require_llm() -> None:
 def pending_promote(session_id) -> int:
     """Move queued messages into the stream, oldest first. Caller is at a round boundary
     (every tool_use of the last assistant turn answered), so no tool pair is split."""
+    if not PendingMessage.objects.filter(session_id=session_id).exists():
+        return 0  # the common case, without a transaction
     with transaction.atomic():
         pending = list(PendingMessage.objects.filter(session_id=session_id).order_by("id"))
         if not pending:

@@ -116,9 +116,10 @@ class StepRunner:
         self.report_to_parent(f"Sub-agent stopped with an error ({code}): {message}")
 
     def next_step(self) -> None:
-        """Hand the run to a fresh step: drop the lease, then enqueue (on commit)."""
-        self.tracer.flush()  # before the next step (which may run at once) traces
+        """Hand the run to a fresh step: write the trace, drop the lease, then enqueue (on
+        commit, in one transaction: the next step may start at once)."""
         with transaction.atomic():
+            self.tracer.flush()
             if runstate.lease_release(self.lease):
                 enqueue_step(self.session_id, self.run_seq)
 
@@ -141,17 +142,18 @@ class StepRunner:
                 f"This chat has used {session.tokens_used} tokens. Continue to keep going, or stop.",
             )
             return
-        self.heal()
-        open_calls = unanswered_tool_calls(self.session_id)
+        open_calls = self.heal()
         if open_calls:
             self.run_calls(open_calls)
             return
         self.promote_pending()
         self.think()
 
-    def heal(self) -> None:
-        """Answer tool calls that can no longer complete (their worker is gone or timed out)."""
+    def heal(self) -> list[Event]:
+        """Answer tool calls that can no longer complete (their worker is gone or timed out).
+        Returns the calls still open, oldest first."""
         healed: list[str] = []
+        still_open: list[Event] = []
         for call in unanswered_tool_calls(self.session_id):
             started = call.payload.get("started")
             if started and started.get("lease") != self.lease.token:
@@ -180,10 +182,13 @@ class StepRunner:
                 }
                 tool_response_record(session_id=self.session_id, call=call, result=result, ok=False)
                 healed.append(call.tool_use_id)
-        pending = runstate.PendingTool.from_json(self.reload().pending_tool)
+            else:
+                still_open.append(call)
+        pending = runstate.PendingTool.from_json(self.session.pending_tool)
         if pending is not None and pending.call_id in healed:
             # The approval was for a call that is answered now: nothing is pending any more.
             runstate.pending_tool_clear(self.lease, pending.call_id)
+        return still_open
 
     def promote_pending(self) -> None:
         """At a round boundary, queued messages join the conversation as user turns."""
@@ -208,16 +213,12 @@ class StepRunner:
                 f"The run reached its limit of {self.max_steps()} steps. Continue to keep going.",
             )
             return
-        step = runstate.step_begin(self.lease)
+        step = runstate.step_begin(self.lease, session.step_count)
         if step is None:
             return
-        session = self.reload()
+        session.step_count = step
         tools = tools_for(session, session.owner)
         request, memory_blocks = self.assemble(session, tools)
-        calibration = float((session.context_usage or {}).get("calibration") or 1.0)
-        runstate.context_usage_set(
-            self.lease, context.usage_snapshot(request, memory_blocks, calibration)
-        )
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
@@ -258,12 +259,17 @@ class StepRunner:
             return
         estimated = context.estimate(request)
         real = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens
+        calibration = float((session.context_usage or {}).get("calibration") or 1.0)
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
-            runstate.context_usage_set(
-                self.lease, context.usage_snapshot(request, memory_blocks, real / estimated)
-            )
-        usage.usage_record_call(session=session, run=self.run_seq, purpose="step", result=result)
+            calibration = real / estimated
+        usage.usage_record_call(
+            session=session,
+            run=self.run_seq,
+            purpose="step",
+            result=result,
+            context_usage=context.usage_snapshot(request, memory_blocks, calibration),
+        )
         self.trace(
             "llm_response",
             f"{result.stop_reason}: {result.text[:120]}",
@@ -276,9 +282,8 @@ class StepRunner:
             duration_ms=result.duration_ms,
             tool_uses=[t["name"] for t in result.tool_uses],
         )
-        # A cancel that arrived during the call: usage is recorded above, nothing new starts.
-        if not runstate.lease_refresh(self.lease):
-            return
+        # A cancel that arrived during the call: usage is recorded above, and persisting the
+        # turn (conditional on the lease) writes nothing, so nothing new starts.
         self.handle_result(result)
 
     def assemble(self, session: Session, tools) -> tuple[dict[str, Any], int]:

@@ -7,6 +7,7 @@ Token arithmetic: ``tokensIn`` = input + cache read + cache write (everything th
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -49,6 +50,7 @@ def usage_record(
     cache_write_tokens: int,
     duration_ms: int,
     stop_reason: str = "",
+    context_usage: dict[str, Any] | None = None,
 ) -> UsageRecord:
     """One ledger row per model call; the session counters are its running sum."""
     cost = usage_cost(
@@ -81,14 +83,20 @@ def usage_record(
             cache_read_tokens=cache_read_tokens,
             cache_write_tokens=cache_write_tokens,
             cost=cost,
+            context_usage=context_usage,
         )
     return record
 
 
 def usage_record_call(
-    *, session: Session, run: int, purpose: str, result: llm.LLMResult
+    *,
+    session: Session,
+    run: int,
+    purpose: str,
+    result: llm.LLMResult,
+    context_usage: dict[str, Any] | None = None,
 ) -> UsageRecord:
-    """Ledger row for one finished model call."""
+    """Ledger row for one finished model call (and the step's contextUsage, when given)."""
     return usage_record(
         session_id=session.pk,
         user_id=session.owner_id,
@@ -101,6 +109,7 @@ def usage_record_call(
         cache_write_tokens=result.cache_write_tokens,
         duration_ms=result.duration_ms,
         stop_reason=result.stop_reason,
+        context_usage=context_usage,
     )
 
 

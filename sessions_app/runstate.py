@@ -207,14 +207,18 @@ def usage_add(
     cache_read_tokens: int,
     cache_write_tokens: int,
     cost,
+    context_usage: dict[str, Any] | None = None,
 ) -> None:
-    """Add one model call to the session's running sums (the UsageRecord ledger is the truth)."""
+    """Add one model call to the session's running sums (the UsageRecord ledger is the truth),
+    with the step's calibrated ``context_usage`` when given."""
     fields: dict[str, Any] = {
         "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
         "tokens_out": F("tokens_out") + output_tokens,
         "cache_read_tokens": F("cache_read_tokens") + cache_read_tokens,
         "cache_write_tokens": F("cache_write_tokens") + cache_write_tokens,
     }
+    if context_usage is not None:
+        fields["context_usage"] = context_usage
     if cost is not None:
         # NULL + x is NULL in SQL: the first priced call starts the sum at 0.
         fields["cost_usd"] = (
@@ -347,15 +351,13 @@ def lease_release(lease: Lease) -> bool:
     return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
-def step_begin(lease: Lease) -> int | None:
-    """Count a step of the run; returns its number, or None once the lease is lost."""
-    with transaction.atomic():
-        fields = {"step_count": F("step_count") + 1}
-        if not _write(lease.holding(), lease.session_id, fields, visible=False):
-            return None
-        return (
-            Session.objects.filter(pk=lease.session_id).values_list("step_count", flat=True).get()
-        )
+def step_begin(lease: Lease, step_count: int) -> int | None:
+    """Count a step of the run; returns its number, or None once the lease is lost.
+    ``step_count`` is the count the caller read (only the lease holder changes it)."""
+    fields = {"step_count": step_count + 1}
+    if not _write(lease.holding(), lease.session_id, fields, visible=False):
+        return None
+    return step_count + 1
 
 
 def viewport_move(lease: Lease, start_event_id: int) -> bool:
@@ -371,29 +373,26 @@ def progress_set(lease: Lease, label: str) -> bool:
     return _write(lease.holding(), lease.session_id, fields)
 
 
-def context_usage_set(lease: Lease, context_usage: dict[str, Any]) -> bool:
-    fields = {"context_usage": context_usage}
-    return _write(lease.holding(), lease.session_id, fields, visible=False)
-
-
-def call_answered(lease: Lease, call_id: str, *, plan: dict[str, Any] | None = None) -> bool:
-    """A tool call of the run is answered: if it was the pending one its card is done, the
+def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | None = None) -> bool:
+    """A tool call of the run is answered: its approval card is done when it was the pending
+    call (``clear_pending``: while running only the lease holder changes the pending tool), the
     plan advances when given, and the model thinks next. Caller holds a transaction (with the
     tool_result), so a watching client sees one change."""
-    pending_tool_clear(lease, call_id, visible=False)
     now = timezone.now()
     fields: dict[str, Any] = {"progress": _progress("Thinking…", now), "heartbeat_at": now}
+    if clear_pending:
+        fields["pending_tool"] = None
     if plan is not None:
         fields["plan"] = plan
     return _write(lease.holding(), lease.session_id, fields)
 
 
-def pending_tool_clear(lease: Lease, call_id: str | None = None, *, visible: bool = True) -> bool:
+def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:
     """Drop the pending tool (only if it is ``call_id``'s, when given): its card is done."""
     rows = lease.holding()
     if call_id is not None:
         rows = rows.filter(pending_tool__call_id=call_id)
-    return _write(rows, lease.session_id, {"pending_tool": None}, visible=visible)
+    return _write(rows, lease.session_id, {"pending_tool": None})
 
 
 def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) -> bool:

@@ -64,7 +64,8 @@ def events_append(
     """
     if not items:
         return [] if lease is None or lease.holds() else None
-    with transaction.atomic():
+    # No savepoint of its own inside a caller's transaction: an error rolls back the caller's.
+    with transaction.atomic(savepoint=False):
         allocated = runstate.seq_allocate(session_id=session_id, count=len(items), lease=lease)
         if allocated is None:
             return None
@@ -257,16 +258,14 @@ def session_delete(*, session_id) -> None:
     Session.objects.filter(pk=session_id).delete()
 
 
-def event_payload_merge(*, event_id: int, **values: Any) -> dict[str, Any]:
+def event_payload_merge(*, event: Event, **values: Any) -> dict[str, Any]:
     """Merge bookkeeping keys into an event's payload (a tool call's ``started`` marker, the
-    per-step context note of a user turn). What the event says is never rewritten."""
-    with transaction.atomic():
-        payload = (
-            Event.objects.select_for_update().values_list("payload", flat=True).get(pk=event_id)
-        )
-        payload = {**(payload or {}), **values}
-        Event.objects.filter(pk=event_id).update(payload=payload)
-    return payload
+    per-step context note of a user turn). What the event says is never rewritten. The caller
+    is the event's only writer (the worker holding the session's lease), so the payload in
+    hand is current and one UPDATE suffices."""
+    event.payload = {**(event.payload or {}), **values}
+    Event.objects.filter(pk=event.pk).update(payload=event.payload)
+    return event.payload
 
 
 def goal_create(*, session_id, description: str, parent_id: int | None = None) -> Goal:

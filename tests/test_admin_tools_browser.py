@@ -89,7 +89,8 @@ def test_the_demo_tour_writes_a_flat_page_through_an_approval_card(page, demo, o
     )
 
     send(page, "List the pages")
-    expect(assistant_messages(page).last).to_contain_text("- Coffee (/coffee/)")
+    # The reply's Markdown list renders as a list.
+    expect(assistant_messages(page).last.get_by_role("listitem")).to_have_text("Coffee (/coffee/)")
 
     page.goto("/coffee/")
     expect(page.locator("h1")).to_have_text("Coffee")

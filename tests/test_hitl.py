@@ -157,7 +157,7 @@ def test_the_basic_view_shows_each_decision_without_the_tool_traffic(
         tool_reply(publish(id="toolu_second", title="Closing hours")),
         text_reply("One published, one not."),
     )
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
     decide(owner_client, session, run_tasks, "allow_once")
 
     body = decide(owner_client, session, run_tasks, "deny", reason="Not the closing hours")

@@ -16,18 +16,12 @@ from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import reply, text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
-from .conftest import API, payload_of, session_url, trace_types, transcript_of
+from .conftest import API, payload_of, post_message, session_url, trace_types, transcript_of
 from .tools_for_tests import WorkerKilled
 
+REQUEST = "Do the job"
+
 pytestmark = pytest.mark.usefixtures("llm_strict")
-
-
-def post_message(client, session, run_tasks, content="Do the job", **extra):
-    response = run_tasks(
-        client.post, session_url(session, "messages"), {"content": content, **extra}, format="json"
-    )
-    assert response.status_code == 202, response.content
-    return payload_of(client, session)
 
 
 def tool_results(transcript) -> list[dict]:
@@ -65,7 +59,7 @@ def test_a_tool_error_and_a_tool_crash_become_error_results_and_the_run_goes_on(
         text_reply("Both tools failed; here is what I know."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     results = {m["meta"]["callId"]: m for m in tool_results(transcript_of(owner_client, session))}
@@ -95,7 +89,7 @@ def test_invalid_tool_input_is_answered_with_the_validator_message(
 ):
     llm.enqueue(tool_reply(tool_call("echo", {}, id="toolu_bad")), text_reply("Sorry."))
 
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     [result] = tool_results(transcript_of(owner_client, session))
     assert json.loads(result["content"]) == {
@@ -112,7 +106,7 @@ def test_an_unknown_tool_is_unavailable_and_records_a_capability_request(
 ):
     llm.enqueue(tool_reply(tool_call("teleport", {"to": "Mars"})), text_reply("I cannot do that."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     [result] = tool_results(transcript_of(owner_client, session))
@@ -130,7 +124,7 @@ def test_ask_mode_refuses_a_mutating_tool_without_running_or_pausing(
         text_reply("I would create a note, but this chat is read-only."),
     )
 
-    body = post_message(owner_client, session, run_tasks, mode="ask")
+    body = post_message(owner_client, session, run_tasks, REQUEST, mode="ask")
 
     assert body["mode"] == "ask"
     assert body["status"] == "idle"
@@ -149,7 +143,7 @@ def test_the_step_cap_fails_the_run_resumably_and_continue_finishes_it(
     set_ahentic(settings, MAX_STEPS_PER_RUN=3)
     llm.enqueue(*(tool_reply(tool_call("echo", {"text": f"round {n}"})) for n in range(3)))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "error"
     assert body["lastErrorCode"] == "ahentic_max_steps"
@@ -183,7 +177,7 @@ def test_tool_uses_beyond_the_per_step_cap_are_answered_too_many_tools_never_dro
         text_reply("Two ran, one was refused."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert [c["input"]["text"] for c in tool_calls] == ["toolu_a", "toolu_b"]
@@ -205,7 +199,7 @@ def test_max_tokens_nudges_the_model_to_continue_in_another_step(
         text_reply("answer, finished."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert body["stepCount"] == 2
@@ -222,7 +216,7 @@ def test_max_tokens_nudges_the_model_to_continue_in_another_step(
 def test_a_refusal_ends_the_run_idle_with_the_refusal_code(owner_client, session, llm, run_tasks):
     llm.enqueue(reply([{"type": "text", "text": "I can't help with that."}], stop_reason="refusal"))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert body["lastErrorCode"] == "ahentic_refusal"
@@ -239,7 +233,7 @@ def test_pause_turn_calls_the_model_again_with_the_partial_turn(
         text_reply("Here is what I found."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     first, second = llm.message_requests()
@@ -251,7 +245,7 @@ def test_pause_turn_calls_the_model_again_with_the_partial_turn(
 def test_an_unknown_stop_reason_fails_the_run(owner_client, session, llm, run_tasks):
     llm.enqueue(reply([{"type": "text", "text": "?"}], stop_reason="model_context_window_exceeded"))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "error"
     assert body["lastErrorCode"] == "ahentic_llm_error"
@@ -275,7 +269,7 @@ def test_a_first_plan_needs_three_steps(owner_client, session, llm, run_tasks):
     steps = [{"id": "1", "content": "Research"}, {"id": "2", "content": "Publish"}]
     llm.enqueue(tool_reply(tool_call("update_plan", {"steps": steps})), text_reply("No plan then."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["plan"] is None
     [result] = tool_results(transcript_of(owner_client, session))
@@ -308,7 +302,7 @@ def test_plan_updates_merge_by_id_and_allow_one_step_in_progress(
         text_reply("Plan is set."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     results = tool_results(transcript_of(owner_client, session))
     assert [r["meta"]["ok"] for r in results] == [True, False, True, True]
@@ -333,7 +327,7 @@ def test_finishing_the_run_completes_the_open_plan_steps(owner_client, session, 
         tool_reply(tool_call("update_plan", {"steps": THREE_STEPS})), text_reply("All done.")
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert plan_statuses(body) == {"1": "completed", "2": "completed", "3": "completed"}
@@ -352,7 +346,7 @@ def test_ask_user_ends_the_run_idle_with_the_question_and_demotes_the_step_in_pr
         tool_reply(tool_call("ask_user", {"question": "Which tone should the draft use?"})),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert plan_statuses(body) == {"1": "completed", "2": "pending", "3": "pending"}
@@ -371,7 +365,7 @@ def test_ask_user_skips_the_remaining_calls_of_its_turn(
         )
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert tool_calls == []
@@ -411,7 +405,7 @@ def test_token_counters_and_the_ledger_match_what_the_model_reported(
 ):
     llm.enqueue(tool_reply(tool_call("echo", {"text": "hi"})), text_reply("Done."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     usage = reported_usage(llm)
     assert len(usage) == 2
@@ -461,7 +455,7 @@ def test_cost_is_priced_per_token_kind_when_the_model_has_a_price(
     set_ahentic(settings, PRICES={"claude-sonnet-5-5": price})
     llm.enqueue(tool_reply(tool_call("echo", {"text": "hi"})), text_reply("Done."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     expected = sum(
         (
@@ -483,7 +477,7 @@ def test_cost_is_priced_per_token_kind_when_the_model_has_a_price(
 def test_token_stats_show_only_the_requesting_users_calls(
     owner_client, other_client, session, llm, run_tasks
 ):
-    post_message(owner_client, session, run_tasks)
+    post_message(owner_client, session, run_tasks, REQUEST)
 
     today = other_client.get(f"{API}/stats/tokens?days=1").json()["series"][-1]
 
@@ -571,7 +565,7 @@ def test_a_redelivered_step_of_a_finished_run_does_nothing(
     owner_client, session, llm, run_tasks, tool_calls
 ):
     llm.enqueue(tool_reply(tool_call("echo", {"text": "once"})), text_reply("Done."))
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
     transcript = transcript_of(owner_client, session)
     trace_count = body["traceCount"]
 
@@ -612,7 +606,7 @@ def test_a_tool_over_its_time_limit_is_answered_tool_timeout(
 ):
     llm.enqueue(tool_reply(tool_call("hangs", {})), text_reply("It timed out."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "idle"
     assert len(tool_calls) == 1
@@ -661,7 +655,7 @@ def test_the_daily_token_limit_stops_the_run_and_refuses_new_messages(
         text_reply("Never reached."),
     )
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "error"
     assert body["lastErrorCode"] == "ahentic_daily_token_limit"
@@ -680,7 +674,7 @@ def test_the_soft_token_budget_pauses_the_run_until_the_user_continues(
     set_ahentic(settings, SESSION_SOFT_TOKEN_BUDGET=1)
     llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Finished."))
 
-    body = post_message(owner_client, session, run_tasks)
+    body = post_message(owner_client, session, run_tasks, REQUEST)
 
     assert body["status"] == "error"
     assert body["lastErrorCode"] == "ahentic_session_token_budget"
