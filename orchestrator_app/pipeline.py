@@ -167,19 +167,10 @@ def check_call(
     return tool, None
 
 
-def holds(lease: Lease, session: Session) -> bool:
-    """Whether ``session`` (as just read) is still this lease's run."""
-    return (
-        session.status == Session.Status.RUNNING
-        and session.run_seq == lease.run_seq
-        and session.lease_token == lease.token
-    )
-
-
-def process_call(lease: Lease, tracer: TraceBuffer, call: Event) -> Outcome:
-    session = load_session(lease)
-    if not holds(lease, session):  # cancelled before this tool: nothing new starts
-        return Outcome("lost")
+def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Event) -> Outcome:
+    """Check, pause or run one tool call. ``session`` is the step's (read when it started; the
+    step is the only writer of what the checks read while it runs, and every write below is
+    conditional on the lease, so a cancel meanwhile makes them write nothing)."""
     name = call.payload.get("tool", "")
     pending = PendingTool.from_json(session.pending_tool)
     if pending is not None and pending.call_id != call.tool_use_id:

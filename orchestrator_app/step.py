@@ -263,13 +263,7 @@ class StepRunner:
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
             calibration = real / estimated
-        usage.usage_record_call(
-            session=session,
-            run=self.run_seq,
-            purpose="step",
-            result=result,
-            context_usage=context.usage_snapshot(request, memory_blocks, calibration),
-        )
+        context_usage = context.usage_snapshot(request, memory_blocks, calibration)
         self.trace(
             "llm_response",
             f"{result.stop_reason}: {result.text[:120]}",
@@ -282,9 +276,9 @@ class StepRunner:
             duration_ms=result.duration_ms,
             tool_uses=[t["name"] for t in result.tool_uses],
         )
-        # A cancel that arrived during the call: usage is recorded above, and persisting the
+        # A cancel that arrived during the call: the usage is recorded, and persisting the
         # turn (conditional on the lease) writes nothing, so nothing new starts.
-        self.handle_result(result)
+        self.handle_result(result, context_usage)
 
     def assemble(self, session: Session, tools) -> tuple[dict[str, Any], int]:
         """Build the request from the viewport; move the window start in a batch if needed."""
@@ -329,10 +323,10 @@ class StepRunner:
         }
         return request, memory_blocks
 
-    def handle_result(self, result: llm.LLMResult) -> None:
+    def handle_result(self, result: llm.LLMResult, context_usage: dict[str, Any]) -> None:
         reason = result.stop_reason
         tool_uses = result.tool_uses if reason != "max_tokens" else []
-        calls = self.persist_turn(result, tool_uses)
+        calls = self.persist_turn(result, tool_uses, context_usage)
         if calls is None:
             return
         if reason == "tool_use" and calls:
@@ -363,9 +357,13 @@ class StepRunner:
             )
 
     def persist_turn(
-        self, result: llm.LLMResult, tool_uses: list[dict[str, Any]]
+        self,
+        result: llm.LLMResult,
+        tool_uses: list[dict[str, Any]],
+        context_usage: dict[str, Any],
     ) -> list[Event] | None:
-        """Write the assistant turn (text + each tool_use) atomically, if the lease still holds."""
+        """Record the call's usage (always) and write the assistant turn (text + each tool_use)
+        if the lease still holds, in one transaction."""
         items: list[dict[str, Any]] = []
         if result.text:
             items.append(
@@ -384,11 +382,19 @@ class StepRunner:
                     "tool_use_id": use["id"],
                 }
             )
-        # Written only while the lease holds, checked under the row lock in the insert's
-        # transaction: a cancel that commits first leaves no tool_use behind it.
-        events = session_services.events_append(
-            session_id=self.session_id, items=items, lease=self.lease
-        )
+        with transaction.atomic():
+            usage.usage_record_call(
+                session=self.session,
+                run=self.run_seq,
+                purpose="step",
+                result=result,
+                context_usage=context_usage,
+            )
+            # Written only while the lease holds, checked under the row lock in the insert's
+            # transaction: a cancel that commits first leaves no tool_use behind it.
+            events = session_services.events_append(
+                session_id=self.session_id, items=items, lease=self.lease
+            )
         if events is None:
             return None
         calls = [e for e in events if e.kind == Event.Kind.TOOL_CALL]
@@ -407,7 +413,7 @@ class StepRunner:
     def run_calls(self, calls: list[Event]) -> None:
         """Run open tool calls in order. A pause stops here; the rest wait for the next step."""
         for index, call in enumerate(calls):
-            outcome = pipeline.process_call(self.lease, self.tracer, call)
+            outcome = pipeline.process_call(self.lease, self.tracer, self.session, call)
             if outcome.kind == "paused" or outcome.kind == "lost":
                 return
             if outcome.kind == "stop":

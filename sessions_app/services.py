@@ -152,7 +152,7 @@ def trace_records(*, session_id, items: Sequence[TraceItem]) -> list[TraceEvent]
     """
     if not items:
         return []
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         last, run_seq, step_count = runstate.trace_count_next(
             session_id=session_id, count=len(items)
         )
