@@ -38,6 +38,10 @@ class StepRunner:
         self.session_id = lease.session_id
         self.run_seq = lease.run_seq
         self.session: Session = pipeline.load_session(lease)
+        # The window the step sent and the calibration its model call gave (contextUsage).
+        self.window: list[Event] | None = None
+        self.calibration: float | None = None
+        self.step_number = self.session.step_count
 
     def reload(self) -> Session:
         self.session = pipeline.load_session(self.lease)
@@ -206,13 +210,10 @@ class StepRunner:
         step = runstate.step_begin(self.lease)
         if step is None:
             return
+        self.step_number = step
         session = self.reload()
         tools = tools_for(session, session.owner)
-        request, memory_blocks = self.assemble(session, tools)
-        calibration = float((session.context_usage or {}).get("calibration") or 1.0)
-        runstate.context_usage_set(
-            self.lease, context.usage_snapshot(request, memory_blocks, calibration)
-        )
+        request = self.assemble(session, tools)
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
@@ -256,9 +257,7 @@ class StepRunner:
         real = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
-            runstate.context_usage_set(
-                self.lease, context.usage_snapshot(request, memory_blocks, real / estimated)
-            )
+            self.calibration = real / estimated
         usage.usage_record_call(session=session, run=self.run_seq, purpose="step", result=result)
         self.trace(
             "llm_response",
@@ -277,48 +276,52 @@ class StepRunner:
             return
         self.handle_result(result)
 
-    def assemble(self, session: Session, tools) -> tuple[dict[str, Any], int]:
+    def assemble(self, session: Session, tools) -> dict[str, Any]:
         """Build the request from the viewport; move the window start in a batch if needed."""
         events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
-        step_context = prompt.step_context(session)
-        system, memory_blocks = prompt.system_blocks(session)
-        tool_defs = prompt.tool_definitions(tools)
-        # Room for the step context is reserved before the window is chosen; the context is
-        # then compared with what the window (not evicted history) already carries.
-        fixed = context.estimate({"system": system, "tools": tool_defs})
-        fixed += context.tokens(step_context) if step_context else 0
-        window, new_start = context.select_window(events, session.viewport_start_event_id, fixed)
-        prompt.attach_context(window, step_context)
-        if session.parent_id and session.fork_event_id:
-            # A sub-agent fills the rest of its budget with what its parent saw before the fork.
-            budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS) * float(
-                ahentic_settings.CONTEXT_EVICT_TO
-            )
-            room = int(budget) - fixed - sum(context.event_tokens(e) for e in window)
-            parent_events = list(
-                Event.objects.filter(
-                    session_id=session.parent_id, pk__lte=session.fork_event_id
-                ).order_by("seq")
-            )
-            window = context.inherited_context(parent_events, room) + window
-        if new_start is not None:
+        assembly = context.assemble(session, tools, events)
+        prompt.attach_context(assembly.window, assembly.step_context)
+        self.window = assembly.window
+        if assembly.new_start is not None:
             with transaction.atomic():
-                if runstate.viewport_move(self.lease, new_start):
+                if runstate.viewport_move(self.lease, assembly.new_start):
                     enqueue_memory(self.session_id)
             self.trace(
                 "context_compact",
-                f"Window moved: {len(events) - len(window)} older events leave the context",
+                f"Window moved: {len(events) - len(assembly.window)} older events leave the "
+                "context",
                 from_event_id=session.viewport_start_event_id,
-                to_event_id=new_start,
-                evicted=len(events) - len(window),
-                window_events=len(window),
+                to_event_id=assembly.new_start,
+                evicted=len(events) - len(assembly.window),
+                window_events=len(assembly.window),
             )
-        request = {
-            "system": system,
-            "tools": tool_defs,
-            "messages": prompt.build_messages(window, session.run_seq),
-        }
-        return request, memory_blocks
+        return assembly.request(session.pk)
+
+    def record_next_usage(self) -> None:
+        """``contextUsage`` when the step ends: the request a message typed now would send
+        (``context.predicted_usage``), from the window this step sent plus what it added."""
+        session = self.reload()
+        if self.window is None:  # no model call in this step: read the window afresh
+            start = session.viewport_start_event_id or 0
+            events = list(
+                Event.objects.filter(session_id=self.session_id, pk__gte=start).order_by("seq")
+            )
+        else:
+            newest = self.window[-1].pk if self.window else 0
+            added = Event.objects.filter(session_id=self.session_id, pk__gt=newest)
+            events = self.window + list(added.order_by("seq"))
+        calibration = self.calibration or float(
+            (session.context_usage or {}).get("calibration") or 1.0
+        )
+        usage = context.predicted_usage(
+            session, tools_for(session, session.owner), events, calibration
+        )
+        runstate.context_usage_predict(
+            session_id=self.session_id,
+            run_seq=self.run_seq,
+            step_count=self.step_number,
+            context_usage=usage,
+        )
 
     def handle_result(self, result: llm.LLMResult) -> None:
         reason = result.stop_reason
@@ -443,3 +446,8 @@ def run_step(session_id, run_seq: int) -> None:
             )
         except Exception:
             log.exception("ahentic could not record the failure for session %s", session_id)
+        return
+    try:
+        runner.record_next_usage()
+    except Session.DoesNotExist:
+        return

@@ -252,6 +252,7 @@ def run_begin(*, session_id, from_statuses, label: str = "Thinking…", **fields
         lease_token="",
         lease_expires_at=None,
         progress=_progress(label, now),
+        content_work=False,
         **fields,
     ):
         return None
@@ -360,8 +361,21 @@ def progress_set(lease: Lease, label: str) -> bool:
     return _write(lease.holding(), lease.session_id, fields)
 
 
-def context_usage_set(lease: Lease, context_usage: dict[str, Any]) -> bool:
-    return _write(lease.holding(), lease.session_id, {"context_usage": context_usage})
+def context_usage_predict(
+    *, session_id, run_seq: int, step_count: int, context_usage: dict[str, Any]
+) -> bool:
+    """``contextUsage`` as a step leaves it (the step may have ended the run and dropped its
+    lease). Skipped once a later step of the run began or another run started, so an older
+    prediction never replaces a newer one."""
+    rows = Session.objects.filter(pk=session_id, run_seq=run_seq, step_count=step_count)
+    return _write(rows, session_id, {"context_usage": context_usage})
+
+
+def content_work_set(lease: Lease) -> bool:
+    """Mark the lease's run as content work (raised step cap and output budget); once per run.
+    ``run_begin`` clears it for the next run."""
+    rows = lease.holding().filter(content_work=False)
+    return _write(rows, lease.session_id, {"content_work": True})
 
 
 def plan_set(lease: Lease, plan: dict[str, Any] | None) -> bool:
