@@ -250,6 +250,12 @@ def stage(
     return artifact
 
 
+def run_staged_over(session_id, run: int, size: int) -> bool:
+    """Whether run ``run`` staged an artifact larger than ``size`` bytes (the content-work
+    rule)."""
+    return Artifact.objects.filter(session_id=session_id, run=run, bytes__gt=size).exists()
+
+
 def _note(session_id, text: str) -> None:
     session_services.event_append(
         session_id=session_id,

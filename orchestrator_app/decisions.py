@@ -24,6 +24,7 @@ from .queue import enqueue_step
 from .runs import require_llm
 from .toolcalls import deny_turn, result_text, tool_response_record, unanswered_tool_calls
 from .tools import get_tool
+from .tools.browser_tools import page_context_from_read
 
 DECISIONS = ("allow_once", "allow_session", "always_allow", "deny")
 # The tool pipeline's refusals (``check_call``) as the actions route reports them.
@@ -134,12 +135,17 @@ def browser_result_record(
         if not isinstance(result, dict):
             result = {"value": result}
         ok = result.get("ok", True) is not False
+    refreshed: dict[str, Any] = {}
+    page_context = page_context_from_read(pending.name, result) if ok else None
+    if page_context is not None:
+        refreshed["page_context"] = page_context
     with transaction.atomic():
         if not runstate.run_resume(
             session_id=session.pk,
             from_statuses=[Session.Status.AWAITING_BROWSER],
             pending_tool=None,
             browser_paused_at=None,
+            **refreshed,
         ):
             raise AhenticError(
                 "ahentic_not_awaiting", "This browser call was already answered.", 409

@@ -143,6 +143,21 @@ def is_preallowed(tool: Tool, session: Session) -> bool:
     return ToolGrant.objects.filter(user_id=session.owner_id, tool_name=tool.name).exists()
 
 
+STAGE_ARTIFACT = "stage_artifact"
+
+
+def note_content_work(lease: Lease, tracer: TraceBuffer, session: Session) -> None:
+    """The content-work rule (README): a run that stages an artifact larger than
+    ``AUTO_STAGE_BYTES``, with ``stage_artifact`` (appended chunks count together) or by
+    auto-staging a long body given to a tool's artifact field, is content work from its next
+    step on: the raised step cap and output budget apply until the run ends."""
+    limit = int(ahentic_settings.AUTO_STAGE_BYTES)
+    if not session.content_work and store.run_staged_over(session.pk, lease.run_seq, limit):
+        if runstate.content_work_set(lease):
+            session.content_work = True
+            tracer.add("content_work", "Content work: raised step cap and output budget")
+
+
 def check_call(
     session: Session, name: str, tool_input: Any
 ) -> tuple[Tool | None, dict[str, Any] | None]:
@@ -198,6 +213,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
             step=session.step_count,
             run=lease.run_seq,
         )
+        note_content_work(lease, tracer, session)
         if store.FROM_MEMORY in tool_input:
             try:
                 artifact = store.check_ready(
@@ -372,6 +388,8 @@ def execute(
         advance_plan=ok and not tool.readonly,
         **meta,
     )
+    if ok and tool.name == STAGE_ARTIFACT:
+        note_content_work(lease, tracer, session)
     if ok and artifact_key:
         store.mark_applied(lease.session_id, artifact_key)
     if ctx.stop:

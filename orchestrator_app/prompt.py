@@ -4,6 +4,12 @@ Roles alternate, every tool_use is answered by exactly one tool_result in the ne
 message, and orphan halves (pruned or never answered) are dropped rather than sent. Cache
 breakpoints sit on the last tool, the system prompt and the newest message; nothing that changes
 per request (timestamps, ids) is placed before them.
+
+The system prompt (soul, environment, expertise, memory) changes only when memory folds, the
+expertise changes or the site's settings change. Everything that may change from one turn to
+the next (mode, goals, page context, plan, artifact pointers) is the step context, a text block
+stored with the newest user-role turn, so earlier turns keep their bytes and a chat's next
+message reads all of the previous request from the prompt cache.
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ from . import skills
 from .tools import Tool
 from .tools.admin_tools import page_context_with_admin
 
-CURRENT_RUN_RESULT_CHARS = 8000
+# Tool results are cut to 8000 characters. The shorter cut applies to what a sub-agent inherits
+# from its parent: a cut that depended on which run is current would change the bytes of every
+# earlier result at each new message and rewrite the cached prefix (0.1x -> 1.25x the price).
+RESULT_CHARS = 8000
 HISTORY_RESULT_CHARS = 1500
 CACHE = {"type": "ephemeral"}
 
@@ -60,16 +69,9 @@ def memory_text(session: Session) -> str:
 def environment_text(session: Session) -> str:
     owner = session.owner
     name = owner.get_full_name() or owner.get_username()
-    mode = (
-        "Ask mode: use read-only tools only." if session.mode == Session.Mode.ASK else "Agent mode."
-    )
-    # The date changes once a day, never per request, so the cached prefix holds all day.
-    lines = [
-        "## Environment",
-        f"User: {name}",
-        f"Today: {timezone.localdate().isoformat()}",
-        f"Mode: {mode}",
-    ]
+    # The date changes once a day, never per request, so the cached prefix holds all day. The
+    # mode may change with any message, so it is step context.
+    lines = ["## Environment", f"User: {name}", f"Today: {timezone.localdate().isoformat()}"]
     if session.prompt:
         lines.append(f"You are a sub-agent. Your task: {session.prompt}")
     return "\n".join(lines)
@@ -99,7 +101,8 @@ def expertise_text(session: Session) -> str:
 
 
 def goals_text(session: Session) -> str:
-    """Active goals, and completed ones until 5 conversation messages have passed."""
+    """Active goals, and completed ones until 5 conversation messages have passed (a section
+    of the step context)."""
     goals = list(Goal.objects.filter(session_id=session.pk).exclude(status=Goal.Status.ABANDONED))
     completed = [
         g.completed_at for g in goals if g.status == Goal.Status.COMPLETED and g.completed_at
@@ -124,22 +127,17 @@ def goals_text(session: Session) -> str:
             for sub in goals:
                 if sub.parent_id == goal.pk and shown(sub):
                     lines.append(f"  - [{sub.status}] #{sub.pk} {sub.description[:300]}")
-    return "## Goals\n" + "\n".join(lines) if lines else ""
+    return GOALS_SECTION + "\n" + "\n".join(lines) if lines else ""
 
 
 def system_blocks(session: Session) -> tuple[list[dict[str, Any]], int]:
-    """System prompt blocks in order: soul, memory, environment, expertise, goals.
+    """System prompt blocks in order: soul, environment, expertise, memory snapshots.
 
-    Returns the blocks and how many of them are memory (for contextUsage buckets).
+    Returns the blocks and how many of them, at the end, are memory (contextUsage buckets).
+    Memory comes last: a fold changes the least of the cached prefix.
     """
     memory = memory_text(session)
-    texts = [
-        soul_text(),
-        memory,
-        environment_text(session),
-        expertise_text(session),
-        goals_text(session),
-    ]
+    texts = [soul_text(), environment_text(session), expertise_text(session), memory]
     blocks = [{"type": "text", "text": t} for t in texts if t]
     blocks[-1] = {**blocks[-1], "cache_control": CACHE}
     return blocks, 1 if memory else 0
@@ -158,17 +156,23 @@ def _clip(text: str, limit: int) -> str:
 
 PAGE_CONTEXT_CHARS = 2000
 CONTEXT_HEADER = "[Context for this step, from the system, not the user]"
+MODE_SECTION = "Mode:"
+GOALS_SECTION = "Goals (set_goal, complete_goal):"
 PAGE_SECTION = "Active browser page context:"
 USER_ROLE_KINDS = (Event.Kind.USER_MESSAGE, Event.Kind.TOOL_RESPONSE, Event.Kind.SUBAGENT_MESSAGE)
 
 
 def step_context(session: Session) -> str:
-    """Volatile per-step context: page context, plan checklist, artifact pointers.
+    """Volatile per-step context: mode, goals, page context, plan checklist, artifact pointers.
 
     It rides in a text block of the user turn the step creates and is stored with that turn,
     so earlier turns (and the cached prefix) never change.
     """
-    parts = []
+    mode = "Ask (use read-only tools only)" if session.mode == Session.Mode.ASK else "Agent"
+    parts = [f"{MODE_SECTION} {mode}"]
+    goals = goals_text(session)
+    if goals:
+        parts.append(goals)
     if session.page_context:
         page_context = page_context_with_admin(session.owner, session.page_context)
         page = json.dumps(page_context, ensure_ascii=False, sort_keys=True)
@@ -184,28 +188,34 @@ def step_context(session: Session) -> str:
     if pointers:
         parts.append(pointers)
     # Sections are separated by blank lines (context.buckets splits them the same way).
-    return "\n\n".join([CONTEXT_HEADER, *parts]) if parts else ""
+    return "\n\n".join([CONTEXT_HEADER, *parts])
 
 
-def attach_context(events: list[Event], context: str) -> None:
-    """Store ``context`` on the newest user-role event of ``events`` (the window) unless the
-    window already carries the same context (repeating it would only spend tokens)."""
+def context_carrier(events: list[Event], context: str) -> Event | None:
+    """The event of ``events`` (the window) that ``context`` should be stored with: the newest
+    sent event, if it is a user-role turn without a context of its own, and unless the window
+    already carries the same context (repeating it would only spend tokens)."""
     # System notes (artifact writes, cancels) are not sent; the newest sent event counts.
     sent = [e for e in events if e.kind != Event.Kind.SYSTEM_MESSAGE]
     if not context or not sent or sent[-1].kind not in USER_ROLE_KINDS:
-        return
+        return None
     newest = sent[-1]
     if "context" in newest.payload:
-        return
+        return None
     previous = next(
         (e.payload["context"] for e in reversed(events) if "context" in e.payload), None
     )
-    if previous == context:
-        return
-    session_services.event_payload_merge(event=newest, context=context)
+    return None if previous == context else newest
 
 
-def _blocks_for(event: Event, current_run: int) -> tuple[str, dict[str, Any]] | None:
+def attach_context(events: list[Event], context: str) -> None:
+    """Store ``context`` with the event ``context_carrier`` picks (if any)."""
+    carrier = context_carrier(events, context)
+    if carrier is not None:
+        session_services.event_payload_merge(event=carrier, context=context)
+
+
+def _blocks_for(event: Event, result_chars: int) -> tuple[str, dict[str, Any]] | None:
     payload = event.payload or {}
     if event.kind == Event.Kind.USER_MESSAGE:
         return ("user", {"type": "text", "text": event.content}) if event.content.strip() else None
@@ -221,11 +231,10 @@ def _blocks_for(event: Event, current_run: int) -> tuple[str, dict[str, Any]] | 
             "input": payload.get("input") or {},
         }
     if event.kind == Event.Kind.TOOL_RESPONSE:
-        limit = CURRENT_RUN_RESULT_CHARS if event.run == current_run else HISTORY_RESULT_CHARS
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": event.tool_use_id,
-            "content": _clip(event.content or "(empty result)", limit),
+            "content": _clip(event.content or "(empty result)", result_chars),
         }
         if not payload.get("ok", True):
             block["is_error"] = True
@@ -255,8 +264,9 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]]:
-    """Events (chronological) -> alternating messages with every tool pair intact."""
+def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
+    """Events (chronological) -> alternating messages with every tool pair intact. Events of
+    another session (what a sub-agent inherits from its parent) are older history."""
     calls = {e.tool_use_id for e in events if e.kind == Event.Kind.TOOL_CALL}
     results = {e.tool_use_id for e in events if e.kind == Event.Kind.TOOL_RESPONSE}
     paired = calls & results
@@ -270,7 +280,8 @@ def build_messages(events: list[Event], current_run: int) -> list[dict[str, Any]
         if event.kind == Event.Kind.SUBAGENT_MESSAGE:
             parts = subagent_pair(event)
         else:
-            item = _blocks_for(event, current_run)
+            own = event.session_id == session_id
+            item = _blocks_for(event, RESULT_CHARS if own else HISTORY_RESULT_CHARS)
             parts = [item] if item else []
         for role, block in parts:
             blocks = [block]

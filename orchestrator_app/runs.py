@@ -207,11 +207,9 @@ def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> boo
             return False
         # Messages queued before a cancel or failure come first, in the order they were sent.
         pending_promote(session.pk)
-        event = session_services.event_append(
+        # Goals are the model's (set_goal): a message starts no goal by itself.
+        session_services.event_append(
             session_id=session.pk, kind=Event.Kind.USER_MESSAGE, content=content
-        )
-        session_services.goal_start_root(
-            session_id=session.pk, description=content, pinned_event_id=event.pk
         )
         session_services.trace_record(
             session_id=session.pk,

@@ -40,6 +40,10 @@ class StepRunner:
         self.session: Session = pipeline.load_session(lease)
         # The step's trace records, written together (see TraceBuffer).
         self.tracer = session_services.TraceBuffer(lease.session_id, lease.run_seq)
+        # The window the step sent and the calibration its model call gave (contextUsage).
+        self.window: list[Event] | None = None
+        self.calibration: float | None = None
+        self.step_number = self.session.step_count
 
     def reload(self) -> Session:
         self.session = pipeline.load_session(self.lease)
@@ -217,8 +221,9 @@ class StepRunner:
         if step is None:
             return
         session.step_count = step
+        self.step_number = step
         tools = tools_for(session, session.owner)
-        request, memory_blocks = self.assemble(session, tools)
+        request = self.assemble(session, tools)
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
@@ -259,11 +264,9 @@ class StepRunner:
             return
         estimated = context.estimate(request)
         real = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens
-        calibration = float((session.context_usage or {}).get("calibration") or 1.0)
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
-            calibration = real / estimated
-        context_usage = context.usage_snapshot(request, memory_blocks, calibration)
+            self.calibration = real / estimated
         self.trace(
             "llm_response",
             f"{result.stop_reason}: {result.text[:120]}",
@@ -278,55 +281,60 @@ class StepRunner:
         )
         # A cancel that arrived during the call: the usage is recorded, and persisting the
         # turn (conditional on the lease) writes nothing, so nothing new starts.
-        self.handle_result(result, context_usage)
+        self.handle_result(result)
 
-    def assemble(self, session: Session, tools) -> tuple[dict[str, Any], int]:
+    def assemble(self, session: Session, tools) -> dict[str, Any]:
         """Build the request from the viewport; move the window start in a batch if needed."""
         events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
-        step_context = prompt.step_context(session)
-        system, memory_blocks = prompt.system_blocks(session)
-        tool_defs = prompt.tool_definitions(tools)
-        # Room for the step context is reserved before the window is chosen; the context is
-        # then compared with what the window (not evicted history) already carries.
-        fixed = context.estimate({"system": system, "tools": tool_defs})
-        fixed += context.tokens(step_context) if step_context else 0
-        window, new_start = context.select_window(events, session.viewport_start_event_id, fixed)
-        prompt.attach_context(window, step_context)
-        if session.parent_id and session.fork_event_id:
-            # A sub-agent fills the rest of its budget with what its parent saw before the fork.
-            budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS) * float(
-                ahentic_settings.CONTEXT_EVICT_TO
-            )
-            room = int(budget) - fixed - sum(context.event_tokens(e) for e in window)
-            parent_events = list(
-                Event.objects.filter(
-                    session_id=session.parent_id, pk__lte=session.fork_event_id
-                ).order_by("seq")
-            )
-            window = context.inherited_context(parent_events, room) + window
-        if new_start is not None:
+        assembly = context.assemble(session, tools, events)
+        prompt.attach_context(assembly.window, assembly.step_context)
+        self.window = assembly.window
+        if assembly.new_start is not None:
             with transaction.atomic():
-                if runstate.viewport_move(self.lease, new_start):
+                if runstate.viewport_move(self.lease, assembly.new_start):
                     enqueue_memory(self.session_id)
             self.trace(
                 "context_compact",
-                f"Window moved: {len(events) - len(window)} older events leave the context",
+                f"Window moved: {len(events) - len(assembly.window)} older events leave the "
+                "context",
                 from_event_id=session.viewport_start_event_id,
-                to_event_id=new_start,
-                evicted=len(events) - len(window),
-                window_events=len(window),
+                to_event_id=assembly.new_start,
+                evicted=len(events) - len(assembly.window),
+                window_events=len(assembly.window),
             )
-        request = {
-            "system": system,
-            "tools": tool_defs,
-            "messages": prompt.build_messages(window, session.run_seq),
-        }
-        return request, memory_blocks
+        return assembly.request(session.pk)
 
-    def handle_result(self, result: llm.LLMResult, context_usage: dict[str, Any]) -> None:
+    def record_next_usage(self) -> None:
+        """``contextUsage`` when the step ends: the request a message typed now would send
+        (``context.predicted_usage``), from the window this step sent plus what it added."""
+        session = self.reload()
+        if self.window is None:  # no model call in this step: read the window afresh
+            start = session.viewport_start_event_id or 0
+            events = list(
+                Event.objects.filter(session_id=self.session_id, pk__gte=start).order_by("seq")
+            )
+        else:
+            newest = self.window[-1].pk if self.window else 0
+            added = Event.objects.filter(session_id=self.session_id, pk__gt=newest)
+            events = self.window + list(added.order_by("seq"))
+        calibration = self.calibration or float(
+            (session.context_usage or {}).get("calibration") or 1.0
+        )
+        usage = context.predicted_usage(
+            session, tools_for(session, session.owner), events, calibration
+        )
+        runstate.context_usage_predict(
+            session_id=self.session_id,
+            run_seq=self.run_seq,
+            step_count=self.step_number,
+            context_usage=usage,
+            visible=session.status != Session.Status.RUNNING,
+        )
+
+    def handle_result(self, result: llm.LLMResult) -> None:
         reason = result.stop_reason
         tool_uses = result.tool_uses if reason != "max_tokens" else []
-        calls = self.persist_turn(result, tool_uses, context_usage)
+        calls = self.persist_turn(result, tool_uses)
         if calls is None:
             return
         if reason == "tool_use" and calls:
@@ -360,7 +368,6 @@ class StepRunner:
         self,
         result: llm.LLMResult,
         tool_uses: list[dict[str, Any]],
-        context_usage: dict[str, Any],
     ) -> list[Event] | None:
         """Record the call's usage (always) and write the assistant turn (text + each tool_use)
         if the lease still holds, in one transaction."""
@@ -388,7 +395,6 @@ class StepRunner:
                 run=self.run_seq,
                 purpose="step",
                 result=result,
-                context_usage=context_usage,
             )
             # Written only while the lease holds, checked under the row lock in the insert's
             # transaction: a cancel that commits first leaves no tool_use behind it.
@@ -460,5 +466,6 @@ def run_step(session_id, run_seq: int) -> None:
             log.exception("ahentic could not record the failure for session %s", session_id)
     try:
         runner.tracer.flush()
+        runner.record_next_usage()
     except Session.DoesNotExist:
         pass

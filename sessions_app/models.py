@@ -290,7 +290,6 @@ class Goal(models.Model):
     description = models.TextField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     completed_at = models.DateTimeField(null=True, blank=True)
-    pinned_events = models.ManyToManyField(Event, blank=True, related_name="goals")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

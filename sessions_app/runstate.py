@@ -265,6 +265,7 @@ def run_begin(*, session_id, from_statuses, label: str = "Thinking…", **fields
         lease_token="",
         lease_expires_at=None,
         progress=_progress(label, now),
+        content_work=False,
         **fields,
     ):
         return None
@@ -385,6 +386,25 @@ def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | N
     if plan is not None:
         fields["plan"] = plan
     return _write(lease.holding(), lease.session_id, fields)
+
+
+def context_usage_predict(
+    *, session_id, run_seq: int, step_count: int, context_usage: dict[str, Any], visible: bool
+) -> bool:
+    """``contextUsage`` as a step leaves it (the step may have ended the run and dropped its
+    lease). Skipped once a later step of the run began or another run started, so an older
+    prediction never replaces a newer one. Bookkeeping while the run goes on (it rides with
+    the next visible change); ``visible`` once the run waits for the user, so the context ring
+    is current then."""
+    rows = Session.objects.filter(pk=session_id, run_seq=run_seq, step_count=step_count)
+    return _write(rows, session_id, {"context_usage": context_usage}, visible=visible)
+
+
+def content_work_set(lease: Lease) -> bool:
+    """Mark the lease's run as content work (raised step cap and output budget); once per run.
+    ``run_begin`` clears it for the next run."""
+    rows = lease.holding().filter(content_work=False)
+    return _write(rows, lease.session_id, {"content_work": True})
 
 
 def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
 from . import runstate
@@ -87,8 +88,24 @@ def events_append(
         retention = ahentic_settings.ENTRY_RETENTION
         last = first_seq + len(items) - 1
         if retention and last > retention:
-            Event.objects.filter(session_id=session_id, seq__lte=last - retention).delete()
+            events_prune(session_id=session_id, through_seq=last - retention)
     return events
+
+
+def events_prune(*, session_id, through_seq: int) -> int:
+    """Delete events up to ``through_seq`` that a memory snapshot covers (``ENTRY_RETENTION``).
+
+    An event no snapshot covers yet is kept however old it is: memory never loses history.
+    Snapshots cover the session's events from the first one on, without gaps, up to the
+    newest ``to_event_id`` (folds keep the range), so one bound decides.
+    """
+    covered = Snapshot.objects.filter(session_id=session_id).order_by("-to_event_id")
+    deleted, _ = Event.objects.filter(
+        session_id=session_id,
+        seq__lte=through_seq,
+        pk__lte=Subquery(covered.values("to_event_id")[:1]),
+    ).delete()
+    return deleted
 
 
 def event_append(
@@ -297,17 +314,6 @@ def goal_complete(*, session_id, goal_id: int) -> bool:
             ).update(status=Goal.Status.COMPLETED, completed_at=now)
             runstate.session_update(session_id=session_id)
     return bool(rows)
-
-
-def goal_start_root(*, session_id, description: str, pinned_event_id: int) -> Goal:
-    """A new user goal: earlier active root goals are abandoned; the message is pinned."""
-    with transaction.atomic():
-        Goal.objects.filter(
-            session_id=session_id, status=Goal.Status.ACTIVE, parent__isnull=True
-        ).update(status=Goal.Status.ABANDONED)
-        goal = Goal.objects.create(session_id=session_id, description=description[:2000])
-        goal.pinned_events.add(pinned_event_id)
-    return goal
 
 
 def snapshot_add(

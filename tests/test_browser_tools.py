@@ -480,3 +480,35 @@ def test_ask_mode_still_reads_the_page(owner_client, session, llm, run_tasks):
         send_result(owner_client, session, run_tasks, callId="toolu_read", result=PAGE)["status"]
         == "idle"
     )
+
+
+def test_a_successful_page_read_refreshes_the_page_context_the_next_step_sees(
+    owner_client, session, llm, run_tasks
+):
+    llm.enqueue(tool_reply(tool_call("page_read", {}, id="toolu_read")), text_reply("Read it."))
+    post_message(
+        owner_client,
+        session,
+        run_tasks,
+        REQUEST,
+        pageContext={"url": "https://example.com/", "title": "Home"},
+    )
+
+    send_result(owner_client, session, run_tasks, callId="toolu_read", result=PAGE)
+
+    stored = Session.objects.get(pk=session.pk)
+    assert stored.page_context == {"url": "https://example.com/contact", "title": "Contact"}
+    # The step after the read carries the new page in its context, on the read's result turn.
+    after = llm.message_requests()[1]["messages"][-1]["content"]
+    assert after[0]["type"] == "tool_result"
+    assert '"url": "https://example.com/contact"' in after[-1]["text"]
+
+
+def test_a_failed_page_read_leaves_the_page_context_alone(owner_client, session, llm, run_tasks):
+    llm.enqueue(tool_reply(tool_call("page_read", {}, id="toolu_read")), text_reply("Hm."))
+    home = {"url": "https://example.com/", "title": "Home"}
+    post_message(owner_client, session, run_tasks, REQUEST, pageContext=home)
+
+    send_result(owner_client, session, run_tasks, callId="toolu_read", error="Page not reachable")
+
+    assert Session.objects.get(pk=session.pk).page_context == home

@@ -1,8 +1,9 @@
-"""``contextUsage`` on the session payload: the fill of the model request, by bucket.
+"""``contextUsage`` on the session payload: the fill of the next model request, by bucket.
 
-Steps are run one at a time (``tasks.run_step``; a step's own enqueue of the next one is dropped
-by the test transaction), so the payload can be compared with the request the step just sent
-and with the tokens the local Messages API server counted for it.
+It predicts what a message typed now would send, so after each step it is compared with the
+request the following step sends and with the tokens the local Messages API server counted for
+it. Steps are run one at a time (``tasks.run_step``; a step's own enqueue of the next one is
+dropped by the test transaction).
 """
 
 import pytest
@@ -70,7 +71,7 @@ def test_a_new_session_reports_an_empty_context_with_every_bucket(owner_client, 
     assert set(usage["buckets"].values()) == {0}
 
 
-def test_used_tokens_follow_what_the_server_counted_for_each_request(
+def test_used_tokens_predict_what_the_server_counts_for_the_next_request(
     owner_client, session, llm, settings
 ):
     settings.AHENTIC = {**settings.AHENTIC, "CONTEXT_BUDGET_TOKENS": 50000}
@@ -78,37 +79,58 @@ def test_used_tokens_follow_what_the_server_counted_for_each_request(
         tool_reply(tool_call("echo", {"text": "first lookup " * 40})),
         tool_reply(tool_call("echo", {"text": "second lookup " * 80})),
         text_reply("Summary: two lookups."),
+        text_reply("And a follow-up answer."),
     )
     run_seq = start_run(owner_client, session)
 
-    for _ in range(3):
-        usage = step(owner_client, session, run_seq)["contextUsage"]
-        _, counted = last_request(llm)
-        assert abs(usage["usedTokens"] - counted) <= 0.15 * counted
+    predictions = [step(owner_client, session, run_seq)["contextUsage"] for _ in range(3)]
+    assert payload_of(owner_client, session)["status"] == "idle"
+    # The user types a follow-up: its request is what the last prediction foresaw.
+    next_run = start_run(owner_client, session)
+    step(owner_client, session, next_run)
+
+    counted = counted_requests(llm)[1:]
+    assert len(counted) == len(predictions) == 3
+    for usage, tokens in zip(predictions, counted, strict=True):
+        # Off by the words of the message (the prediction imagines a one-token message).
+        assert abs(usage["usedTokens"] - tokens) <= 10
         assert usage["budgetTokens"] == 50000
         assert usage["percent"] == pytest.approx(100 * usage["usedTokens"] / 50000, abs=0.1)
         assert set(usage["buckets"]) == BUCKETS
         # The buckets split the same total (each rounded on its own).
         assert abs(sum(usage["buckets"].values()) - usage["usedTokens"]) <= len(BUCKETS)
-    assert payload_of(owner_client, session)["status"] == "idle"
+    # It grows with what each step added (a tool result, then the reply).
+    assert predictions[0]["usedTokens"] < predictions[1]["usedTokens"]
+
+
+def counted_requests(llm) -> list[int]:
+    """What the server counted (all input tokens) for each main-model request, in order."""
+    return [
+        usage["input_tokens"]
+        + usage["cache_read_input_tokens"]
+        + usage["cache_creation_input_tokens"]
+        for usage in (
+            entry["response"]["usage"] for entry in model_requests(llm, ahentic_settings.MODEL)
+        )
+    ]
 
 
 def test_the_buckets_split_tools_system_history_and_tool_results(owner_client, session, llm):
     llm.enqueue(tool_reply(tool_call("echo", {"text": "a lookup " * 50})), text_reply("Done."))
     run_seq = start_run(owner_client, session)
 
-    first = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
-    body, _ = last_request(llm)
-    assert first["tools"] == context.estimate({"tools": body["tools"]})
-    assert first["systemPrompt"] == context.estimate({"system": body["system"]})
-    assert first["history"] > 0
-    assert first["toolResults"] == 0
-    assert first["memory"] == 0
+    # After the first step, the next request holds the echo call and its result.
+    after_call = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+    after_reply = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
 
-    second = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
-    assert second["toolResults"] > 0
-    assert second["history"] > first["history"]  # the tool_use turn
-    assert second["tools"] == first["tools"]
+    body, _ = last_request(llm)  # the second request: what the first prediction described
+    assert after_call["tools"] == context.estimate({"tools": body["tools"]})
+    assert after_call["systemPrompt"] == context.estimate({"system": body["system"]})
+    assert after_call["toolResults"] > 0
+    assert after_call["memory"] == 0
+    assert after_reply["history"] > after_call["history"]  # the final reply
+    assert after_reply["toolResults"] == after_call["toolResults"]
+    assert after_reply["tools"] == after_call["tools"]
 
 
 def test_a_page_context_posted_with_the_message_has_its_own_bucket(owner_client, session, llm):
@@ -136,12 +158,13 @@ def test_a_plan_and_staged_artifacts_fill_the_plan_artifacts_bucket(owner_client
     )
     run_seq = start_run(owner_client, session)
 
-    before = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+    before = payload_of(owner_client, session)["contextUsage"]["buckets"]
     with_plan = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
     with_artifact = step(owner_client, session, run_seq)["contextUsage"]["buckets"]
+    step(owner_client, session, run_seq)
 
     assert before["planArtifacts"] == 0
-    assert before["pageContext"] == 0
+    assert with_plan["pageContext"] == 0
     assert with_plan["planArtifacts"] > 0
     assert with_artifact["planArtifacts"] > with_plan["planArtifacts"]
     body, _ = last_request(llm)

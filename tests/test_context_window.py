@@ -258,7 +258,11 @@ def run_long_session(client, run_tasks, session, model_script, settings, lookups
         "TRACE_CAP": 5000,
     }
     model_script.main.append(
-        tool_reply(tool_call("update_plan", PLAN), tool_call("stage_artifact", NOTES))
+        tool_reply(
+            tool_call("set_goal", {"description": "Research the topics one by one"}),
+            tool_call("update_plan", PLAN),
+            tool_call("stage_artifact", NOTES),
+        )
     )
     for i in range(lookups):
         model_script.main.append(
@@ -314,14 +318,12 @@ def test_the_goal_the_plan_and_the_artifact_pointers_survive_evictions(
     goal = Goal.objects.get(session=session)
     requests = main_requests(llm)
     assert sum(eviction_flags(owner_client, session)) >= 4
-    for n, body in enumerate(requests):
-        # The active goal lives in the system prompt...
-        goals = [b["text"] for b in body["system"] if b["text"].startswith("## Goals")]
-        assert goals and f"#{goal.pk} Research the topics one by one" in goals[0]
-        if n == 0:
-            continue
-        # ...the plan and the pointers in a step-context block the window still holds (from
-        # the step after update_plan and stage_artifact ran).
+    for n, body in enumerate(requests[1:], start=1):
+        # The goal, the plan and the pointers ride in a step-context block the window still
+        # holds (from the step after set_goal, update_plan and stage_artifact ran).
         texts = [text for _, text in context_blocks(body)]
+        assert any(f"#{goal.pk} Research the topics one by one" in t for t in texts), (
+            f"request {n} lost the goal"
+        )
         assert any("Look the topics up" in t for t in texts), f"request {n} lost the plan"
         assert any("- notes: ready" in t for t in texts), f"request {n} lost the pointers"

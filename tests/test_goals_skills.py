@@ -100,19 +100,41 @@ def results(client, session) -> list[dict]:
 # --- goals ------------------------------------------------------------------------------------
 
 
-def test_a_new_message_creates_a_root_goal(owner_client, session, llm, run_tasks):
-    body = post_and_run(owner_client, run_tasks, session, "Write the about page")
+def step_goals(body: dict) -> str:
+    """The goals section of the newest step context a request carries ("" when none)."""
+    for message in reversed(body["messages"]):
+        for block in reversed(message["content"]):
+            if block["type"] == "text" and block["text"].startswith("[Context for this step"):
+                sections = block["text"].split("\n\n")
+                return next((p for p in sections if p.startswith("Goals")), "")
+    return ""
+
+
+def test_a_message_starts_no_goal_until_the_model_sets_one(owner_client, session, llm, run_tasks):
+    llm.enqueue(
+        tool_reply(tool_call("set_goal", {"description": "Write the about page"})),
+        text_reply("Working on it."),
+    )
+
+    body = post_and_run(owner_client, run_tasks, session, "Please write the about page")
 
     [goal] = body["goals"]
     assert goal["description"] == "Write the about page"
     assert goal["status"] == "active"
     assert goal["subGoals"] == []
-    assert f"#{goal['id']} Write the about page" in section(main_requests(llm)[0], "## Goals")
+    first, second = main_requests(llm)
+    assert step_goals(first) == ""
+    assert f"[active] #{goal['id']} Write the about page" in step_goals(second)
+    # Goals ride in the step context of the newest turn, never in the system prompt.
+    assert first["system"] == second["system"]
+    assert not any("Write the about page" in b["text"] for b in second["system"])
 
 
 def test_goals_nest_two_levels_and_complete(owner_client, session, llm):
-    root = start_run(owner_client, session, "Plan the launch")["goals"][0]["id"]
-
+    start_run(owner_client, session, "Plan the launch")
+    llm.enqueue(tool_reply(tool_call("set_goal", {"description": "Plan the launch"})))
+    run_step(owner_client, session)
+    root = results(owner_client, session)[-1]["body"]["id"]
     llm.enqueue(
         tool_reply(tool_call("set_goal", {"description": "Find sources", "parentId": root}))
     )
@@ -125,7 +147,7 @@ def test_goals_nest_two_levels_and_complete(owner_client, session, llm):
     llm.enqueue(text_reply("Sources found."))
     body = run_step(owner_client, session)
 
-    first, deeper, completed = results(owner_client, session)
+    _, first, deeper, completed = results(owner_client, session)
     assert first["ok"] is True
     assert (deeper["ok"], deeper["error"]) == (False, "goal_too_deep")
     assert completed["ok"] is True
@@ -140,9 +162,35 @@ def test_goals_nest_two_levels_and_complete(owner_client, session, llm):
         }
     ]
     requests = main_requests(llm)
-    assert f"[active] #{sub} Find sources" in section(requests[1], "## Goals")
-    assert "Too deep" not in section(requests[2], "## Goals")
-    assert f"[completed] #{sub} Find sources" in section(requests[3], "## Goals")
+    assert f"[active] #{root} Plan the launch" in step_goals(requests[1])
+    assert f"[active] #{sub} Find sources" in step_goals(requests[2])
+    assert "Too deep" not in step_goals(requests[3])
+    assert f"[completed] #{sub} Find sources" in step_goals(requests[4])
+
+
+def test_the_payload_shows_active_goals_and_only_the_latest_completed_ones(owner_client, session):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    old = [GoalFactory(session=session, description=f"Old {i}") for i in range(7)]
+    active = GoalFactory(session=session, description="Still going")
+    for i, goal in enumerate(old):
+        goal.status, goal.completed_at = "completed", timezone.now() + timedelta(minutes=i)
+        goal.save()
+
+    goals = payload_of(owner_client, session)["goals"]
+
+    # The five completed last, and the active goal, in the order they were set.
+    assert [g["description"] for g in goals] == [
+        "Old 2",
+        "Old 3",
+        "Old 4",
+        "Old 5",
+        "Old 6",
+        "Still going",
+    ]
+    assert active.pk == goals[-1]["id"]
 
 
 def test_completing_a_goal_that_does_not_exist_is_a_tool_error(owner_client, session, llm):
@@ -175,10 +223,13 @@ def test_goal_tools_cannot_reach_another_sessions_goals(owner_client, session, o
     assert (foreign.status, foreign.sub_goals.count()) == ("active", 0)
 
 
-def test_a_completed_goal_leaves_the_prompt_after_five_conversation_messages(
+def test_a_completed_goal_leaves_the_step_context_after_five_conversation_messages(
     owner_client, session, llm
 ):
-    goal = start_run(owner_client, session, "Write the intro")["goals"][0]["id"]
+    start_run(owner_client, session, "Write the intro")
+    llm.enqueue(tool_reply(tool_call("set_goal", {"description": "Write the intro"})))
+    run_step(owner_client, session)
+    goal = results(owner_client, session)[-1]["body"]["id"]
     llm.enqueue(tool_reply(tool_call("complete_goal", {"id": goal})), text_reply("Intro written."))
     run_step(owner_client, session)
     run_step(owner_client, session)  # conversation messages since completion: 1 (the reply)
@@ -193,9 +244,10 @@ def test_a_completed_goal_leaves_the_prompt_after_five_conversation_messages(
     run_step(owner_client, session)
     run_step(owner_client, session)
 
-    shown = [f"#{goal} Write the intro" in section(b, "## Goals") for b in main_requests(llm)]
-    # Requests: complete_goal, after it (0 later), outro (2), title (4), after the echo (5).
-    assert shown == [True, True, True, True, False]
+    shown = [f"#{goal} Write the intro" in step_goals(b) for b in main_requests(llm)]
+    # Requests: set_goal (none yet), complete_goal, after it (0 later), outro (2), title (4),
+    # after the echo (5).
+    assert shown == [False, True, True, True, True, False]
 
 
 # --- skills and workflows ---------------------------------------------------------------------
@@ -328,11 +380,7 @@ def test_the_system_prompt_sections_come_in_order(
 
     system = [b["text"] for b in main_requests(llm)[0]["system"]]
     assert system[0] == "You are Ada, the site's helper."
-    assert [text.split("\n")[0] for text in system[1:]] == [
-        "## Environment",
-        "## Expertise",
-        "## Goals",
-    ]
+    assert [text.split("\n")[0] for text in system[1:]] == ["## Environment", "## Expertise"]
 
 
 def test_the_soul_can_be_a_markdown_file(owner_client, session, llm, run_tasks, settings, tmp_path):

@@ -105,14 +105,14 @@ def test_events_that_leave_the_window_become_a_level_one_snapshot_in_the_system_
     assert GOAL in summary_request["messages"][0]["content"][0]["text"]
     memory_calls = UsageRecord.objects.filter(session=session, purpose="memory")
     assert [r.model for r in memory_calls] == [ahentic_settings.BRAIN_MODEL]
-    # Requests after the snapshot show it right after the soul, before the environment.
+    # Requests after the snapshot show it last in the system prompt, after the environment.
     requests = main_requests(llm)
     with_memory = [body for body in requests if memory_section(body)]
     assert with_memory and with_memory[-1] is requests[-1]
     for body in with_memory:
-        assert body["system"][1]["text"].startswith("## Memory")
-        assert "Memory note 1: topics were looked up." in body["system"][1]["text"]
-        assert body["system"][2]["text"].startswith("## Environment")
+        assert body["system"][-1]["text"].startswith("## Memory")
+        assert "Memory note 1: topics were looked up." in body["system"][-1]["text"]
+        assert body["system"][1]["text"].startswith("## Environment")
     assert payload_of(owner_client, session)["contextUsage"]["buckets"]["memory"] > 0
 
 

@@ -83,30 +83,50 @@ def test_it_records_trace_rows_with_the_sessions_run_and_step(session):
 # Event retention and seq
 
 
+def remembered(session, through_seq: int) -> None:
+    """A memory snapshot covering the session's events up to ``through_seq``."""
+    events = list(Event.objects.filter(session=session, seq__lte=through_seq).order_by("seq"))
+    services.snapshot_add(
+        session_id=session.pk,
+        level=1,
+        from_event_id=events[0].pk,
+        to_event_id=events[-1].pk,
+        text="Summary.",
+    )
+
+
 @ahentic(ENTRY_RETENTION=5, MESSAGES_WINDOW=3)
-def test_it_prunes_the_oldest_events_beyond_retention(owner_client, session):
+def test_it_prunes_the_oldest_events_beyond_retention_once_memory_covers_them(
+    owner_client, session
+):
     for i in range(12):
         services.event_append(session_id=session.pk, kind="user_message", content=f"m{i + 1}")
 
-    assert event_seqs(session) == [8, 9, 10, 11, 12]
+    # No snapshot covers them yet: memory never loses history.
+    assert event_seqs(session) == list(range(1, 13))
 
+    remembered(session, through_seq=9)
     batch = services.events_append(
         session_id=session.pk,
         items=[{"kind": "agent_message", "content": f"b{i}"} for i in range(3)],
     )
 
     assert [e.seq for e in batch] == [13, 14, 15]  # never reuses a pruned seq
-    assert event_seqs(session) == [11, 12, 13, 14, 15]
+    # Beyond retention are 1..10; of those, 10 is not covered by the snapshot.
+    assert event_seqs(session) == [10, 11, 12, 13, 14, 15]
     payload = owner_client.get(f"{API}/sessions/{session.pk}").json()
     assert [m["seq"] for m in payload["messages"]] == [13, 14, 15]
     assert payload["hasMore"] is True
-    older = owner_client.get(f"{API}/sessions/{session.pk}/messages?before=11").json()
+    older = owner_client.get(f"{API}/sessions/{session.pk}/messages?before=10").json()
     assert older == {"messages": [], "hasMore": False}
 
 
 @ahentic(ENTRY_RETENTION=5, MESSAGES_WINDOW=5)
 def test_it_reports_no_more_messages_when_the_rest_was_pruned(owner_client, session):
-    for _ in range(12):
+    for _ in range(7):
+        services.event_append(session_id=session.pk, kind="user_message", content="m")
+    remembered(session, through_seq=7)
+    for _ in range(5):
         services.event_append(session_id=session.pk, kind="user_message", content="m")
 
     payload = owner_client.get(f"{API}/sessions/{session.pk}").json()

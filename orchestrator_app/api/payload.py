@@ -160,6 +160,19 @@ def artifact_pointer_json(artifact: Artifact, *, with_payload: bool = False) -> 
     return data
 
 
+COMPLETED_GOALS_SHOWN = 5
+
+
+def goals_shown(session_id):
+    """Active goals and the latest completed ones (one query): old goals do not grow the poll."""
+    latest = Goal.objects.filter(session_id=session_id, status=Goal.Status.COMPLETED).order_by(
+        "-completed_at", "-id"
+    )
+    return Goal.objects.filter(session_id=session_id).filter(
+        Q(status=Goal.Status.ACTIVE) | Q(pk__in=latest.values("pk")[:COMPLETED_GOALS_SHOWN])
+    )
+
+
 def goals_json(goals: list[Goal]) -> list[dict[str, Any]]:
     by_parent: dict[int | None, list[Goal]] = {}
     for goal in goals:
@@ -199,7 +212,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
     artifacts = Artifact.objects.filter(session_id=session.pk)
     if not include_artifacts:
         artifacts = artifacts.defer("payload")
-    goals = list(Goal.objects.filter(session_id=session.pk).order_by("id"))
+    goals = list(goals_shown(session.pk))
     progress = session.progress or None
     return {
         "id": str(session.pk),

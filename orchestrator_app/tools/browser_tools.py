@@ -62,3 +62,20 @@ def page_read(ctx, input):  # runs in the browser
 )
 def page_fill_fields(ctx, input):  # runs in the browser
     raise NotImplementedError
+
+
+# Browser tools that read the user's page: their successful result refreshes the session's
+# page context, so the next step's context names the page the tool just read.
+PAGE_READ_TOOLS = frozenset({"page_read"})
+
+
+def page_context_from_read(tool_name: str, result: Any) -> dict[str, Any] | None:
+    """The page context a page-read result implies (the page's url and title, as the
+    composer sends them), or None when ``result`` is not a successful page read."""
+    if tool_name not in PAGE_READ_TOOLS or not isinstance(result, dict):
+        return None
+    url = result.get("url")
+    if not isinstance(url, str) or not url or result.get("ok") is False:
+        return None
+    title = result.get("title")
+    return {"url": url[:2000], "title": title[:500] if isinstance(title, str) else ""}
