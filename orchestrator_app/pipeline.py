@@ -89,10 +89,13 @@ def failure(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
     return ToolError(code, message, hint).as_result()
 
 
-def progress(lease: Lease, tracer: TraceBuffer, label: str) -> None:
-    """The progress label the user sees (and a heartbeat), traced."""
-    if runstate.progress_set(lease, label):
-        tracer.add("progress", label, label=label)
+def progress(lease: Lease, tracer: TraceBuffer, label: str, extra_s: float = 0) -> bool:
+    """The progress label the user sees (a heartbeat, and a lease extended by ``extra_s``),
+    traced. False once the lease is lost."""
+    if not runstate.progress_set(lease, label, extra_s=extra_s):
+        return False
+    tracer.add("progress", label, label=label)
+    return True
 
 
 def load_session(lease: Lease) -> Session:
@@ -318,7 +321,14 @@ def execute(
     clear_pending: bool,
 ) -> Outcome:
     timeout = float(tool.timeout or ahentic_settings.TOOL_TIMEOUT_S)
-    if not runstate.lease_refresh(lease, extra_s=timeout):
+    # The lease must outlast the tool (it cannot refresh while the tool runs); the progress
+    # label the user sees extends it in the same write.
+    if tool.internal:
+        held = runstate.lease_refresh(lease, extra_s=timeout)
+    else:
+        label = tool.summarize(tool_input)
+        held = progress(lease, tracer, label[:1].upper() + label[1:], extra_s=timeout)
+    if not held:
         return Outcome("lost")
     artifact_key = None
     if tool.artifact_field and store.FROM_MEMORY in tool_input:
@@ -344,8 +354,6 @@ def execute(
     tracer.add(
         "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
     )
-    if not tool.internal:
-        progress(lease, tracer, summary[:1].upper() + summary[1:])
     ctx = ToolContext(
         session=session,
         user=session.owner,

@@ -42,7 +42,11 @@ class StepRunner:
         self.tracer = session_services.TraceBuffer(lease.session_id, lease.run_seq)
         # The window the step sent and the calibration its model call gave (contextUsage).
         self.window: list[Event] | None = None
+        self.memory_blocks = 0
         self.calibration: float | None = None
+        self.context_usage: dict[str, Any] | None = None
+        # Whether the step handed the run to a next step (see record_next_usage).
+        self.continues = False
         self.step_number = self.session.step_count
 
     def reload(self) -> Session:
@@ -122,9 +126,11 @@ class StepRunner:
     def next_step(self) -> None:
         """Hand the run to a fresh step: write the trace, drop the lease, then enqueue (on
         commit, in one transaction: the next step may start at once)."""
+        self.continues = True
+        context_usage = self.predicted_usage()
         with transaction.atomic():
             self.tracer.flush()
-            if runstate.lease_release(self.lease):
+            if runstate.lease_release(self.lease, context_usage=context_usage):
                 enqueue_step(self.session_id, self.run_seq)
 
     # --- the step ------------------------------------------------------------------------
@@ -210,16 +216,15 @@ class StepRunner:
         return int(ahentic_settings.MAX_STEPS_PER_RUN)
 
     def think(self) -> None:
-        session = self.reload()
+        session = self.session
         if session.step_count >= self.max_steps():
             self.fail(
                 "ahentic_max_steps",
                 f"The run reached its limit of {self.max_steps()} steps. Continue to keep going.",
             )
             return
-        step = runstate.step_begin(self.lease, session.step_count)
-        if step is None:
-            return
+        # The step is counted with its usage (one write): a call that fails ends the run.
+        step = session.step_count + 1
         session.step_count = step
         self.step_number = step
         tools = tools_for(session, session.owner)
@@ -267,6 +272,11 @@ class StepRunner:
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
             self.calibration = real / estimated
+        self.context_usage = context.usage_snapshot(
+            request,
+            self.memory_blocks,
+            self.calibration or float((session.context_usage or {}).get("calibration") or 1.0),
+        )
         self.trace(
             "llm_response",
             f"{result.stop_reason}: {result.text[:120]}",
@@ -284,11 +294,17 @@ class StepRunner:
         self.handle_result(result)
 
     def assemble(self, session: Session, tools) -> dict[str, Any]:
-        """Build the request from the viewport; move the window start in a batch if needed."""
-        events = list(Event.objects.filter(session_id=self.session_id).order_by("seq"))
+        """Build the request from the viewport; move the window start in a batch if needed.
+        Only the events from the window's start are read: older ones are in memory snapshots,
+        so a step costs the same at 40 events or 4,000."""
+        events = Event.objects.filter(session_id=self.session_id)
+        if session.viewport_start_event_id:
+            events = events.filter(pk__gte=session.viewport_start_event_id)
+        events = list(events.order_by("seq"))
         assembly = context.assemble(session, tools, events)
         prompt.attach_context(assembly.window, assembly.step_context)
         self.window = assembly.window
+        self.memory_blocks = assembly.memory_blocks
         if assembly.new_start is not None:
             with transaction.atomic():
                 if runstate.viewport_move(self.lease, assembly.new_start):
@@ -304,9 +320,10 @@ class StepRunner:
             )
         return assembly.request(session.pk)
 
-    def record_next_usage(self) -> None:
-        """``contextUsage`` when the step ends: the request a message typed now would send
-        (``context.predicted_usage``), from the window this step sent plus what it added."""
+    def predicted_usage(self) -> dict[str, Any]:
+        """``contextUsage`` as the step leaves the session: the request a message typed now
+        would send (``context.predicted_usage``), from the window this step sent plus what it
+        added."""
         session = self.reload()
         if self.window is None:  # no model call in this step: read the window afresh
             start = session.viewport_start_event_id or 0
@@ -320,15 +337,21 @@ class StepRunner:
         calibration = self.calibration or float(
             (session.context_usage or {}).get("calibration") or 1.0
         )
-        usage = context.predicted_usage(
+        return context.predicted_usage(
             session, tools_for(session, session.owner), events, calibration
         )
+
+    def record_next_usage(self) -> None:
+        """Write the prediction when the step ends the run or pauses it (a step that hands the
+        run on writes it with the lease hand-over). Visible then: the user is the next to act."""
+        if self.continues:
+            return
         runstate.context_usage_predict(
             session_id=self.session_id,
             run_seq=self.run_seq,
             step_count=self.step_number,
-            context_usage=usage,
-            visible=session.status != Session.Status.RUNNING,
+            context_usage=self.predicted_usage(),
+            visible=self.session.status != Session.Status.RUNNING,
         )
 
     def handle_result(self, result: llm.LLMResult) -> None:
@@ -395,6 +418,8 @@ class StepRunner:
                 run=self.run_seq,
                 purpose="step",
                 result=result,
+                context_usage=self.context_usage,
+                step_count=self.step_number,
             )
             # Written only while the lease holds, checked under the row lock in the insert's
             # transaction: a cancel that commits first leaves no tool_use behind it.

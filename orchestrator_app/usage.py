@@ -51,6 +51,7 @@ def usage_record(
     duration_ms: int,
     stop_reason: str = "",
     context_usage: dict[str, Any] | None = None,
+    step_count: int | None = None,
 ) -> UsageRecord:
     """One ledger row per model call; the session counters are its running sum."""
     cost = usage_cost(
@@ -60,7 +61,7 @@ def usage_record(
         cache_read=cache_read_tokens,
         cache_write=cache_write_tokens,
     )
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         record = UsageRecord.objects.create(
             session_id=session_id,
             user_id=user_id,
@@ -84,6 +85,7 @@ def usage_record(
             cache_write_tokens=cache_write_tokens,
             cost=cost,
             context_usage=context_usage,
+            step_count=step_count,
         )
     return record
 
@@ -95,8 +97,10 @@ def usage_record_call(
     purpose: str,
     result: llm.LLMResult,
     context_usage: dict[str, Any] | None = None,
+    step_count: int | None = None,
 ) -> UsageRecord:
-    """Ledger row for one finished model call (and the step's contextUsage, when given)."""
+    """Ledger row for one finished model call (and the step's contextUsage and number, when
+    given)."""
     return usage_record(
         session_id=session.pk,
         user_id=session.owner_id,
@@ -110,6 +114,7 @@ def usage_record_call(
         duration_ms=result.duration_ms,
         stop_reason=result.stop_reason,
         context_usage=context_usage,
+        step_count=step_count,
     )
 
 

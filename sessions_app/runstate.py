@@ -208,9 +208,10 @@ def usage_add(
     cache_write_tokens: int,
     cost,
     context_usage: dict[str, Any] | None = None,
+    step_count: int | None = None,
 ) -> None:
     """Add one model call to the session's running sums (the UsageRecord ledger is the truth),
-    with the step's calibrated ``context_usage`` when given."""
+    with the step's calibrated ``context_usage`` and its number when given."""
     fields: dict[str, Any] = {
         "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
         "tokens_out": F("tokens_out") + output_tokens,
@@ -219,6 +220,8 @@ def usage_add(
     }
     if context_usage is not None:
         fields["context_usage"] = context_usage
+    if step_count is not None:
+        fields["step_count"] = step_count
     if cost is not None:
         # NULL + x is NULL in SQL: the first priced call starts the sum at 0.
         fields["cost_usd"] = (
@@ -345,20 +348,18 @@ def lease_refresh(lease: Lease, extra_s: float = 0) -> bool:
     return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
-def lease_release(lease: Lease) -> bool:
-    """Hand the run to a fresh step: the run stays ``running`` with no lease. Caller holds a
-    transaction and enqueues the next step."""
-    fields = {"lease_token": "", "lease_expires_at": None, "heartbeat_at": timezone.now()}
+def lease_release(lease: Lease, *, context_usage: dict[str, Any] | None = None) -> bool:
+    """Hand the run to a fresh step: the run stays ``running`` with no lease (and the step's
+    predicted ``context_usage``, when given). Caller holds a transaction and enqueues the
+    next step."""
+    fields: dict[str, Any] = {
+        "lease_token": "",
+        "lease_expires_at": None,
+        "heartbeat_at": timezone.now(),
+    }
+    if context_usage is not None:
+        fields["context_usage"] = context_usage
     return _write(lease.holding(), lease.session_id, fields, visible=False)
-
-
-def step_begin(lease: Lease, step_count: int) -> int | None:
-    """Count a step of the run; returns its number, or None once the lease is lost.
-    ``step_count`` is the count the caller read (only the lease holder changes it)."""
-    fields = {"step_count": step_count + 1}
-    if not _write(lease.holding(), lease.session_id, fields, visible=False):
-        return None
-    return step_count + 1
 
 
 def viewport_move(lease: Lease, start_event_id: int) -> bool:
@@ -367,10 +368,15 @@ def viewport_move(lease: Lease, start_event_id: int) -> bool:
     return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
-def progress_set(lease: Lease, label: str) -> bool:
-    """The worker's progress label (also a heartbeat)."""
+def progress_set(lease: Lease, label: str, *, extra_s: float = 0) -> bool:
+    """The worker's progress label; also a heartbeat that extends the lease (by ``extra_s``
+    more for work that cannot refresh while it runs, a tool call)."""
     now = timezone.now()
-    fields = {"progress": _progress(label, now), "heartbeat_at": now}
+    fields = {
+        "progress": _progress(label, now),
+        "heartbeat_at": now,
+        "lease_expires_at": _lease_deadline(now, extra_s),
+    }
     return _write(lease.holding(), lease.session_id, fields)
 
 

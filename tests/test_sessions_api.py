@@ -479,7 +479,6 @@ def test_bookkeeping_keeps_the_etag_and_the_heartbeat_header_moves(owner_client,
         cache_write_tokens=0,
         cost=None,
     )
-    runstate.step_begin(lease, 0)
     assert runstate.lease_refresh(lease)
     poll = owner_client.get(f"{API}/sessions/{session.pk}", HTTP_IF_NONE_MATCH=etag)
 
