@@ -56,6 +56,8 @@ SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 STATIC_ROOT = BASE_DIR / "static-root"  # noqa: F405
+if "MAILERS" in globals():  # Django 6.1's startproject mails to the console
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.smtp.EmailBackend"}}
 """
 
 
