@@ -107,10 +107,11 @@ def _renders_sidebar(template_name: str) -> bool | None:
     """Whether the template or a template it extends uses ``{% ahentic_sidebar %}``.
 
     Follows ``{% extends %}`` the way rendering does (a template may extend one of the same
-    name further down the loaders). None when it cannot tell: the name is not found by the
-    Django template engine, or a parent is chosen at render time.
+    name further down the loaders). None when it cannot tell: a template is missing or broken
+    (rendering reports that itself), or a parent is chosen at render time. A block that a
+    child overrides without ``{{ block.super }}`` is not followed: presence is enough.
     """
-    from django.template import TemplateDoesNotExist, Variable, loader
+    from django.template import TemplateDoesNotExist, TemplateSyntaxError, Variable, loader
     from django.template.library import SimpleNode
     from django.template.loader_tags import ExtendsNode
 
@@ -118,7 +119,7 @@ def _renders_sidebar(template_name: str) -> bool | None:
 
     try:
         template = getattr(loader.get_template(template_name), "template", None)
-        if template is None:  # another template backend: nothing to inspect
+        if template is None:  # not the Django template language: nothing to inspect
             return None
         history = [template.origin]
         while True:
@@ -133,7 +134,7 @@ def _renders_sidebar(template_name: str) -> bool | None:
                 return None
             template, origin = template.engine.find_template(parent, skip=history)
             history.append(origin)
-    except TemplateDoesNotExist:
+    except (TemplateDoesNotExist, TemplateSyntaxError):  # rendering reports these itself
         return None
 
 
