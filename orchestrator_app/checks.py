@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
+from django.apps import apps
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 from sessions_app.conf import ahentic_settings
+
+# The template every Django admin page extends; the sidebar must be rendered from it.
+ADMIN_BASE_TEMPLATE = "admin/base_site.html"
 
 # Worst single SDK attempt plus its backoff sleeps (the SDK caps one sleep at 8 s).
 _BACKOFF_SLACK_S = 8
@@ -76,6 +80,62 @@ def check_ahentic_settings(app_configs=None, **kwargs):
             )
         )
     return errors
+
+
+@register(Tags.templates)
+def check_admin_sidebar(app_configs=None, **kwargs):
+    """W002: ADMIN_SIDEBAR is on but the admin's base template never renders the sidebar."""
+    if not ahentic_settings.ADMIN_SIDEBAR or not apps.is_installed("django.contrib.admin"):
+        return []
+    if _renders_sidebar(ADMIN_BASE_TEMPLATE) is not False:
+        return []
+    return [
+        Warning(
+            "AHENTIC['ADMIN_SIDEBAR'] is on, but the admin's base template "
+            f"({ADMIN_BASE_TEMPLATE}) does not include the agent sidebar.",
+            hint="Create templates/admin/base_site.html in a directory listed in TEMPLATES "
+            "'DIRS' containing {% extends \"ahentic/admin_base_site.html\" %}, or list "
+            "orchestrator_app before django.contrib.admin in INSTALLED_APPS, or add "
+            "{% load ahentic %}{% ahentic_sidebar admin=True %} to the footer block of the "
+            "site's own admin/base_site.html.",
+            id="ahentic.W002",
+        )
+    ]
+
+
+def _renders_sidebar(template_name: str) -> bool | None:
+    """Whether the template or a template it extends uses ``{% ahentic_sidebar %}``.
+
+    Follows ``{% extends %}`` the way rendering does (a template may extend one of the same
+    name further down the loaders). None when it cannot tell: a template is missing or broken
+    (rendering reports that itself), or a parent is chosen at render time. A block that a
+    child overrides without ``{{ block.super }}`` is not followed: presence is enough.
+    """
+    from django.template import TemplateDoesNotExist, TemplateSyntaxError, Variable, loader
+    from django.template.library import SimpleNode
+    from django.template.loader_tags import ExtendsNode
+
+    from .templatetags.ahentic import ahentic_sidebar
+
+    try:
+        template = getattr(loader.get_template(template_name), "template", None)
+        if template is None:  # not the Django template language: nothing to inspect
+            return None
+        history = [template.origin]
+        while True:
+            nodes = template.nodelist.get_nodes_by_type(SimpleNode)
+            if any(node.func is ahentic_sidebar for node in nodes):
+                return True
+            extends = template.nodelist.get_nodes_by_type(ExtendsNode)
+            if not extends:
+                return False
+            parent = extends[0].parent_name.var
+            if isinstance(parent, Variable) or not isinstance(parent, str):
+                return None
+            template, origin = template.engine.find_template(parent, skip=history)
+            history.append(origin)
+    except (TemplateDoesNotExist, TemplateSyntaxError):  # rendering reports these itself
+        return None
 
 
 def _price_ok(entry) -> bool:

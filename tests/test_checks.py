@@ -3,6 +3,11 @@
 import pytest
 from django.core.checks import run_checks
 
+# run_checks() runs what `manage.py check` runs; since Django 6.0 that includes the model
+# checks that ask each database about its features (JSONField support), so it needs the
+# test database.
+pytestmark = pytest.mark.django_db
+
 
 def ids():
     return {message.id for message in run_checks() if message.id.startswith("ahentic.")}
@@ -46,3 +51,59 @@ def test_a_complete_price_table_passes(settings):
 def test_no_key_and_no_base_url_is_a_warning(settings):
     settings.AHENTIC = {**settings.AHENTIC, "API_KEY": "", "BASE_URL": ""}
     assert "ahentic.W001" in ids()
+
+
+def with_template_dirs(settings, *dirs):
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": list(dirs)}]
+
+
+def admin_base_site(tmp_path, body):
+    (tmp_path / "admin").mkdir()
+    (tmp_path / "admin" / "base_site.html").write_text(body)
+    return tmp_path
+
+
+def test_the_admin_sidebar_with_the_shipped_admin_template_passes(settings):
+    # The demo's templates/admin/base_site.html extends ahentic/admin_base_site.html.
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_SIDEBAR": True}
+    assert "ahentic.W002" not in ids()
+
+
+def test_the_admin_sidebar_on_djangos_own_admin_template_is_a_warning(settings):
+    # Without the site's override, django.contrib.admin (listed before orchestrator_app)
+    # supplies admin/base_site.html, which has no sidebar.
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_SIDEBAR": True}
+    with_template_dirs(settings)
+    assert "ahentic.W002" in ids()
+
+
+def test_the_admin_sidebar_off_needs_no_admin_template(settings):
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_SIDEBAR": False}
+    with_template_dirs(settings)
+    assert "ahentic.W002" not in ids()
+
+
+def test_a_site_admin_template_without_the_sidebar_is_a_warning(settings, tmp_path):
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_SIDEBAR": True}
+    with_template_dirs(
+        settings,
+        admin_base_site(
+            tmp_path, '{% extends "admin/base.html" %}{% block branding %}Acme{% endblock %}'
+        ),
+    )
+    assert "ahentic.W002" in ids()
+
+
+def test_a_site_admin_template_that_adds_the_sidebar_passes(settings, tmp_path):
+    # The site keeps its own admin/base_site.html, extends Django's (same name, further down
+    # the loaders) and renders the sidebar in the footer block.
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_SIDEBAR": True}
+    with_template_dirs(
+        settings,
+        admin_base_site(
+            tmp_path,
+            '{% extends "admin/base_site.html" %}{% load ahentic %}'
+            "{% block footer %}{{ block.super }}{% ahentic_sidebar admin=True %}{% endblock %}",
+        ),
+    )
+    assert "ahentic.W002" not in ids()
