@@ -182,7 +182,7 @@ def deploy_part(dest: Path, checkout: Path | None) -> None:
     setup_django(dest, "deploy_settings", checkout)
     command("check --deploy", "check", deploy=True, fail_level="WARNING")
     command("collectstatic", "collectstatic", interactive=False, verbosity=0)
-    for name in ("ahentic/sidebar.js", "ahentic/sidebar.css"):
+    for name in ("ahentic/sidebar/main.js", "ahentic/sidebar.css"):
         if not (dest / "static-root" / name).is_file():
             raise StepFailed(f"collectstatic: {name} is missing from STATIC_ROOT")
 
@@ -248,7 +248,7 @@ def site_part(dest: Path, checkout: Path | None) -> None:
         form |= {"csrfmiddlewaretoken": token, "next": "/admin/"}
         status, body = fetch("/admin/login/", urllib.parse.urlencode(form).encode())
         expect("POST /admin/login/, then /admin/", status, body)
-        for marker in ('id="ahentic-sidebar"', 'data-admin="1"', "ahentic/sidebar.js"):
+        for marker in ('id="ahentic-sidebar"', 'data-admin="1"', "ahentic/sidebar/main.js"):
             if marker not in body:
                 raise StepFailed(f"the admin page has no sidebar ({marker!r} missing)")
         print("  the admin page renders the sidebar")
@@ -273,7 +273,7 @@ def site_part(dest: Path, checkout: Path | None) -> None:
         if "concise_writing" not in {s["name"] for s in json.loads(body)}:
             raise StepFailed(f"the bundled skill is missing from the catalog: {body}")
 
-        for name, marker in (("sidebar.js", "registerBrowserTool"), ("sidebar.css", ".ahentic")):
+        for name, marker in (("sidebar/main.js", "registerBrowserTool"), ("sidebar.css", ".ahentic")):
             status, body = fetch(f"/static/ahentic/{name}")
             expect(f"GET /static/ahentic/{name}", status, body)
             if marker not in body:

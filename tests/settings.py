@@ -33,6 +33,12 @@ else:
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.AhenticTestsConfig"]  # noqa: F405
 
 Q_CLUSTER = {**Q_CLUSTER, "sync": True}
+if os.environ.get("AHENTIC_TEST_REDIS_URL"):
+    # The Redis leg (.ci/redis-leg): django-q2's Redis broker instead of the ORM one (the ORM
+    # broker wins when both are configured). It delivers at most once: a task a killed worker
+    # had taken is gone, and ahentic_recover brings the run back.
+    Q_CLUSTER = {k: v for k, v in Q_CLUSTER.items() if k != "orm"}
+    Q_CLUSTER["redis"] = os.environ["AHENTIC_TEST_REDIS_URL"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 AHENTIC = {
     "API_KEY": "test-key",

@@ -30,4 +30,6 @@ AHENTIC = {
     **AHENTIC,
     "BASE_URL": os.environ.get("AHENTIC_TEST_LLM_URL", AHENTIC["BASE_URL"]),
     "API_KEY": "test-key",
+    # A short lease lets a test see a killed worker's run recovered in seconds.
+    "RUN_LEASE_S": int(os.environ.get("AHENTIC_TEST_RUN_LEASE_S", "60")),
 }

@@ -16,6 +16,7 @@ from unittest import mock
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from django_q.tasks import async_task
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
@@ -32,35 +33,63 @@ pytestmark = [
 ]
 
 
+class Workers:
+    """``manage.py qcluster`` processes on the committed test database; all stopped at the end."""
+
+    def __init__(self, llm, tmp_path):
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings_worker",
+            "AHENTIC_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+            "AHENTIC_TEST_LLM_URL": llm.url,
+        }
+        self.tmp_path = tmp_path
+        self.processes: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(self) -> subprocess.Popen:
+        log_path = self.tmp_path / f"qcluster-{len(self.processes)}.log"
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(
+                [sys.executable, "manage.py", "qcluster"],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: its children stop with it
+            )
+        self.processes.append((process, log_path))
+        return process
+
+    def kill(self, process: subprocess.Popen) -> None:
+        """SIGKILL the worker and its children, as a host that dies would."""
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+    def stop_all(self) -> None:
+        for process, log_path in self.processes:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+            sys.stderr.write(f"qcluster log ({log_path.name}):\n{log_path.read_text()}\n")
+
+
 @pytest.fixture
-def qcluster(transactional_db, llm, tmp_path):
-    """A ``manage.py qcluster`` process on the committed test database; always stopped."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings_worker",
-        "AHENTIC_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
-        "AHENTIC_TEST_LLM_URL": llm.url,
-    }
-    log_path = tmp_path / "qcluster.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so its children can be stopped too
-        )
+def workers(transactional_db, llm, tmp_path):
+    pool = Workers(llm, tmp_path)
     try:
-        yield process
+        yield pool
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        sys.stderr.write(f"qcluster log:\n{log_path.read_text()}\n")
+        pool.stop_all()
+
+
+@pytest.fixture
+def qcluster(workers):
+    """One ``manage.py qcluster`` process on the committed test database."""
+    return workers.start()
 
 
 def enqueue_to_the_broker(*args, **kwargs):
@@ -111,3 +140,54 @@ def test_a_real_worker_runs_a_message_through_a_tool_to_the_final_reply(
     assert len(llm.message_requests()) == 2
     assert body["stepCount"] == 2
     assert body["tokensIn"] > 0
+
+
+def test_a_run_whose_worker_is_killed_mid_tool_is_recovered_once(
+    owner_client, session, llm, workers, settings
+):
+    """A worker SIGKILLed while a tool runs: its task is gone (the Redis broker delivers at
+    most once; the ORM broker would only redeliver after ``retry``). Once the lease expires,
+    the ahentic_recover sweep re-enqueues the step; a new worker answers the interrupted call
+    and finishes the run, with no event written twice."""
+    from orchestrator_app import tasks
+    from sessions_app.models import Event, Session
+
+    llm.enqueue(
+        tool_reply(tool_call("sleeps", {"seconds": 30}, id="toolu_sleeps")),
+        text_reply("Recovered after the worker died."),
+    )
+    workers.env["AHENTIC_TEST_RUN_LEASE_S"] = "2"
+    first = workers.start()
+    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+        response = owner_client.post(
+            session_url(session, "messages"), {"content": "Sleep on it"}, format="json"
+        )
+    assert response.status_code == 202, response.content
+    deadline = time.monotonic() + POLL_LIMIT_S
+    while not Event.objects.filter(tool_use_id="toolu_sleeps", payload__has_key="started"):
+        assert time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.1)
+
+    workers.kill(first)
+    lease = Session.objects.values_list("lease_expires_at", flat=True).get(pk=session.pk)
+    while timezone.now() <= lease:  # the dead worker's lease runs out (tool timeout + lease)
+        assert time.monotonic() < deadline + 60, "the lease never expired"
+        time.sleep(0.2)
+    workers.start()
+    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+        assert tasks.recover() == 1
+    body = wait_until_settled(owner_client, session)
+
+    assert body["status"] == "idle", body
+    transcript = transcript_of(owner_client, session)
+    assert [m["kind"] for m in transcript] == [
+        "user_message",
+        "tool_call",
+        "tool_response",
+        "agent_message",
+    ]
+    assert transcript[2]["meta"]["error"] == "tool_interrupted"
+    assert transcript[3]["content"] == "Recovered after the worker died."
+    assert len(llm.message_requests()) == 2
+    seqs = list(Event.objects.filter(session=session).values_list("seq", flat=True))
+    assert len(seqs) == len(set(seqs)) == 4

@@ -1,6 +1,7 @@
 """Tools the tests give the agent (registered on import)."""
 
 import threading
+import time
 
 from orchestrator_app.tools import ToolError, tool
 
@@ -121,3 +122,16 @@ def hangs(ctx, input):
     CALLS.append({"tool": "hangs", "input": input})
     threading.Event().wait(30)
     return {"ok": True, "finished": True}
+
+
+@tool(
+    name="sleeps",
+    description="Sleeps for `seconds` (a long-running tool a test can kill the worker in).",
+    input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}},
+    readonly=True,
+    timeout=3,
+)
+def sleeps(ctx, input):
+    CALLS.append({"tool": "sleeps", "input": input})
+    time.sleep(float(input.get("seconds", 1)))
+    return {"ok": True, "slept": input.get("seconds", 1)}
