@@ -37,8 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def seed() -> tuple[str, dict[str, str]]:
     """Create the user, a logged-in Django session, and the sessions to poll."""
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.auth import get_user_model
+    from django.contrib.auth import (
+        BACKEND_SESSION_KEY,
+        HASH_SESSION_KEY,
+        SESSION_KEY,
+        get_user_model,
+    )
     from django.contrib.auth.models import Permission
     from django.contrib.sessions.backends.db import SessionStore
 
@@ -208,7 +212,9 @@ def main() -> None:
                     if cache == "off" and name == "poll 304":
                         continue
                     print(f"  cache {cache}, round {round_number + 1}: {name}...", flush=True)
-                    label = name if cache == "on" or name == "bare DRF view" else f"{name}, no cache"
+                    label = (
+                        name if cache == "on" or name == "bare DRF view" else f"{name}, no cache"
+                    )
                     label = f"{label} [cache {cache}]" if name == "bare DRF view" else label
                     etag = facts[name][2] if with_etag else None
                     results.setdefault(label, []).append(
@@ -219,16 +225,22 @@ def main() -> None:
             server.wait(timeout=10)
 
     print(f"\nload average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'endpoint':40} {'req/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'SQL':>4} {'bytes':>7}")
+    print(
+        f"{'endpoint':40} {'req/s':>8} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7} {'SQL':>4} {'bytes':>7}"
+    )
     for label, runs in results.items():
         cache = "off" if "no cache" in label or "[cache off]" in label else "on"
         base = statistics.median(r[0] for r in results[f"bare DRF view [cache {cache}]"])
         rps = statistics.median(r[0] for r in runs)
         p50 = statistics.median(r[1] for r in runs)
         p99 = statistics.median(r[2] for r in runs)
-        name = label.replace(", no cache", "").replace(" [cache on]", "").replace(" [cache off]", "")
+        name = (
+            label.replace(", no cache", "").replace(" [cache on]", "").replace(" [cache off]", "")
+        )
         queries, size, _ = facts[name]
-        print(f"{label:40} {rps:>8.0f} {rps / base:>5.2f}x {p50:>7.1f} {p99:>7.1f} {queries:>4} {size:>7}")
+        print(
+            f"{label:40} {rps:>8.0f} {rps / base:>5.2f}x {p50:>7.1f} {p99:>7.1f} {queries:>4} {size:>7}"
+        )
 
 
 if __name__ == "__main__":

@@ -273,7 +273,10 @@ def site_part(dest: Path, checkout: Path | None) -> None:
         if "concise_writing" not in {s["name"] for s in json.loads(body)}:
             raise StepFailed(f"the bundled skill is missing from the catalog: {body}")
 
-        for name, marker in (("sidebar/main.js", "registerBrowserTool"), ("sidebar.css", ".ahentic")):
+        for name, marker in (
+            ("sidebar/main.js", "registerBrowserTool"),
+            ("sidebar.css", ".ahentic"),
+        ):
             status, body = fetch(f"/static/ahentic/{name}")
             expect(f"GET /static/ahentic/{name}", status, body)
             if marker not in body:
