@@ -226,10 +226,10 @@ def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assemb
             ahentic_settings.CONTEXT_EVICT_TO
         )
         room = int(budget) - fixed - sum(event_tokens(e) for e in window)
-        parent_events = list(
-            Event.objects.filter(
-                session_id=session.parent_id, pk__lte=session.fork_event_id
-            ).order_by("seq")
+        parent_events = (
+            Event.objects.filter(session_id=session.parent_id, pk__lte=session.fork_event_id)
+            .order_by("seq")
+            .rows()
         )
         inherited = inherited_context(parent_events, room)
     return Assembly(system, memory_blocks, tool_defs, step_context, window, new_start, inherited)

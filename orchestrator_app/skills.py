@@ -15,6 +15,7 @@ small and few); a later directory overrides an earlier one with the same name.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,15 +50,22 @@ def parse(path: Path) -> Expertise | None:
     )
 
 
-def _dirs(kind: str) -> list[Path]:
-    configured = ahentic_settings.SKILL_DIRS if kind == "skills" else ahentic_settings.WORKFLOW_DIRS
+def _dirs(kind: str, configured: tuple[str, ...]) -> list[Path]:
     found = [Path(app.path) / "ahentic" / kind for app in apps.get_app_configs()]
-    return [d for d in (*found, *map(Path, configured or [])) if d.is_dir()]
+    return [d for d in (*found, *map(Path, configured)) if d.is_dir()]
 
 
 def _load(kind: str) -> dict[str, Expertise]:
+    configured = ahentic_settings.SKILL_DIRS if kind == "skills" else ahentic_settings.WORKFLOW_DIRS
+    return _read(kind, tuple(map(str, configured or ())))
+
+
+@functools.lru_cache(maxsize=16)
+def _read(kind: str, configured: tuple[str, ...]) -> dict[str, Expertise]:
+    """The files are read once per process and setting (every step builds its prompt from
+    them); a new or edited skill file needs a restart of the web and worker processes."""
     items: dict[str, Expertise] = {}
-    for directory in _dirs(kind):
+    for directory in _dirs(kind, configured):
         for path in sorted(directory.glob("*.md")):
             item = parse(path)
             if item is not None:

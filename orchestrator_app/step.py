@@ -42,9 +42,7 @@ class StepRunner:
         self.tracer = session_services.TraceBuffer(lease.session_id, lease.run_seq)
         # The window the step sent and the calibration its model call gave (contextUsage).
         self.window: list[Event] | None = None
-        self.memory_blocks = 0
         self.calibration: float | None = None
-        self.context_usage: dict[str, Any] | None = None
         # Whether the step handed the run to a next step (see record_next_usage).
         self.continues = False
         self.step_number = self.session.step_count
@@ -272,11 +270,6 @@ class StepRunner:
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
             self.calibration = real / estimated
-        self.context_usage = context.usage_snapshot(
-            request,
-            self.memory_blocks,
-            self.calibration or float((session.context_usage or {}).get("calibration") or 1.0),
-        )
         self.trace(
             "llm_response",
             f"{result.stop_reason}: {result.text[:120]}",
@@ -300,11 +293,10 @@ class StepRunner:
         events = Event.objects.filter(session_id=self.session_id)
         if session.viewport_start_event_id:
             events = events.filter(pk__gte=session.viewport_start_event_id)
-        events = list(events.order_by("seq"))
+        events = events.order_by("seq").rows()
         assembly = context.assemble(session, tools, events)
         prompt.attach_context(assembly.window, assembly.step_context)
         self.window = assembly.window
-        self.memory_blocks = assembly.memory_blocks
         if assembly.new_start is not None:
             with transaction.atomic():
                 if runstate.viewport_move(self.lease, assembly.new_start):
@@ -327,13 +319,15 @@ class StepRunner:
         session = self.reload()
         if self.window is None:  # no model call in this step: read the window afresh
             start = session.viewport_start_event_id or 0
-            events = list(
-                Event.objects.filter(session_id=self.session_id, pk__gte=start).order_by("seq")
+            events = (
+                Event.objects.filter(session_id=self.session_id, pk__gte=start)
+                .order_by("seq")
+                .rows()
             )
         else:
             newest = self.window[-1].pk if self.window else 0
             added = Event.objects.filter(session_id=self.session_id, pk__gt=newest)
-            events = self.window + list(added.order_by("seq"))
+            events = self.window + added.order_by("seq").rows()
         calibration = self.calibration or float(
             (session.context_usage or {}).get("calibration") or 1.0
         )
@@ -418,7 +412,6 @@ class StepRunner:
                 run=self.run_seq,
                 purpose="step",
                 result=result,
-                context_usage=self.context_usage,
                 step_count=self.step_number,
             )
             # Written only while the lease holds, checked under the row lock in the insert's

@@ -9,6 +9,8 @@ Writes go through ``sessions_app.services``, and every UPDATE of the session row
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -195,6 +197,32 @@ class Session(models.Model):
         return order[(order.index(current) + 1) % len(order)]
 
 
+@dataclass(slots=True)
+class EventRow:
+    """An event read for building a request: the fields the context engine uses, without a
+    model instance (a step reads its whole window; instances cost most of that read)."""
+
+    pk: int
+    session_id: Any
+    seq: int
+    kind: str
+    content: str
+    payload: dict[str, Any]
+    tool_use_id: str
+    run: int
+    token_count: int
+
+    @property
+    def id(self) -> int:
+        return self.pk
+
+
+class EventQuerySet(models.QuerySet):
+    def rows(self) -> list[EventRow]:
+        """The events as ``EventRow``s, in the queryset's order."""
+        return [EventRow(*values) for values in self.values_list(*EventRow.__slots__)]
+
+
 class Event(models.Model):
     class Kind(models.TextChoices):
         USER_MESSAGE = "user_message"
@@ -215,6 +243,8 @@ class Event(models.Model):
     run = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = EventQuerySet.as_manager()
 
     class Meta:
         ordering = ["session", "seq"]
