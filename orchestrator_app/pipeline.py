@@ -30,7 +30,9 @@ from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event, Session
 from sessions_app.runstate import Lease, PendingTool
 
+from . import llm
 from . import plan as plan_rules
+from .heartbeat import LeaseHeartbeat
 from .models import ToolGrant
 from .toolcalls import result_text, tool_response_record
 from .tools import Tool, ToolContext, ToolError, get_tool
@@ -265,7 +267,7 @@ def execute(
     approved: str | None,
 ) -> Outcome:
     timeout = float(tool.timeout or ahentic_settings.TOOL_TIMEOUT_S)
-    if not runstate.lease_refresh(lease, extra_s=timeout):
+    if not runstate.lease_refresh(lease):
         return Outcome("lost")
     artifact_key = None
     if tool.artifact_field and store.FROM_MEMORY in tool_input:
@@ -296,11 +298,13 @@ def execute(
     )
     ok = True
     try:
-        with time_limit(timeout):
+        # The heartbeat keeps the (short) lease fresh while the tool runs.
+        with LeaseHeartbeat(lease, limit_s=timeout), time_limit(timeout):
             result = tool.func(ctx, tool_input)
         if not isinstance(result, dict):
             result = {"value": result}
         json.dumps(result, default=str)
+        result = llm.strip_nul(result)
         ok = result.get("ok", True) is not False
     except ModelFacingError as exc:
         result, ok = exc.as_result(), False

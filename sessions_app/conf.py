@@ -56,8 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "THROTTLE_MESSAGES": None,  # an extra, messages-only rate
     # What the session payload carries stays bounded whatever the history.
     "MAX_PENDING_MESSAGES": 20,  # queued messages per session; more is 409 ahentic_queue_full
-    "GOALS_DONE_WINDOW": 10,  # completed goals shown beside the active ones
-    "GOALS_ACTIVE_WINDOW": 50,
+    "GOALS_WINDOW": 30,  # goals shown: active ones first, then the latest completed
     "ADMIN_SIDEBAR": False,
     # None (off), "all", or ["app_label.model", ...]: ModelAdmins the agent may use.
     "ADMIN_TOOLS": None,

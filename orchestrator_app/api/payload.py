@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Case, When
+
 from artifacts_app import store
 from artifacts_app.models import Artifact
 from sessions_app.conf import ahentic_settings
@@ -163,7 +165,21 @@ def goals_json(goals: list[Goal]) -> list[dict[str, Any]]:
             "subGoals": [node(child) for child in by_parent.get(goal.pk, [])],
         }
 
-    return [node(goal) for goal in by_parent.get(None, [])]
+    # A sub-goal whose parent is not shown stands at the top level.
+    shown = {goal.pk for goal in goals}
+    tops = [goal for goal in goals if goal.parent_id is None or goal.parent_id not in shown]
+    return [node(goal) for goal in tops]
+
+
+def goals_shown(session_id) -> list[Goal]:
+    """Active goals first, then the most recent completed ones, at most ``GOALS_WINDOW``, in
+    one bounded query; abandoned goals are history, not what the sidebar shows."""
+    rows = Goal.objects.filter(
+        session_id=session_id, status__in=[Goal.Status.ACTIVE, Goal.Status.COMPLETED]
+    ).order_by(Case(When(status=Goal.Status.ACTIVE, then=0), default=1), "-id")[
+        : ahentic_settings.GOALS_WINDOW
+    ]
+    return sorted(rows, key=lambda goal: goal.pk)
 
 
 def decimal_json(value) -> float | None:
@@ -180,7 +196,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
         .order_by("-seq")
         .defer("data")[: ahentic_settings.TRACE_POLL_WINDOW]
     )
-    pending = list(session.pending_messages.order_by("id"))
+    pending = list(session.pending_messages.order_by("id")[: ahentic_settings.MAX_PENDING_MESSAGES])
     children = list(
         Session.objects.filter(parent_id=session.pk).values(
             "id", "title", "status", "tokens_in", "tokens_out"
@@ -189,7 +205,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
     artifacts = Artifact.objects.filter(session_id=session.pk)
     if not include_artifacts:
         artifacts = artifacts.defer("payload")
-    goals = list(Goal.objects.filter(session_id=session.pk).order_by("id"))
+    goals = goals_shown(session.pk)
     progress = session.progress or None
     return {
         "id": str(session.pk),
