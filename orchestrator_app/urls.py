@@ -6,6 +6,7 @@ prefix is a JSON 404 ``ahentic_not_found``.
 """
 
 from django.urls import re_path
+from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiYamlRenderer
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
@@ -28,6 +29,8 @@ class SchemaView(SpectacularAPIView):
     permission_classes = [HasAgentPermission]
     urlconf = "orchestrator_app.urls"
     schema = None  # not part of the API it describes
+    # JSON first, like every other route (errors included); ?format=yaml for YAML.
+    renderer_classes = [OpenApiJsonRenderer, OpenApiYamlRenderer]
 
     def get_exception_handler(self):
         return exception_handler

@@ -121,3 +121,47 @@ def hangs(ctx, input):
     CALLS.append({"tool": "hangs", "input": input})
     threading.Event().wait(30)
     return {"ok": True, "finished": True}
+
+
+@tool(
+    name="lease_probe",
+    description="Reports the run's lease as seen while this tool runs.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "wait_for_beat": {"type": "boolean"},
+            "cancel_then_wait": {"type": "boolean"},
+        },
+    },
+    readonly=True,
+)
+def lease_probe(ctx, input):
+    """``wait_for_beat``: wait (at most 10 s) until the heartbeat moves ``heartbeat_at``.
+    ``cancel_then_wait``: cancel the run, then wait three heartbeat intervals."""
+    import time
+
+    from django.utils import timezone
+
+    from orchestrator_app import runs
+    from sessions_app.conf import ahentic_settings
+    from sessions_app.models import Session
+
+    row = Session.objects.filter(pk=ctx.session.pk)
+    out = {}
+    if input.get("wait_for_beat"):
+        first = row.values_list("heartbeat_at", flat=True).get()
+        for _ in range(200):
+            time.sleep(0.05)
+            if row.values_list("heartbeat_at", flat=True).get() != first:
+                out["beat"] = True
+                break
+        else:
+            out["beat"] = False
+    if input.get("cancel_then_wait"):
+        runs.run_cancel(session_id=ctx.session.pk)
+        out["version_after_cancel"] = row.values_list("version", flat=True).get()
+        time.sleep(float(ahentic_settings.RUN_LEASE_S))
+        out["version_after_wait"] = row.values_list("version", flat=True).get()
+    expires = row.values_list("lease_expires_at", flat=True).get()
+    out["lease_left_s"] = (expires - timezone.now()).total_seconds() if expires else None
+    return out
