@@ -56,7 +56,8 @@ def test_deeply_nested_json_is_a_400_on_every_json_route(
     owner_client, session, method, path, slot, body
 ):
     before = Session.objects.values_list("version", flat=True).get(pk=session.pk)
-    raw = '{"%s": %s}' % (slot, '{"a": ' * 950 + "1" + "}" * 950)
+    deep = '{"a": ' * 950 + "1" + "}" * 950
+    raw = f'{{"{slot}": {deep}}}'
     if body:
         raw = json.dumps(body)[:-1] + ", " + raw[1:]
 
