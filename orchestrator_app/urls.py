@@ -48,7 +48,7 @@ SCHEMA_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "orchestrator_app.api.schema.strip_trailing_slash",
+        "orchestrator_app.api.schema.postprocess",
     ],
 }
 

@@ -18,11 +18,6 @@ from . import serializers as s
 # --- shapes -----------------------------------------------------------------------------------
 
 
-def nullable(field: serializers.Field) -> serializers.Field:
-    field.allow_null = True
-    return field
-
-
 def any_json(**kwargs) -> serializers.JSONField:
     return serializers.JSONField(**kwargs)
 
@@ -77,7 +72,7 @@ SessionPayload = shape(
         "status": SESSION_STATUS,
         "mode": serializers.ChoiceField(choices=Session.Mode.choices),
         "viewMode": serializers.ChoiceField(choices=Session.ViewMode.choices),
-        "parentId": nullable(serializers.UUIDField()),
+        "parentId": serializers.UUIDField(allow_null=True),
         "children": serializers.ListField(child=serializers.DictField()),
         "messages": Message(many=True),
         "hasMore": serializers.BooleanField(),
@@ -86,23 +81,23 @@ SessionPayload = shape(
             child=serializers.DictField(), help_text="Last TRACE_POLL_WINDOW envelopes, no data."
         ),
         "traceCount": serializers.IntegerField(),
-        "progress": nullable(serializers.DictField()),
-        "heartbeatAt": nullable(serializers.DateTimeField()),
-        "plan": nullable(serializers.DictField()),
-        "pendingTool": nullable(serializers.DictField()),
+        "progress": serializers.DictField(allow_null=True),
+        "heartbeatAt": serializers.DateTimeField(allow_null=True),
+        "plan": serializers.DictField(allow_null=True),
+        "pendingTool": serializers.DictField(allow_null=True),
         "artifacts": serializers.ListField(child=serializers.DictField()),
         "goals": serializers.ListField(
             child=serializers.DictField(),
             help_text="Active goals and the most recent completed ones (bounded).",
         ),
         "activeSkills": serializers.ListField(child=serializers.CharField()),
-        "activeWorkflow": nullable(serializers.CharField()),
+        "activeWorkflow": serializers.CharField(allow_null=True),
         "tokensIn": serializers.IntegerField(),
         "tokensOut": serializers.IntegerField(),
         "tokensUsed": serializers.IntegerField(),
         "cacheReadTokens": serializers.IntegerField(),
         "cacheWriteTokens": serializers.IntegerField(),
-        "costUsd": nullable(serializers.FloatField()),
+        "costUsd": serializers.FloatField(allow_null=True),
         "contextUsage": serializers.DictField(),
         "stepCount": serializers.IntegerField(),
         "runSeq": serializers.IntegerField(),
@@ -110,7 +105,7 @@ SessionPayload = shape(
         "lastErrorCode": serializers.CharField(allow_blank=True),
         "jobResumable": serializers.BooleanField(),
         "contentWork": serializers.BooleanField(),
-        "browserPausedAt": nullable(serializers.DateTimeField()),
+        "browserPausedAt": serializers.DateTimeField(allow_null=True),
         "version": serializers.IntegerField(),
         "createdAt": serializers.DateTimeField(),
         "modifiedAt": serializers.DateTimeField(),
@@ -129,7 +124,7 @@ SessionRow = shape(
         "status": SESSION_STATUS,
         "mode": serializers.ChoiceField(choices=Session.Mode.choices),
         "tokensUsed": serializers.IntegerField(),
-        "parentId": nullable(serializers.UUIDField()),
+        "parentId": serializers.UUIDField(allow_null=True),
         "modifiedAt": serializers.DateTimeField(),
     },
 )
@@ -139,7 +134,9 @@ SessionList = shape(
     {
         "sessions": SessionRow(many=True),
         "hasMore": serializers.BooleanField(),
-        "nextCursor": nullable(serializers.CharField(help_text="Pass as ?cursor= for older.")),
+        "nextCursor": serializers.CharField(
+            help_text="Pass as ?cursor= for older.", allow_null=True
+        ),
     },
 )
 
@@ -157,7 +154,7 @@ ArtifactPointer = shape(
         "title": serializers.CharField(allow_blank=True),
         "bytes": serializers.IntegerField(),
         "blockCount": serializers.IntegerField(),
-        "step": nullable(serializers.IntegerField()),
+        "step": serializers.IntegerField(allow_null=True),
         "updatedAt": serializers.DateTimeField(),
     },
 )
@@ -173,7 +170,7 @@ Artifact = shape(
         "title": serializers.CharField(allow_blank=True),
         "bytes": serializers.IntegerField(),
         "blockCount": serializers.IntegerField(),
-        "step": nullable(serializers.IntegerField()),
+        "step": serializers.IntegerField(allow_null=True),
         "updatedAt": serializers.DateTimeField(),
         "payload": any_json(),
         "source": any_json(),
@@ -220,8 +217,8 @@ TokenDay = shape(
         "cacheRead": serializers.IntegerField(),
         "cacheWrite": serializers.IntegerField(),
         "total": serializers.IntegerField(),
-        "costUsd": nullable(
-            serializers.FloatField(help_text="0 without calls; null when a call had no price.")
+        "costUsd": serializers.FloatField(
+            help_text="0 without calls; null when a call had no price.", allow_null=True
         ),
     },
 )
@@ -258,9 +255,20 @@ def describe(operation_id: str, summary: str, ok: dict, errors=READ_ERRORS, **kw
     }
 
 
-def strip_trailing_slash(result, generator, request, public):
-    """Postprocessing hook: paths as documented (``sessions/{session_id}``); both forms answer."""
+# ``list`` routes that answer one object (drf-spectacular assumes a ``list`` action answers an
+# array of its response shape).
+WRAPPED_LISTS = {"session_list", "token_stats"}
+
+
+def postprocess(result, generator, request, public):
+    """Postprocessing hook: paths as documented (``sessions/{session_id}``, both forms answer),
+    and the wrapped lists as the object they are."""
     result["paths"] = {path.rstrip("/") or "/": item for path, item in result["paths"].items()}
+    for item in result["paths"].values():
+        for operation in item.values():
+            if operation.get("operationId") in WRAPPED_LISTS:
+                content = operation["responses"]["200"]["content"]["application/json"]
+                content["schema"] = content["schema"]["items"]
     return result
 
 
