@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from orchestrator_app import runs, tasks
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
+from orchestrator_app.tools import tool
 from sessions_app import runstate, services
 from sessions_app.models import Event, Goal, PendingMessage, Session, TraceEvent
 
@@ -434,8 +435,65 @@ def test_cancel_racing_a_step_never_leaves_a_tool_call_after_the_cancel(owner, l
 # --- 9. a short lease, refreshed while a tool runs ---------------------------------------------
 
 
+# Registered only for the tests that use it: every tool in the catalog enlarges each request,
+# and other modules size their context budgets by the catalog.
+definition = tool(
+    name="lease_probe",
+    description="Reports the run's lease as seen while this tool runs.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "wait_for_beat": {"type": "boolean"},
+            "cancel_then_wait": {"type": "boolean"},
+        },
+    },
+    readonly=True,
+)
+
+
+def lease_probe(ctx, input):
+    """``wait_for_beat``: wait (at most 10 s) until the heartbeat moves ``heartbeat_at``.
+    ``cancel_then_wait``: cancel the run, then wait three heartbeat intervals."""
+    import time
+
+    from django.utils import timezone
+
+    from orchestrator_app import runs
+    from sessions_app.conf import ahentic_settings
+    from sessions_app.models import Session
+
+    row = Session.objects.filter(pk=ctx.session.pk)
+    out = {}
+    if input.get("wait_for_beat"):
+        first = row.values_list("heartbeat_at", flat=True).get()
+        for _ in range(200):
+            time.sleep(0.05)
+            if row.values_list("heartbeat_at", flat=True).get() != first:
+                out["beat"] = True
+                break
+        else:
+            out["beat"] = False
+    if input.get("cancel_then_wait"):
+        runs.run_cancel(session_id=ctx.session.pk)
+        out["version_after_cancel"] = row.values_list("version", flat=True).get()
+        time.sleep(float(ahentic_settings.RUN_LEASE_S))
+        out["version_after_wait"] = row.values_list("version", flat=True).get()
+    expires = row.values_list("lease_expires_at", flat=True).get()
+    out["lease_left_s"] = (expires - timezone.now()).total_seconds() if expires else None
+    return out
+
+
+@pytest.fixture
+def lease_probe_tool():
+    from orchestrator_app.tools import unregister
+
+    definition(lease_probe)
+    yield
+    unregister("lease_probe")
+
+
 def test_a_running_tool_holds_a_lease_no_longer_than_run_lease_s(
-    owner_client, session, llm, run_tasks, settings
+    owner_client, session, llm, run_tasks, settings, lease_probe_tool
 ):
     settings.AHENTIC = {**settings.AHENTIC, "RUN_LEASE_S": 30}
     llm.enqueue(tool_reply(tool_call("lease_probe", {})), text_reply("Done."))
@@ -448,7 +506,9 @@ def test_a_running_tool_holds_a_lease_no_longer_than_run_lease_s(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_heartbeat_refreshes_the_lease_while_a_long_tool_runs(owner, llm, settings):
+def test_a_heartbeat_refreshes_the_lease_while_a_long_tool_runs(
+    owner, llm, settings, lease_probe_tool
+):
     settings.AHENTIC = {**settings.AHENTIC, "RUN_LEASE_S": 1}
     session = SessionFactory(owner=owner)
     llm.enqueue(tool_reply(tool_call("lease_probe", {"wait_for_beat": True})), text_reply("Ok."))
@@ -466,7 +526,7 @@ def test_a_heartbeat_refreshes_the_lease_while_a_long_tool_runs(owner, llm, sett
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_heartbeat_stops_writing_once_the_lease_is_lost(owner, llm, settings):
+def test_the_heartbeat_stops_writing_once_the_lease_is_lost(owner, llm, settings, lease_probe_tool):
     settings.AHENTIC = {**settings.AHENTIC, "RUN_LEASE_S": 1}
     session = SessionFactory(owner=owner)
     llm.enqueue(tool_reply(tool_call("lease_probe", {"cancel_then_wait": True})))
