@@ -23,6 +23,8 @@ INSTALLED_APPS = [
     "django.contrib.sites",
     "django.contrib.flatpages",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "django_q",
     "sessions_app",
     "artifacts_app",
@@ -31,6 +33,14 @@ INSTALLED_APPS = [
     # the worker included, autodiscovers them.
     "ahentic_site",
 ]
+
+# drf-spectacular describes the API (orchestrator_app/api/schema.py); the demo serves a Swagger
+# UI page for it at /api-docs/.
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -51,6 +51,9 @@ class LLMError(Exception):
     status: int | None = None
     duration_ms: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # The provider's raw words (error body, request id): for the trace and diagnostics only;
+    # ``message`` is what users see.
+    detail: str = ""
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -86,8 +89,24 @@ def _client() -> anthropic.Anthropic:
         return client
 
 
+def strip_nul(value: Any) -> Any:
+    """``value`` with every NUL character removed from its strings and keys.
+
+    PostgreSQL's ``text`` and ``jsonb`` refuse ``\\u0000`` (SQLite stores it), so a model reply or
+    a tool result holding one would fail the write that persists it. The character carries no
+    meaning in text; it is dropped, never escaped, so what is stored reads the same everywhere.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {strip_nul(k): strip_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_nul(item) for item in value]
+    return value
+
+
 def _block_dict(block: Any) -> dict[str, Any]:
-    data = block.model_dump(mode="json", exclude_none=True)
+    data = strip_nul(block.model_dump(mode="json", exclude_none=True))
     if data.get("type") == "text":
         return {"type": "text", "text": data.get("text", "")}
     if data.get("type") == "tool_use":
@@ -152,10 +171,11 @@ def call_model(
     except httpx2.HTTPError as exc:
         raise LLMError(
             "ahentic_llm_error",
-            f"The connection to the model broke: {exc}",
+            "The connection to the model broke.",
             True,
             None,
             _ms(started),
+            detail=f"{exc.__class__.__name__}: {exc}",
         ) from exc
     usage = message.usage
     return LLMResult(
@@ -185,7 +205,12 @@ def _map_error(exc: anthropic.APIError, started: float) -> LLMError:
         )
     if isinstance(exc, anthropic.APIConnectionError):
         return LLMError(
-            "ahentic_llm_error", f"Could not reach the model: {message}", True, None, duration_ms
+            "ahentic_llm_error",
+            "Could not reach the model.",
+            True,
+            None,
+            duration_ms,
+            detail=message,
         )
     if status == 529:
         return LLMError(
@@ -206,15 +231,17 @@ def _map_error(exc: anthropic.APIError, started: float) -> LLMError:
     if status in (401, 403):
         return LLMError(
             "ahentic_llm_auth",
-            f"The model refused the credentials: {message}",
+            "The model refused the credentials.",
             False,
             status,
             duration_ms,
+            detail=message,
         )
     return LLMError(
         "ahentic_llm_error",
-        f"The model call failed ({status}): {message}",
+        f"The model call failed (HTTP {status}).",
         True,
         status,
         duration_ms,
+        detail=message,
     )

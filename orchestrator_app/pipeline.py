@@ -32,7 +32,9 @@ from sessions_app.models import Event, Session
 from sessions_app.runstate import Lease, PendingTool
 from sessions_app.services import TraceBuffer
 
+from . import llm
 from . import plan as plan_rules
+from .heartbeat import LeaseHeartbeat
 from .models import ToolGrant
 from .toolcalls import result_text, tool_response_record
 from .tools import Tool, ToolContext, ToolError, get_tool
@@ -89,10 +91,10 @@ def failure(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
     return ToolError(code, message, hint).as_result()
 
 
-def progress(lease: Lease, tracer: TraceBuffer, label: str, extra_s: float = 0) -> bool:
-    """The progress label the user sees (a heartbeat, and a lease extended by ``extra_s``),
-    traced. False once the lease is lost."""
-    if not runstate.progress_set(lease, label, extra_s=extra_s):
+def progress(lease: Lease, tracer: TraceBuffer, label: str) -> bool:
+    """The progress label the user sees (also a heartbeat that extends the lease), traced.
+    False once the lease is lost."""
+    if not runstate.progress_set(lease, label):
         return False
     tracer.add("progress", label, label=label)
     return True
@@ -321,13 +323,13 @@ def execute(
     clear_pending: bool,
 ) -> Outcome:
     timeout = float(tool.timeout or ahentic_settings.TOOL_TIMEOUT_S)
-    # The lease must outlast the tool (it cannot refresh while the tool runs); the progress
-    # label the user sees extends it in the same write.
+    # The progress label the user sees also extends the lease; the heartbeat thread keeps it
+    # while the tool runs.
     if tool.internal:
-        held = runstate.lease_refresh(lease, extra_s=timeout)
+        held = runstate.lease_refresh(lease)
     else:
         label = tool.summarize(tool_input)
-        held = progress(lease, tracer, label[:1].upper() + label[1:], extra_s=timeout)
+        held = progress(lease, tracer, label[:1].upper() + label[1:])
     if not held:
         return Outcome("lost")
     artifact_key = None
@@ -363,11 +365,13 @@ def execute(
     )
     ok = True
     try:
-        with time_limit(timeout):
+        # The heartbeat keeps the (short) lease fresh while the tool runs.
+        with LeaseHeartbeat(lease, limit_s=timeout), time_limit(timeout):
             result = tool.func(ctx, tool_input)
         if not isinstance(result, dict):
             result = {"value": result}
         json.dumps(result, default=str)
+        result = llm.strip_nul(result)
         ok = result.get("ok", True) is not False
     except ModelFacingError as exc:
         result, ok = exc.as_result(), False

@@ -49,7 +49,7 @@ def merge(
     return {
         "title": title if title is not None else (current or {}).get("title", ""),
         "steps": result,
-        "updatedAt": timezone.now().isoformat(),
+        "updatedAt": _now(),
     }
 
 
@@ -71,7 +71,7 @@ def settle(plan: dict[str, Any] | None, outcome: str) -> dict[str, Any] | None:
         elif outcome == "cancel" and step["status"] in OPEN:
             step["status"] = "cancelled"
         steps.append(step)
-    return {**plan, "steps": steps, "updatedAt": timezone.now().isoformat()}
+    return {**plan, "steps": steps, "updatedAt": _now()}
 
 
 def reopen_cancelled(plan: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -95,4 +95,9 @@ def advance(plan: dict[str, Any]) -> dict[str, Any]:
             if following is not None:
                 following["status"] = "in_progress"
             break
-    return {**plan, "steps": steps, "updatedAt": timezone.now().isoformat()}
+    return {**plan, "steps": steps, "updatedAt": _now()}
+
+
+def _now() -> str:
+    # One timestamp format in the API: UTC with "Z".
+    return timezone.now().isoformat().replace("+00:00", "Z")

@@ -143,6 +143,13 @@ def message_post(
 
     if (if_busy or ahentic_settings.BUSY_POLICY) == "reject":
         raise AhenticError("ahentic_session_busy", "The agent is busy with this chat.", 409)
+    queue_limit = int(ahentic_settings.MAX_PENDING_MESSAGES)
+    if PendingMessage.objects.filter(session_id=session.pk).count() >= queue_limit:
+        raise AhenticError(
+            "ahentic_queue_full",
+            f"{queue_limit} messages are already waiting; wait for the agent or recall one.",
+            409,
+        )
     if sticky:
         runstate.session_update(session_id=session.pk, **sticky)
     pending = session_services.pending_message_add(session_id=session.pk, content=content)

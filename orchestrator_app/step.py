@@ -100,9 +100,18 @@ class StepRunner:
             runs.subagent_report(session=self.reload(), text=text)
 
     def fail(
-        self, code: str, message: str, *, resumable: bool = True, plan_outcome: str | None = None
+        self,
+        code: str,
+        message: str,
+        *,
+        resumable: bool = True,
+        plan_outcome: str | None = None,
+        detail: str = "",
     ) -> None:
-        """Fail the run: an assistant event with meta.error, lastError + code, usually resumable."""
+        """Fail the run: an assistant event with meta.error, lastError + code, usually resumable.
+
+        ``message`` is what the user sees (short, stable per code); ``detail`` (raw provider or
+        database words) goes to the trace only, which staff and the owner's debugger read."""
         if not self.end(
             Session.Status.ERROR,
             plan_outcome=plan_outcome,
@@ -118,7 +127,7 @@ class StepRunner:
             content=message,
             payload={"meta": {"error": True, "code": code}},
         )
-        self.trace("error", message, code=code)
+        self.trace("error", message, code=code, detail=detail)
         self.report_to_parent(f"Sub-agent stopped with an error ({code}): {message}")
 
     def next_step(self) -> None:
@@ -260,6 +269,7 @@ class StepRunner:
                 code=exc.code,
                 status=exc.status,
                 duration_ms=exc.duration_ms,
+                detail=exc.detail,
             )
             self.fail(
                 exc.code, exc.message, resumable=exc.retryable or exc.code == "ahentic_llm_auth"
@@ -478,7 +488,9 @@ def run_step(session_id, run_seq: int) -> None:
         log.exception("ahentic step failed for session %s", session_id)
         try:
             runner.fail(
-                "ahentic_internal_error", f"Internal error: {exc.__class__.__name__}: {exc}"
+                "ahentic_internal_error",
+                "Something went wrong inside the agent. Continue to try again.",
+                detail=f"{exc.__class__.__name__}: {exc}",
             )
         except Exception:
             log.exception("ahentic could not record the failure for session %s", session_id)
@@ -487,3 +499,5 @@ def run_step(session_id, run_seq: int) -> None:
         runner.record_next_usage()
     except Session.DoesNotExist:
         pass
+    except Exception:  # bookkeeping: the run's state is already recorded above
+        log.exception("ahentic could not record the step's trace for session %s", session_id)

@@ -1,41 +1,67 @@
 """Mount with ``path("ahentic/v1/", include("orchestrator_app.urls"))``.
 
-Every route answers with and without a trailing slash.
+The viewsets (``api/views.py``) are registered on one router; every route answers with and
+without a trailing slash. ``schema`` serves the OpenAPI description; any other path under the
+prefix is a JSON 404 ``ahentic_not_found``.
 """
 
 from django.urls import re_path
+from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiYamlRenderer
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import SimpleRouter
 
 from .api import views
+from .api.errors import exception_handler, not_found_view
+from .api.permissions import HasAgentPermission, SessionAuthentication401
 
-SESSION = r"sessions/(?P<session_id>[^/]+)"
+
+class OptionalSlashRouter(SimpleRouter):
+    def __init__(self):
+        super().__init__()
+        self.trailing_slash = "/?"
 
 
-def route(pattern: str, view, name: str):
-    return re_path(rf"^{pattern}/?$", view.as_view(), name=name)
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI schema of this API only (not the host site's other DRF views), with the
+    mount point as its server URL; same access as the API."""
 
+    authentication_classes = [SessionAuthentication401]
+    permission_classes = [HasAgentPermission]
+    urlconf = "orchestrator_app.urls"
+    schema = None  # not part of the API it describes
+    # JSON first, like every other route (errors included); ?format=yaml for YAML.
+    renderer_classes = [OpenApiJsonRenderer, OpenApiYamlRenderer]
+
+    def get_exception_handler(self):
+        return exception_handler
+
+    def get(self, request, *args, **kwargs):
+        prefix = request.path[: request.path.rindex("schema")]
+        self.custom_settings = {**SCHEMA_SETTINGS, "SERVERS": [{"url": prefix.rstrip("/")}]}
+        return super().get(request, *args, **kwargs)
+
+
+SCHEMA_SETTINGS = {
+    "TITLE": "django-ahentic API",
+    "DESCRIPTION": "Agent sessions, runs, approvals and catalogs. Errors are {code, detail}.",
+    "VERSION": "1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "orchestrator_app.api.schema.postprocess",
+    ],
+}
+
+router = OptionalSlashRouter()
+router.register("sessions", views.SessionViewSet, basename="session")
+router.register("tools", views.ToolViewSet, basename="tools")
+router.register("skills", views.SkillViewSet, basename="skills")
+router.register("workflows", views.WorkflowViewSet, basename="workflows")
+router.register("stats/tokens", views.TokenStatsViewSet, basename="stats-tokens")
 
 app_name = "ahentic"
 urlpatterns = [
-    route(r"sessions", views.SessionListView, "sessions"),
-    route(SESSION, views.SessionDetailView, "session"),
-    route(rf"{SESSION}/messages", views.SessionMessagePostView, "session-messages"),
-    route(
-        rf"{SESSION}/pending-messages/(?P<pending_id>[^/]+)",
-        views.PendingMessageView,
-        "session-pending-message",
-    ),
-    route(rf"{SESSION}/approvals", views.SessionApprovalsView, "session-approvals"),
-    route(
-        rf"{SESSION}/browser-results", views.SessionBrowserResultsView, "session-browser-results"
-    ),
-    route(rf"{SESSION}/cancel", views.SessionCancelView, "session-cancel"),
-    route(rf"{SESSION}/continue", views.SessionContinueView, "session-continue"),
-    route(rf"{SESSION}/actions", views.SessionActionsView, "session-actions"),
-    route(rf"{SESSION}/artifacts", views.SessionArtifactsView, "session-artifacts"),
-    route(rf"{SESSION}/artifacts/(?P<key>[^/]+)", views.SessionArtifactView, "session-artifact"),
-    route(rf"{SESSION}/diagnostics", views.SessionDiagnosticsView, "session-diagnostics"),
-    route(r"stats/tokens", views.TokenStatsView, "stats-tokens"),
-    route(r"tools", views.ToolCatalogView, "tools"),
-    route(r"skills", views.SkillCatalogView, "skills"),
-    route(r"workflows", views.WorkflowCatalogView, "workflows"),
+    *router.urls,
+    re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
+    re_path(r"^.*$", not_found_view),
 ]

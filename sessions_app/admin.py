@@ -200,6 +200,20 @@ class SessionAdmin(ReadOnlyAdmin):
                 hook(session_id)
             services.session_delete(session_id=session_id)
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # The list's actions (already filtered by their permissions) as buttons on this page.
+        run_actions = [
+            (name, description)
+            for name, (_func, _name, description) in self.get_actions(request).items()
+            if name != "delete_selected"  # the page has its own Delete link
+        ]
+        extra_context = {
+            **(extra_context or {}),
+            "run_actions": run_actions,
+            "run_actions_url": reverse(f"{self.admin_site.name}:sessions_app_session_changelist"),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
     def has_run_control_permission(self, request) -> bool:
         """Cancel, continue and heal runs (``sessions_app.control_runs``); actions that declare
         ``allowed_permissions=("run_control",)`` check it, on the list and on the detail page."""

@@ -38,7 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "ARTIFACT_MAX_ITEMS": 10,
     "AUTO_STAGE_BYTES": 6000,
     "TOOL_TIMEOUT_S": 180,
-    "RUN_LEASE_S": 60,
+    # A worker refreshes its lease every third of this while it works, a running tool included
+    # (a heartbeat thread), so a dead worker is noticed within about RUN_LEASE_S.
+    "RUN_LEASE_S": 30,
     "BROWSER_TIMEOUT_S": 45,
     "BUSY_POLICY": "enqueue",
     "SOUL": None,
@@ -48,7 +50,13 @@ DEFAULTS: dict[str, Any] = {
     "NAME_REFRESH_INTERVAL": 30,
     "PRICES": {},
     "PERMISSION": "sessions_app.use_agent",
-    "THROTTLE_MESSAGES": "30/min",
+    # Per-user rates (DRF throttles, 429 ahentic_throttled + Retry-After); None is off.
+    "THROTTLE_RUNS": "30/min",  # every route that can start or resume a run, shared
+    "THROTTLE_SESSIONS": "30/min",  # POST sessions
+    "THROTTLE_MESSAGES": None,  # an extra, messages-only rate
+    # What the session payload carries stays bounded whatever the history.
+    "MAX_PENDING_MESSAGES": 20,  # queued messages per session; more is 409 ahentic_queue_full
+    "GOALS_WINDOW": 30,  # goals shown: active ones first, then the latest completed
     "ADMIN_SIDEBAR": False,
     # None (off), "all", or ["app_label.model", ...]: ModelAdmins the agent may use.
     "ADMIN_TOOLS": None,

@@ -244,7 +244,8 @@ def capability_request_add(*, session_id, ability: str, reason: str = "") -> Non
 
 
 def _progress(label: str, now=None) -> dict[str, str]:
-    return {"label": label, "updatedAt": (now or timezone.now()).isoformat()}
+    # One timestamp format in the API: UTC with "Z".
+    return {"label": label, "updatedAt": (now or timezone.now()).isoformat().replace("+00:00", "Z")}
 
 
 # --- runs: begin, pause, resume ----------------------------------------------------------------
@@ -321,8 +322,8 @@ def lease_is_stale(session: Session, now=None) -> bool:
     return last is None or last < now - timedelta(seconds=int(ahentic_settings.RUN_LEASE_S))
 
 
-def _lease_deadline(now, extra_s: float = 0):
-    return now + timedelta(seconds=int(ahentic_settings.RUN_LEASE_S) + extra_s)
+def _lease_deadline(now):
+    return now + timedelta(seconds=int(ahentic_settings.RUN_LEASE_S))
 
 
 def run_claim(*, session_id, run_seq: int) -> Lease | None:
@@ -338,13 +339,13 @@ def run_claim(*, session_id, run_seq: int) -> Lease | None:
     return Lease(session_id=session_id, run_seq=run_seq, token=token)
 
 
-def lease_refresh(lease: Lease, extra_s: float = 0) -> bool:
+def lease_refresh(lease: Lease) -> bool:
     """Extend the lease and the heartbeat. False once the run was cancelled or taken over.
 
-    ``extra_s`` covers work that cannot refresh while it runs (a tool call).
+    A running tool is covered by ``orchestrator_app.heartbeat`` (a thread calling this).
     """
     now = timezone.now()
-    fields = {"lease_expires_at": _lease_deadline(now, extra_s), "heartbeat_at": now}
+    fields = {"lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
     return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
@@ -368,14 +369,13 @@ def viewport_move(lease: Lease, start_event_id: int) -> bool:
     return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
-def progress_set(lease: Lease, label: str, *, extra_s: float = 0) -> bool:
-    """The worker's progress label; also a heartbeat that extends the lease (by ``extra_s``
-    more for work that cannot refresh while it runs, a tool call)."""
+def progress_set(lease: Lease, label: str) -> bool:
+    """The worker's progress label; also a heartbeat that extends the lease."""
     now = timezone.now()
     fields = {
         "progress": _progress(label, now),
         "heartbeat_at": now,
-        "lease_expires_at": _lease_deadline(now, extra_s),
+        "lease_expires_at": _lease_deadline(now),
     }
     return _write(lease.holding(), lease.session_id, fields)
 

@@ -357,7 +357,7 @@ def test_it_rejects_a_body_over_two_mebibytes(owner_client, session, method, pat
 
     response = call(owner_client, method, path.format(id=session.pk), body)
 
-    assert response.status_code == 400
+    assert response.status_code == 413
     assert response.json()["code"] == "ahentic_body_too_large"
     assert Session.objects.count() == 1
 

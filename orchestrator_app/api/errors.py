@@ -58,7 +58,11 @@ def exception_handler(exc, context):
         if exc.fields:
             body["fields"] = exc.fields
     elif isinstance(exc, exceptions.ValidationError):
-        body = {"code": "ahentic_invalid_input", "detail": "Invalid input.", "fields": exc.detail}
+        body = {
+            "code": "ahentic_invalid_input",
+            "detail": "Invalid input.",
+            "fields": camel_keys(exc.detail),
+        }
     else:
         code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), None)
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
@@ -66,6 +70,27 @@ def exception_handler(exc, context):
             detail = f"Malformed JSON body: {exc.detail}"
         body = {"code": code or f"ahentic_{exc.default_code}", "detail": str(detail)}
     return Response(body, status=response.status_code, headers=_keep_headers(response))
+
+
+def camel_keys(detail):
+    """Field errors keyed as the request's fields are (``non_field_errors`` -> ``nonFieldErrors``)."""
+    if not isinstance(detail, dict):
+        return {"nonFieldErrors": detail}
+    return {_camel(str(key)): value for key, value in detail.items()}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def not_found_view(request, *args, **kwargs):
+    """Unknown routes under the API's prefix: ``{code, detail}`` JSON, not Django's HTML page."""
+    from django.http import JsonResponse
+
+    return JsonResponse(
+        {"code": "ahentic_not_found", "detail": f"No API route at {request.path!r}."}, status=404
+    )
 
 
 def _keep_headers(response) -> dict:

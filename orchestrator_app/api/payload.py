@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Case, Q, When
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
@@ -160,19 +160,6 @@ def artifact_pointer_json(artifact: Artifact, *, with_payload: bool = False) -> 
     return data
 
 
-COMPLETED_GOALS_SHOWN = 5
-
-
-def goals_shown(session_id):
-    """Active goals and the latest completed ones (one query): old goals do not grow the poll."""
-    latest = Goal.objects.filter(session_id=session_id, status=Goal.Status.COMPLETED).order_by(
-        "-completed_at", "-id"
-    )
-    return Goal.objects.filter(session_id=session_id).filter(
-        Q(status=Goal.Status.ACTIVE) | Q(pk__in=latest.values("pk")[:COMPLETED_GOALS_SHOWN])
-    )
-
-
 def goals_json(goals: list[Goal]) -> list[dict[str, Any]]:
     by_parent: dict[int | None, list[Goal]] = {}
     for goal in goals:
@@ -186,7 +173,28 @@ def goals_json(goals: list[Goal]) -> list[dict[str, Any]]:
             "subGoals": [node(child) for child in by_parent.get(goal.pk, [])],
         }
 
-    return [node(goal) for goal in by_parent.get(None, [])]
+    # A sub-goal whose parent is not shown stands at the top level.
+    shown = {goal.pk for goal in goals}
+    tops = [goal for goal in goals if goal.parent_id is None or goal.parent_id not in shown]
+    return [node(goal) for goal in tops]
+
+
+# Completed goals the payload shows besides the active ones (the most recently completed).
+COMPLETED_GOALS_SHOWN = 5
+
+
+def goals_shown(session_id) -> list[Goal]:
+    """The active goals and the latest completed ones, at most ``GOALS_WINDOW`` in all, read
+    in one bounded query (active first); abandoned and older goals are history the sidebar
+    does not show, so a long chat does not grow the poll."""
+    rows = Goal.objects.filter(
+        session_id=session_id, status__in=[Goal.Status.ACTIVE, Goal.Status.COMPLETED]
+    ).order_by(Case(When(status=Goal.Status.ACTIVE, then=0), default=1), "-completed_at", "-id")[
+        : ahentic_settings.GOALS_WINDOW
+    ]
+    active = [g for g in rows if g.status == Goal.Status.ACTIVE]
+    completed = [g for g in rows if g.status == Goal.Status.COMPLETED][:COMPLETED_GOALS_SHOWN]
+    return sorted(active + completed, key=lambda goal: goal.pk)
 
 
 def decimal_json(value) -> float | None:
@@ -203,7 +211,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
         .order_by("-seq")
         .defer("data")[: ahentic_settings.TRACE_POLL_WINDOW]
     )
-    pending = list(session.pending_messages.order_by("id"))
+    pending = list(session.pending_messages.order_by("id")[: ahentic_settings.MAX_PENDING_MESSAGES])
     children = list(
         Session.objects.filter(parent_id=session.pk).values(
             "id", "title", "status", "tokens_in", "tokens_out"
@@ -212,7 +220,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
     artifacts = Artifact.objects.filter(session_id=session.pk)
     if not include_artifacts:
         artifacts = artifacts.defer("payload")
-    goals = list(goals_shown(session.pk))
+    goals = goals_shown(session.pk)
     progress = session.progress or None
     return {
         "id": str(session.pk),

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import Permission
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission
 
 from sessions_app.conf import ahentic_settings
+
+from .errors import session_not_found
 
 
 class HasAgentPermission(BasePermission):
@@ -34,3 +37,25 @@ class HasAgentPermission(BasePermission):
             or wanted.filter(group__in=user.groups.all()).exists()
             or user.has_perm(perm)
         )
+
+
+class IsSessionOwner(BasePermission):
+    """Object level: the session belongs to the requesting user.
+
+    The queryset scope already hides other users' sessions; this makes the rule hold for any
+    route that loads a session through ``get_object``, so a new action cannot forget it. A
+    failure is the same 404 as an unknown id (existence is never revealed).
+    """
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        if obj.owner_id != request.user.pk:
+            raise session_not_found()
+        return True
+
+
+class SessionAuthentication401(SessionAuthentication):
+    """Django's session login; an anonymous request is a 401 (DRF answers 403 when the
+    authentication class names no scheme for ``WWW-Authenticate``)."""
+
+    def authenticate_header(self, request) -> str:
+        return 'Session realm="ahentic"'

@@ -52,9 +52,17 @@ class SessionUpdateSerializer(serializers.Serializer):
     )
 
 
+# Cursors beyond a database integer would overflow the query (a 500 on PostgreSQL).
+SEQ_MAX = 2**63 - 1
+
+
 class MessagesQuerySerializer(serializers.Serializer):
-    before = serializers.IntegerField(required=False, min_value=0)
-    after = serializers.IntegerField(required=False, min_value=0)
+    before = serializers.IntegerField(
+        required=False, min_value=0, max_value=SEQ_MAX, help_text="Events with seq below this."
+    )
+    after = serializers.IntegerField(
+        required=False, min_value=0, max_value=SEQ_MAX, help_text="Events with seq above this."
+    )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
     view = serializers.ChoiceField(choices=Session.ViewMode.choices, required=False)
 
@@ -67,6 +75,9 @@ class MessagesQuerySerializer(serializers.Serializer):
 class SessionListQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
     status = serializers.ChoiceField(choices=Session.Status.choices, required=False)
+    cursor = StrictCharField(
+        required=False, max_length=200, help_text="nextCursor of the previous page (older)."
+    )
 
 
 class TokenStatsQuerySerializer(serializers.Serializer):

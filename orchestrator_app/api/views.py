@@ -1,41 +1,56 @@
-"""The REST surface. Views are thin: scope, validate, call a service, answer the payload."""
+"""The REST surface as DRF viewsets on a router (``orchestrator_app/urls.py``).
+
+Viewsets are thin: scope (``get_queryset``), check (permission classes), validate (input
+serializers), call a service, answer the payload. Every policy is set explicitly on
+``AhenticViewSet``, never inherited from DRF's global defaults.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.core.cache import cache
-from django.db.models import Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpResponse
 from django.utils import timezone
-from rest_framework import status
-from rest_framework.authentication import SessionAuthentication
-from rest_framework.parsers import JSONParser
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from rest_framework.throttling import UserRateThrottle
-from rest_framework.views import APIView
 
 from artifacts_app import store
 from sessions_app import runstate
 from sessions_app import services as session_services
-from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
 from .. import decisions, runs, skills
 from ..diagnostics import iso, session_diagnostics
 from ..models import UsageRecord
 from ..tools import all_tools
+from . import schema as docs
 from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
+from .parsers import AhenticJSONParser
 from .payload import artifact_pointer_json, events_for_view, message_json, session_payload
-from .permissions import HasAgentPermission
+from .permissions import HasAgentPermission, IsSessionOwner, SessionAuthentication401
+from .throttles import MessageThrottle, RunStartThrottle, SessionCreateThrottle, throttles_for
 
 # Request bodies above this are refused before parsing (browser tool results are the largest).
 MAX_BODY_BYTES = 2 * 1024 * 1024
+# Path ids are parsed strictly: ASCII digits only (``"²".isdigit()`` is True), and short
+# enough to be a database integer.
+PENDING_ID = re.compile(r"[0-9]{1,18}")
+ARTIFACT_KEY = re.compile(r"[a-z0-9_-]{1,64}")
+# PATCH refuses these by name: they are the payload's, not the client's, to set.
+READ_ONLY_FIELDS = frozenset(docs.PAYLOAD_KEYS) - frozenset(s.SessionUpdateSerializer().fields)
 
 
 def etag_for(version: int, *, include_artifacts: bool = False) -> str:
@@ -70,17 +85,23 @@ def etag_matches(header: str, etag: str) -> bool:
     return "*" in tags or etag in tags
 
 
-class AhenticView(APIView):
-    """Base view: every policy set explicitly, never inherited from DRF's global defaults."""
+class AhenticViewSet(viewsets.ViewSet):
+    """Base viewset: every policy set explicitly."""
 
-    authentication_classes = [SessionAuthentication]
+    authentication_classes = [SessionAuthentication401]
     permission_classes = [HasAgentPermission]
-    parser_classes = [JSONParser]
+    parser_classes = [AhenticJSONParser]
     renderer_classes = [JSONRenderer]
     throttle_classes: list = []
+    schema = AutoSchema()
+    # action name -> throttles (see throttles.py); a rate of None is off.
+    throttles_by_action: dict[str, tuple] = {}
 
     def get_exception_handler(self):
         return exception_handler
+
+    def get_throttles(self):
+        return throttles_for(*self.throttles_by_action.get(self.action, ()))
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -92,46 +113,121 @@ class AhenticView(APIView):
             raise ApiError(
                 "ahentic_body_too_large",
                 f"Request body is {length} bytes; the limit is {MAX_BODY_BYTES}.",
+                status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
 
-    def sessions(self):
-        return Session.objects.for_user(self.request.user)
-
-    def get_session(self, session_id) -> Session:
-        try:
-            pk = uuid.UUID(str(session_id))
-        except ValueError:
-            raise session_not_found() from None
-        session = self.sessions().filter(pk=pk).first()
-        if session is None:
-            raise session_not_found()
-        return session
-
-    def validated(self, serializer_class, data):
+    def validated(self, serializer_class, data, *, strict: bool = False):
+        """Validate a body or query. ``strict``: an unknown or read-only key is a 400 naming it."""
         if not isinstance(data, dict):
             raise ApiError("ahentic_invalid_input", "Expected a JSON object.")
         serializer = serializer_class(data=data)
+        if strict:
+            fields = {
+                key: ["This field is read-only." if key in READ_ONLY_FIELDS else "Unknown field."]
+                for key in data
+                if key not in serializer.fields
+            }
+            if fields:
+                raise ApiError(
+                    "ahentic_invalid_input",
+                    f"Not accepted here: {', '.join(sorted(fields))}.",
+                    fields=fields,
+                )
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data
 
+
+class SessionViewSet(AhenticViewSet):
+    """Sessions and their sub-resources. Ownership: the queryset is the user's own sessions
+    (another user's is a 404), and ``IsSessionOwner`` checks every object a route loads."""
+
+    permission_classes = [HasAgentPermission, IsSessionOwner]
+    lookup_url_kwarg = "session_id"
+    lookup_value_regex = "[^/]+"
+    throttles_by_action = {
+        "create": (SessionCreateThrottle,),
+        "message_post": (RunStartThrottle, MessageThrottle),
+        "actions": (RunStartThrottle,),
+        "continue_run": (RunStartThrottle,),
+    }
+
+    def get_queryset(self):
+        return Session.objects.for_user(self.request.user)
+
+    def get_object(self, *fields: str) -> Session:
+        """The addressed session (only ``fields`` when given); 404 when it is not the user's."""
+        try:
+            pk = uuid.UUID(str(self.kwargs[self.lookup_url_kwarg]))
+        except ValueError:
+            raise session_not_found() from None
+        rows = self.get_queryset().filter(pk=pk)
+        if fields:
+            rows = rows.only(*fields)
+        session = rows.first()
+        if session is None:
+            raise session_not_found()
+        self.check_object_permissions(self.request, session)
+        return session
+
     def payload_response(self, session_id, status_code=status.HTTP_200_OK, **kwargs) -> Response:
-        session = self.get_session(session_id)
+        session = self.get_queryset().filter(pk=session_id).first()
+        if session is None:
+            raise session_not_found()
         return Response(
             session_payload(session, **kwargs),
             status=status_code,
             headers={"ETag": etag_for(session.version, **kwargs)},
         )
 
+    def conditional_payload(self, session: Session, *, include_artifacts: bool):
+        """The poll: 304 when ``If-None-Match`` holds the current version's tag, else the
+        payload, served from the payload cache when another poll already built this version.
+        ``session`` holds the version and heartbeat only (one indexed read)."""
+        etag = etag_for(session.version, include_artifacts=include_artifacts)
+        # The heartbeat is bookkeeping (it does not move the ETag); the sidebar's stall
+        # detection reads it here, on the 304 as on the 200.
+        headers = {"ETag": etag, HEARTBEAT_HEADER: iso(session.heartbeat_at) or ""}
+        if etag_matches(self.request.headers.get("If-None-Match", ""), etag):
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
+        body = cached_payload_json(session.pk, session.version, include_artifacts=include_artifacts)
+        if body is None:
+            full = self.get_queryset().filter(pk=session.pk).first()
+            if full is None:
+                raise session_not_found()
+            body = JSONRenderer().render(session_payload(full, include_artifacts=include_artifacts))
+            cache_payload_json(full.pk, full.version, body, include_artifacts=include_artifacts)
+            headers["ETag"] = etag_for(full.version, include_artifacts=include_artifacts)
+        response = HttpResponse(body, content_type="application/json")
+        for name, value in headers.items():
+            response[name] = value
+        return response
 
-class SessionListView(AhenticView):
-    def get(self, request):
+    # --- the collection ---------------------------------------------------------------------
+
+    @extend_schema(**docs.session_list)
+    def list(self, request):
         query = self.validated(s.SessionListQuerySerializer, request.query_params.dict())
-        sessions = self.sessions().roots().order_by("-updated_at")
+        sessions = self.get_queryset().roots().order_by("-updated_at", "-id")
         if query.get("status"):
             sessions = sessions.filter(status=query["status"])
-        rows = sessions.values(
-            "id", "title", "status", "mode", "tokens_in", "tokens_out", "parent_id", "updated_at"
-        )[: query["limit"]]
+        if query.get("cursor"):
+            at, pk = decode_cursor(query["cursor"])
+            sessions = sessions.filter(Q(updated_at__lt=at) | Q(updated_at=at, id__lt=pk))
+        limit = query["limit"]
+        rows = list(
+            sessions.values(
+                "id",
+                "title",
+                "status",
+                "mode",
+                "tokens_in",
+                "tokens_out",
+                "parent_id",
+                "updated_at",
+            )[: limit + 1]
+        )
+        has_more = len(rows) > limit
+        rows = rows[:limit]
         return Response(
             {
                 "sessions": [
@@ -145,11 +241,14 @@ class SessionListView(AhenticView):
                         "modifiedAt": iso(r["updated_at"]),
                     }
                     for r in rows
-                ]
+                ],
+                "hasMore": has_more,
+                "nextCursor": encode_cursor(rows[-1]) if has_more else None,
             }
         )
 
-    def post(self, request):
+    @extend_schema(**docs.session_create)
+    def create(self, request):
         data = self.validated(s.SessionCreateSerializer, request.data)
         session = session_services.session_create(
             owner=request.user,
@@ -158,42 +257,18 @@ class SessionListView(AhenticView):
         )
         return self.payload_response(session.pk, status.HTTP_201_CREATED)
 
+    # --- one session ------------------------------------------------------------------------
 
-class SessionDetailView(AhenticView):
-    def get(self, request, session_id):
-        try:
-            pk = uuid.UUID(str(session_id))
-        except ValueError:
-            raise session_not_found() from None
-        # The poll: one indexed read decides 304 or 200; a 200 is served from the payload cache
-        # when another poll already built this version.
-        row = self.sessions().filter(pk=pk).values_list("version", "heartbeat_at").first()
-        if row is None:
-            raise session_not_found()
-        version, heartbeat_at = row
+    @extend_schema(**docs.session_retrieve)
+    def retrieve(self, request, session_id=None):
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
-        etag = etag_for(version, include_artifacts=include_artifacts)
-        # The heartbeat is bookkeeping (it does not move the ETag); the sidebar's stall
-        # detection reads it here, on the 304 as on the 200.
-        headers = {"ETag": etag, HEARTBEAT_HEADER: iso(heartbeat_at) or ""}
-        if etag_matches(request.headers.get("If-None-Match", ""), etag):
-            return Response(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
-        body = cached_payload_json(pk, version, include_artifacts=include_artifacts)
-        if body is None:
-            session = self.get_session(pk)
-            body = JSONRenderer().render(
-                session_payload(session, include_artifacts=include_artifacts)
-            )
-            cache_payload_json(pk, session.version, body, include_artifacts=include_artifacts)
-            headers["ETag"] = etag_for(session.version, include_artifacts=include_artifacts)
-        response = HttpResponse(body, content_type="application/json")
-        for name, value in headers.items():
-            response[name] = value
-        return response
+        session = self.get_object("id", "owner_id", "version", "heartbeat_at")
+        return self.conditional_payload(session, include_artifacts=include_artifacts)
 
-    def patch(self, request, session_id):
-        session = self.get_session(session_id)
-        data = self.validated(s.SessionUpdateSerializer, request.data)
+    @extend_schema(**docs.session_update)
+    def partial_update(self, request, session_id=None):
+        session = self.get_object()
+        data = self.validated(s.SessionUpdateSerializer, request.data, strict=True)
         fields = {}
         if "title" in data:
             title = data["title"].strip()
@@ -230,16 +305,19 @@ class SessionDetailView(AhenticView):
             runstate.session_update(session_id=session.pk, **fields)
         return self.payload_response(session.pk)
 
-    def delete(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.session_destroy)
+    def destroy(self, request, session_id=None):
+        session = self.get_object("id", "owner_id")
         runs.run_cancel(session_id=session.pk)
         session_services.session_delete(session_id=session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    # --- the transcript and the queue ---------------------------------------------------------
 
-class SessionMessagesView(AhenticView):
-    def get(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.messages_list)
+    @action(detail=True, methods=["get"])
+    def messages(self, request, session_id=None):
+        session = self.get_object()
         query = self.validated(s.MessagesQuerySerializer, request.query_params.dict())
         view_mode = query.get("view") or session.view_mode
         limit = query["limit"]
@@ -260,74 +338,10 @@ class SessionMessagesView(AhenticView):
             {"messages": [message_json(e, view_mode) for e in rows], "hasMore": has_more}
         )
 
-
-class SessionDiagnosticsView(AhenticView):
-    def get(self, request, session_id):
-        return Response(session_diagnostics(self.get_session(session_id)))
-
-
-class TokenStatsView(AhenticView):
-    """Daily token series of the requesting user's model calls, zero-filled, oldest first."""
-
-    def get(self, request):
-        query = self.validated(s.TokenStatsQuerySerializer, request.query_params.dict())
-        days = query["days"]
-        today = timezone.localdate()
-        first_day = today - timedelta(days=days - 1)
-        rows = (
-            UsageRecord.objects.filter(user=request.user, created_at__date__gte=first_day)
-            .annotate(day=TruncDate("created_at"))
-            .values("day")
-            .annotate(
-                input=Sum("input_tokens"),
-                output=Sum("output_tokens"),
-                cache_read=Sum("cache_read_tokens"),
-                cache_write=Sum("cache_write_tokens"),
-                cost=Sum("cost_usd"),
-            )
-        )
-        by_day = {row["day"]: row for row in rows}
-        series = []
-        for offset in range(days):
-            day = first_day + timedelta(days=offset)
-            row = by_day.get(day, {})
-            cache_read = row.get("cache_read") or 0
-            cache_write = row.get("cache_write") or 0
-            tokens_in = (row.get("input") or 0) + cache_read + cache_write
-            tokens_out = row.get("output") or 0
-            # A day without calls costs 0; a day whose calls have no price is null.
-            cost: Decimal | None = row.get("cost") if row else Decimal(0)
-            series.append(
-                {
-                    "date": day.isoformat(),
-                    "in": tokens_in,
-                    "out": tokens_out,
-                    "cacheRead": cache_read,
-                    "cacheWrite": cache_write,
-                    "total": tokens_in + tokens_out,
-                    "costUsd": float(cost) if cost is not None else None,
-                }
-            )
-        return Response({"series": series})
-
-
-class MessageThrottle(UserRateThrottle):
-    """Per-user rate for POST messages, from ``AHENTIC["THROTTLE_MESSAGES"]``."""
-
-    scope = "ahentic_messages"
-
-    def get_rate(self):
-        return ahentic_settings.THROTTLE_MESSAGES
-
-
-class SessionMessagePostView(SessionMessagesView):
-    def get_throttles(self):
-        if self.request.method == "POST" and ahentic_settings.THROTTLE_MESSAGES:
-            return [MessageThrottle()]
-        return []
-
-    def post(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.message_post)
+    @messages.mapping.post
+    def message_post(self, request, session_id=None):
+        session = self.get_object()
         data = self.validated(s.MessageCreateSerializer, request.data)
         pending = runs.message_post(
             session=session,
@@ -348,11 +362,16 @@ class SessionMessagePostView(SessionMessagesView):
         }
         return response
 
-
-class PendingMessageView(AhenticView):
-    def delete(self, request, session_id, pending_id):
-        session = self.get_session(session_id)
-        if not pending_id.isdigit() or not session_services.pending_message_recall(
+    @extend_schema(**docs.pending_recall)
+    @action(
+        detail=True,
+        methods=["delete"],
+        url_path=r"pending-messages/(?P<pending_id>[^/]+)",
+        url_name="pending-message",
+    )
+    def pending_recall(self, request, session_id=None, pending_id=""):
+        session = self.get_object("id", "owner_id")
+        if not PENDING_ID.fullmatch(pending_id) or not session_services.pending_message_recall(
             session_id=session.pk, pending_id=int(pending_id)
         ):
             raise ApiError(
@@ -360,24 +379,26 @@ class PendingMessageView(AhenticView):
             )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
+    # --- run control ------------------------------------------------------------------------
 
-class SessionCancelView(AhenticView):
-    def post(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.run_cancel)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, session_id=None):
+        session = self.get_object("id", "owner_id")
         runs.run_cancel(session_id=session.pk)
         return self.payload_response(session.pk)
 
-
-class SessionContinueView(AhenticView):
-    def post(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.run_continue)
+    @action(detail=True, methods=["post"], url_path="continue", url_name="continue")
+    def continue_run(self, request, session_id=None):
+        session = self.get_object("id", "owner_id")
         runs.run_continue(session_id=session.pk)
         return self.payload_response(session.pk)
 
-
-class SessionApprovalsView(AhenticView):
-    def post(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.approvals)
+    @action(detail=True, methods=["post"])
+    def approvals(self, request, session_id=None):
+        session = self.get_object()
         data = self.validated(s.ApprovalSerializer, request.data)
         decisions.approval_decide(
             session=session,
@@ -387,10 +408,10 @@ class SessionApprovalsView(AhenticView):
         )
         return self.payload_response(session.pk)
 
-
-class SessionBrowserResultsView(AhenticView):
-    def post(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.browser_results)
+    @action(detail=True, methods=["post"], url_path="browser-results", url_name="browser-results")
+    def browser_results(self, request, session_id=None):
+        session = self.get_object()
         body = request.data if isinstance(request.data, dict) else None
         if body is not None and "call_id" in body and "callId" not in body:
             body = {**body, "callId": body["call_id"]}
@@ -403,17 +424,74 @@ class SessionBrowserResultsView(AhenticView):
         )
         return self.payload_response(session.pk)
 
-
-class SessionActionsView(AhenticView):
-    def post(self, request, session_id):
-        session = self.get_session(session_id)
+    @extend_schema(**docs.actions)
+    @action(detail=True, methods=["post"])
+    def actions(self, request, session_id=None):
+        session = self.get_object()
         data = self.validated(s.ActionSerializer, request.data)
         decisions.action_run(session=session, name=data["name"], tool_input=data.get("input") or {})
         return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
 
+    # --- read-only sub-resources ------------------------------------------------------------
 
-class ToolCatalogView(AhenticView):
-    def get(self, request):
+    @extend_schema(**docs.diagnostics)
+    @action(detail=True, methods=["get"])
+    def diagnostics(self, request, session_id=None):
+        return Response(session_diagnostics(self.get_object()))
+
+    @extend_schema(**docs.artifacts_list)
+    @action(detail=True, methods=["get"])
+    def artifacts(self, request, session_id=None):
+        session = self.get_object("id", "owner_id")
+        return Response(
+            {"artifacts": [artifact_pointer_json(a) for a in store.pointers(session.pk)]}
+        )
+
+    @extend_schema(**docs.artifact_detail)
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"artifacts/(?P<key>[^/]+)",
+        url_name="artifact",
+    )
+    def artifact(self, request, session_id=None, key=""):
+        session = self.get_object("id", "owner_id")
+        if not ARTIFACT_KEY.fullmatch(key):
+            raise ApiError("artifact_missing", f"No artifact with the key {key[:64]!r}.", 404)
+        try:
+            artifact = store.get(session.pk, key)
+        except store.ArtifactError as exc:
+            raise ApiError("artifact_missing", exc.message, 404) from None
+        return Response(artifact_pointer_json(artifact, with_payload=True))
+
+
+def encode_cursor(row: dict) -> str:
+    raw = f"{row['updated_at'].isoformat()}|{row['id']}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    """A session list cursor (opaque to clients): the last row's modification time and id."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at, _, pk = raw.partition("|")
+        moment = datetime.fromisoformat(at)
+        if timezone.is_naive(moment):
+            raise ValueError("naive")
+        return moment, uuid.UUID(pk)
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise ApiError(
+            "ahentic_invalid_input",
+            "Invalid cursor: pass nextCursor from the previous page.",
+            fields={"cursor": ["invalid"]},
+        ) from None
+
+
+class ToolViewSet(AhenticViewSet):
+    """The tools catalog the user may use."""
+
+    @extend_schema(**docs.tools_list)
+    def list(self, request):
         return Response(
             [
                 {
@@ -431,29 +509,63 @@ class ToolCatalogView(AhenticView):
         )
 
 
-class SessionArtifactsView(AhenticView):
-    def get(self, request, session_id):
-        session = self.get_session(session_id)
-        return Response(
-            {"artifacts": [artifact_pointer_json(a) for a in store.pointers(session.pk)]}
-        )
-
-
-class SessionArtifactView(AhenticView):
-    def get(self, request, session_id, key):
-        session = self.get_session(session_id)
-        try:
-            artifact = store.get(session.pk, key)
-        except store.ArtifactError as exc:
-            raise ApiError("artifact_missing", exc.message, 404) from None
-        return Response(artifact_pointer_json(artifact, with_payload=True))
-
-
-class SkillCatalogView(AhenticView):
-    def get(self, request):
+class SkillViewSet(AhenticViewSet):
+    @extend_schema(**docs.skills_list)
+    def list(self, request):
         return Response(skills.catalog(skills.skills()))
 
 
-class WorkflowCatalogView(AhenticView):
-    def get(self, request):
+class WorkflowViewSet(AhenticViewSet):
+    @extend_schema(**docs.workflows_list)
+    def list(self, request):
         return Response(skills.catalog(skills.workflows()))
+
+
+class TokenStatsViewSet(AhenticViewSet):
+    """Daily token series of the requesting user's model calls, zero-filled, oldest first."""
+
+    @extend_schema(**docs.token_stats)
+    def list(self, request):
+        query = self.validated(s.TokenStatsQuerySerializer, request.query_params.dict())
+        days = query["days"]
+        today = timezone.localdate()
+        first_day = today - timedelta(days=days - 1)
+        rows = (
+            UsageRecord.objects.filter(user=request.user, created_at__date__gte=first_day)
+            .annotate(day=TruncDate("created_at"))
+            .values("day")
+            .annotate(
+                input=Sum("input_tokens"),
+                output=Sum("output_tokens"),
+                cache_read=Sum("cache_read_tokens"),
+                cache_write=Sum("cache_write_tokens"),
+                cost=Sum("cost_usd"),
+                unpriced=Count("id", filter=Q(cost_usd__isnull=True)),
+            )
+        )
+        by_day = {row["day"]: row for row in rows}
+        series = []
+        for offset in range(days):
+            day = first_day + timedelta(days=offset)
+            row = by_day.get(day, {})
+            cache_read = row.get("cache_read") or 0
+            cache_write = row.get("cache_write") or 0
+            tokens_in = (row.get("input") or 0) + cache_read + cache_write
+            tokens_out = row.get("output") or 0
+            # A day without calls costs 0; a day with any call of unknown price is null (a
+            # partial sum would read as the day's cost).
+            cost: Decimal | None = Decimal(0)
+            if row:
+                cost = None if row["unpriced"] else row["cost"]
+            series.append(
+                {
+                    "date": day.isoformat(),
+                    "in": tokens_in,
+                    "out": tokens_out,
+                    "cacheRead": cache_read,
+                    "cacheWrite": cache_write,
+                    "total": tokens_in + tokens_out,
+                    "costUsd": float(cost) if cost is not None else None,
+                }
+            )
+        return Response({"series": series})

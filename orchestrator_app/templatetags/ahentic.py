@@ -26,7 +26,7 @@ POLL_INTERVAL_MS = 650
 
 def api_base_url() -> str:
     """The API root (``/ahentic/v1/``), wherever the host mounted it."""
-    sessions_url = reverse("ahentic:sessions")
+    sessions_url = reverse("ahentic:session-list")
     return sessions_url[: -len("sessions")] if sessions_url.endswith("sessions") else sessions_url
 
 

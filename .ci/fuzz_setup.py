@@ -1,0 +1,18 @@
+"""Prepare the fuzzing leg's server: a user allowed to use the agent, a session of theirs, and a
+logged-in cookie. Prints ``FUZZ <session id> <sessionid cookie>``."""
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from sessions_app import services
+
+user = get_user_model().objects.create_user("fuzz", password="fuzz")
+user.user_permissions.add(
+    Permission.objects.get(codename="use_agent", content_type__app_label="sessions_app")
+)
+session = services.session_create(owner=user, title="Fuzzed", mode="agent")
+client = Client()
+client.force_login(user)
+print("FUZZ", session.pk, client.cookies[settings.SESSION_COOKIE_NAME].value)

@@ -1,0 +1,41 @@
+"""Per-user rates of the routes that spend money or create rows.
+
+Every route that can start or resume a model run (POST messages, POST actions, POST continue)
+counts against one shared scope, ``ahentic_runs`` (``AHENTIC["THROTTLE_RUNS"]``): the cache key
+is the scope plus the user, so the routes share one budget. Session creation has its own rate
+(``THROTTLE_SESSIONS``); ``THROTTLE_MESSAGES`` is an extra, messages-only rate. ``None`` turns a
+rate off. A throttled request answers 429 ``ahentic_throttled`` with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from rest_framework.throttling import UserRateThrottle
+
+from sessions_app.conf import ahentic_settings
+
+
+class AhenticRateThrottle(UserRateThrottle):
+    setting = ""
+
+    def get_rate(self):
+        return getattr(ahentic_settings, self.setting)
+
+
+class RunStartThrottle(AhenticRateThrottle):
+    scope = "ahentic_runs"
+    setting = "THROTTLE_RUNS"
+
+
+class SessionCreateThrottle(AhenticRateThrottle):
+    scope = "ahentic_sessions"
+    setting = "THROTTLE_SESSIONS"
+
+
+class MessageThrottle(AhenticRateThrottle):
+    scope = "ahentic_messages"
+    setting = "THROTTLE_MESSAGES"
+
+
+def throttles_for(*classes: type[AhenticRateThrottle]) -> list[AhenticRateThrottle]:
+    """Instances of the throttles whose rate is set (a rate of None is off)."""
+    return [cls() for cls in classes if getattr(ahentic_settings, cls.setting)]

@@ -1,0 +1,18 @@
+"""Settings for the live server of the API fuzzing leg (``.ci/fuzz-leg``).
+
+The demo site with the test tools, on a fresh database: a SQLite file named by
+``AHENTIC_FUZZ_DB``, or PostgreSQL (``AHENTIC_TEST_DB=postgres`` and the ``PG*`` variables,
+database ``AHENTIC_FUZZ_DB``). Runs are enqueued to the ORM broker and never executed (no
+worker), and the rates are off, so the fuzzer reaches the routes' own answers.
+"""
+
+import os
+
+from tests.settings import *  # noqa: F403
+from tests.settings import AHENTIC, DATABASES, Q_CLUSTER
+
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+Q_CLUSTER = {**Q_CLUSTER, "sync": False}
+DATABASES = {"default": {**DATABASES["default"], "NAME": os.environ["AHENTIC_FUZZ_DB"]}}
+AHENTIC = {**AHENTIC, "THROTTLE_RUNS": None, "THROTTLE_SESSIONS": None}
