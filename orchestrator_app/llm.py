@@ -20,6 +20,8 @@ from sessions_app.conf import ahentic_settings
 
 # The streaming callback runs at most this often; it writes to the database.
 PROGRESS_INTERVAL_S = 2.0
+# While reply text streams in, how often the caller sees it (the sidebar's live text).
+LIVE_INTERVAL_S = 0.4
 
 
 @dataclass
@@ -126,9 +128,13 @@ def call_model(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None = None,
     max_tokens: int,
-    on_progress: Callable[[], bool] | None = None,
+    on_progress: Callable[[str], bool] | None = None,
 ) -> LLMResult:
-    """Stream one Messages API call. Raises ``LLMError`` or ``Aborted``."""
+    """Stream one Messages API call. Raises ``LLMError`` or ``Aborted``.
+
+    ``on_progress(text)`` gets the reply's text streamed so far, at least every
+    ``PROGRESS_INTERVAL_S`` and, while text arrives, every ``LIVE_INTERVAL_S``; it returns
+    False to abandon the call (the caller lost its lease)."""
     if not llm_available():
         raise LLMError(
             "ahentic_ai_unavailable",
@@ -145,13 +151,20 @@ def call_model(
     if tools:
         kwargs["tools"] = tools
     last_progress = started
+    parts: list[str] = []
+    reported = 0
     try:
         with _client().messages.stream(**kwargs) as stream:
-            for _event in stream:
+            for event in stream:
+                if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    parts.append(event.delta.text)
+                if on_progress is None:
+                    continue
                 now = time.monotonic()
-                if on_progress is not None and now - last_progress >= PROGRESS_INTERVAL_S:
-                    last_progress = now
-                    if not on_progress():
+                due = PROGRESS_INTERVAL_S if len(parts) == reported else LIVE_INTERVAL_S
+                if now - last_progress >= due:
+                    last_progress, reported = now, len(parts)
+                    if not on_progress(strip_nul("".join(parts))):
                         raise Aborted()
             message = stream.get_final_message()
             request_id = getattr(stream, "request_id", "") or ""

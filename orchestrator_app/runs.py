@@ -304,6 +304,7 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
         session = Session.objects.select_for_update().filter(pk=session_id).first()
         if session is None or session.status not in Session.CANCELLABLE:
             return False
+        runstate.live_text_clear(session_id)  # the call being streamed is abandoned
         runstate.run_stop(
             session_id=session_id,
             from_statuses=Session.CANCELLABLE,

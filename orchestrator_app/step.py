@@ -9,6 +9,7 @@ model call or a tool.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from django.db import transaction
@@ -45,6 +46,9 @@ class StepRunner:
         self.calibration: float | None = None
         # Whether the step handed the run to a next step (see record_next_usage).
         self.continues = False
+        # The streamed reply's live text, and when the lease was last refreshed (on_stream).
+        self.live_text = ""
+        self.refreshed_at = time.monotonic()
         self.step_number = self.session.step_count
 
     def reload(self) -> Session:
@@ -112,6 +116,7 @@ class StepRunner:
 
         ``message`` is what the user sees (short, stable per code); ``detail`` (raw provider or
         database words) goes to the trace only, which staff and the owner's debugger read."""
+        runstate.live_text_clear(self.session_id)
         if not self.end(
             Session.Status.ERROR,
             plan_outcome=plan_outcome,
@@ -257,12 +262,14 @@ class StepRunner:
                 messages=request["messages"],
                 tools=request["tools"],
                 max_tokens=max_tokens,
-                on_progress=lambda: runstate.lease_refresh(self.lease),
+                on_progress=self.on_stream,
             )
         except llm.Aborted:
+            runstate.live_text_clear(self.session_id)
             self.trace("llm_aborted", "Model call abandoned: the run was cancelled")
             return
         except llm.LLMError as exc:
+            runstate.live_text_clear(self.session_id)
             self.trace(
                 "llm_error",
                 exc.message,
@@ -321,6 +328,20 @@ class StepRunner:
                 window_events=len(assembly.window),
             )
         return assembly.request(session.pk)
+
+    def on_stream(self, text: str) -> bool:
+        """While the model streams: the reply's text so far for the live view (when it grew),
+        and the lease refreshed every ``llm.PROGRESS_INTERVAL_S``. False once the lease is
+        lost (the call is abandoned)."""
+        now = time.monotonic()
+        if now - self.refreshed_at >= llm.PROGRESS_INTERVAL_S:
+            self.refreshed_at = now
+            if not runstate.lease_refresh(self.lease):
+                return False
+        if text and text != self.live_text:
+            self.live_text = text
+            runstate.live_text_set(self.lease, text)
+        return True
 
     def predicted_usage(self) -> dict[str, Any]:
         """``contextUsage`` as the step leaves the session: the request a message typed now
@@ -425,10 +446,13 @@ class StepRunner:
                 step_count=self.step_number,
             )
             # Written only while the lease holds, checked under the row lock in the insert's
-            # transaction: a cancel that commits first leaves no tool_use behind it.
+            # transaction: a cancel that commits first leaves no tool_use behind it. The reply's
+            # event replaces its live text in the same commit.
             events = session_services.events_append(
                 session_id=self.session_id, items=items, lease=self.lease
             )
+            if self.live_text:
+                runstate.live_text_clear(self.session_id)
         if events is None:
             return None
         calls = [e for e in events if e.kind == Event.Kind.TOOL_CALL]

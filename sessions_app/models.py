@@ -346,3 +346,20 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"L{self.level} {self.from_event_id}..{self.to_event_id}"
+
+
+class LiveText(models.Model):
+    """The text of the model reply a worker is streaming right now, for the sidebar's live
+    view (``GET sessions/{id}/live``). Its own table: the worker rewrites it a few times a
+    second, which must neither move the session's version (ETag) nor lock the session row.
+    The reply's event replaces it when the call ends; a cancelled or failed call clears it."""
+
+    session = models.OneToOneField(
+        Session, on_delete=models.CASCADE, primary_key=True, related_name="live_text"
+    )
+    run = models.PositiveIntegerField()
+    text = models.TextField(blank=True, default="")
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"live text of run {self.run}"

@@ -32,7 +32,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .conf import ahentic_settings
-from .models import STATUS_TRANSITIONS, Session
+from .models import STATUS_TRANSITIONS, LiveText, Session
 
 # What a parent's payload shows of each sub-agent (``children``). A write that changes one of
 # these on a child bumps the parent's version (its ETag) too.
@@ -448,3 +448,21 @@ def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
         **fields,
     }
     return _write(lease.holding(), lease.session_id, fields)
+
+
+# --- live text: the reply being streamed ------------------------------------------------------
+
+
+def live_text_set(lease: Lease, text: str) -> None:
+    """The streamed text of the lease's current model call so far (not the session row: no
+    version bump, no row lock). Readers show it only while the run is the lease's and running,
+    so a write racing a cancel is never shown."""
+    now = timezone.now()
+    fields = {"run": lease.run_seq, "text": text, "updated_at": now}
+    if not LiveText.objects.filter(session_id=lease.session_id).update(**fields):
+        LiveText.objects.get_or_create(session_id=lease.session_id, defaults=fields)
+
+
+def live_text_clear(session_id) -> None:
+    """The call ended (its reply is an event now), failed or was cancelled."""
+    LiveText.objects.filter(session_id=session_id).delete()

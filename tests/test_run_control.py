@@ -8,6 +8,7 @@ step without the next.
 
 import json
 import threading
+import time
 from contextlib import contextmanager
 from datetime import timedelta
 from unittest import mock
@@ -19,7 +20,7 @@ from django.utils import timezone
 from orchestrator_app import tasks
 from orchestrator_app.models import ToolGrant, UsageRecord
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
-from sessions_app.models import Session
+from sessions_app.models import LiveText, Session
 
 from . import tools_for_tests
 from .conftest import payload_of, post, session_url, trace_types, transcript_of
@@ -865,3 +866,62 @@ def test_an_action_that_writes_is_refused_in_ask_mode(owner_client, session, llm
     assert (response.status_code, response.json()["code"]) == (400, "ahentic_ask_readonly")
     assert payload_of(owner_client, session)["status"] == "idle"
     assert tools_for_tests.CALLS == []
+
+
+# --- live text: the reply while it streams ----------------------------------------------------
+
+STREAMED = " ".join(f"Sentence {n} of the streamed reply." for n in range(1, 25))
+
+
+def live_text(client, session) -> str:
+    response = client.get(session_url(session, "live"))
+    assert response.status_code == 200, response.content
+    return response.json()["text"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_live_text_grows_while_the_reply_streams_then_gives_way_to_its_event(
+    owner_client, session, llm
+):
+    llm.enqueue(text_reply(STREAMED, chunk_delay_s=0.05))  # about 2 s of deltas
+    run_seq = start_run_in_committed_db(owner_client, session)
+    etag = owner_client.get(session_url(session))["ETag"]
+    seen: list[str] = []
+    polls_unchanged = 0
+
+    with step_in_background(session, run_seq, release=lambda: None):
+        deadline = time.monotonic() + 20
+        while payload_of(owner_client, session)["status"] == "running":
+            assert time.monotonic() < deadline
+            text = live_text(owner_client, session)
+            if text and (not seen or text != seen[-1]):
+                seen.append(text)
+            poll = owner_client.get(session_url(session), HTTP_IF_NONE_MATCH=etag)
+            polls_unchanged += poll.status_code == 304
+            time.sleep(0.1)
+
+    assert len(seen) >= 3, seen  # it grew several times, at least every 0.5 s
+    assert all(STREAMED.startswith(text) for text in seen)
+    assert [len(t) for t in seen] == sorted(len(t) for t in seen)
+    assert polls_unchanged >= 3  # the session poll stays a 304 while only the text grows
+    assert live_text(owner_client, session) == ""
+    assert transcript_of(owner_client, session)[-1]["content"] == STREAMED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancelled_stream_leaves_no_live_text(owner_client, session, llm):
+    llm.enqueue(text_reply(STREAMED, chunk_delay_s=0.1))
+    run_seq = start_run_in_committed_db(owner_client, session)
+
+    with step_in_background(session, run_seq, release=lambda: None):
+        deadline = time.monotonic() + 20
+        while not live_text(owner_client, session):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert post(owner_client, session, "cancel").status_code == 200
+        assert live_text(owner_client, session) == ""
+
+    assert live_text(owner_client, session) == ""
+    assert payload_of(owner_client, session)["status"] == "cancelled"
+    assert not [m for m in transcript_of(owner_client, session) if m["kind"] == "agent_message"]
+    assert not LiveText.objects.filter(session_id=session.pk).exists()

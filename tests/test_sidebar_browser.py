@@ -1264,3 +1264,42 @@ def test_the_panel_starts_folded_on_a_narrow_screen(browser, live_server, owner)
         expect(page.locator("#ahentic-panel")).to_be_hidden()
     finally:
         context.close()
+
+
+# --- live text ----------------------------------------------------------------------------------
+
+LONG_REPLY = " ".join(f"Part {n} of a long answer." for n in range(1, 41))
+
+
+def test_a_streamed_reply_grows_in_the_transcript_before_it_ends(page, llm):
+    llm.enqueue(text_reply(LONG_REPLY, chunk_delay_s=0.12))  # about 5 s of deltas
+    open_home(page)
+    live = page.locator(".ahentic-live .ahentic-msg-text")
+
+    send(page, "Tell me a long story")
+    assert llm.wait_for_requests(1)  # the call is out; its first delta follows at once
+
+    expect(live).to_contain_text("Part 1 of a long answer.", timeout=1500)
+    first = live.inner_text()
+    expect(live).not_to_have_text(first, timeout=2000)  # it grows
+    assert LONG_REPLY.startswith(live.inner_text().strip().rstrip("▍").strip()[:20])
+    expect(assistant_messages(page).last).to_contain_text("Part 40 of a long answer.")
+    expect(page.locator(".ahentic-live")).to_have_count(0)  # the message replaced it
+    status_is(page, "idle")
+
+
+def test_an_idle_chat_never_asks_for_live_text(page, llm):
+    llm.enqueue(text_reply("Short answer."))
+    open_home(page)
+    send(page, "Hello")
+    expect(assistant_messages(page).last).to_contain_text("Short answer.")
+    status_is(page, "idle")
+    live_requests = []
+    page.on(
+        "request",
+        lambda request: live_requests.append(request.url) if "/live" in request.url else None,
+    )
+
+    page.wait_for_timeout(2000)
+
+    assert live_requests == []

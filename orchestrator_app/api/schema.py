@@ -160,6 +160,14 @@ ArtifactPointer = shape(
 )
 
 ArtifactList = shape("ArtifactList", {"artifacts": ArtifactPointer(many=True)})
+LiveText = shape(
+    "LiveText",
+    {
+        "text": serializers.CharField(allow_blank=True),
+        "run": serializers.IntegerField(allow_null=True),
+        "updatedAt": serializers.DateTimeField(allow_null=True),
+    },
+)
 
 Artifact = shape(
     "Artifact",
@@ -387,6 +395,12 @@ actions = describe(
 )
 diagnostics = describe(
     "diagnostics", "The full trace and state", {200: Diagnostics}, parameters=[SESSION_ID]
+)
+live_text = describe(
+    "live_text",
+    "The reply the model is streaming now (empty when none); polled only while running",
+    {200: LiveText},
+    parameters=[SESSION_ID],
 )
 artifacts_list = describe(
     "artifacts_list", "Artifact pointers", {200: ArtifactList}, parameters=[SESSION_ID]

@@ -29,7 +29,7 @@ from rest_framework.response import Response
 from artifacts_app import store
 from sessions_app import runstate
 from sessions_app import services as session_services
-from sessions_app.models import Session
+from sessions_app.models import LiveText, Session
 
 from .. import decisions, runs, skills
 from ..diagnostics import iso, session_diagnostics
@@ -438,6 +438,21 @@ class SessionViewSet(AhenticViewSet):
     @action(detail=True, methods=["get"])
     def diagnostics(self, request, session_id=None):
         return Response(session_diagnostics(self.get_object()))
+
+    @extend_schema(**docs.live_text)
+    @action(detail=True, methods=["get"])
+    def live(self, request, session_id=None):
+        """The reply being streamed: cheap (one indexed read besides the session's), no ETag;
+        shown only while the run that wrote it is the session's running run."""
+        session = self.get_object("id", "owner_id", "status", "run_seq")
+        live = (
+            LiveText.objects.filter(session_id=session.pk, run=session.run_seq).first()
+            if session.status == Session.Status.RUNNING
+            else None
+        )
+        if live is None:
+            return Response({"text": "", "run": None, "updatedAt": None})
+        return Response({"text": live.text, "run": live.run, "updatedAt": iso(live.updated_at)})
 
     @extend_schema(**docs.artifacts_list)
     @action(detail=True, methods=["get"])

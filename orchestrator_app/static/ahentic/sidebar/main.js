@@ -46,6 +46,7 @@ function boot(root) {
     api: root.dataset.api || "/ahentic/v1/",
     csrf: root.dataset.csrf || "",
     pollMs: Number(root.dataset.pollMs) || 650,
+    liveMs: 400, // the reply being streamed, polled for the shown chat while it runs
     idlePollMs: 5000, // the active tab's idle session: cheap 304s, picks up other windows' work
     fastAfterActionMs: 4000, // keep polling fast this long after a send, even if a poll says idle
     browserTimeoutMs: (Number(root.dataset.browserTimeoutS) || 45) * 1000,
@@ -157,6 +158,9 @@ function boot(root) {
     if (s.payload && s.payload.viewMode !== payload.viewMode) s.older = [];
     s.payload = payload;
     if (etag) s.etag = etag;
+    // A new version may hold the streamed reply as a message now: the live text waits for
+    // the next live poll (which finds it cleared, or still growing).
+    s.live = null;
     s.pollFailures = 0;
     for (const id of [...s.recalled]) {
       if (!payload.pendingMessages.some((m) => m.id === id)) s.recalled.delete(id);
@@ -213,6 +217,25 @@ function boot(root) {
     },
   });
   const pollSoon = poller.soon;
+
+  // ---------------------------------------------------------------- live text
+
+  /** The reply the model is streaming (GET sessions/{id}/live), for the shown chat only and
+   * only while it runs: an idle chat costs no extra request. The text is shown as it grows and
+   * gives way to the reply's message when the session's next version arrives. */
+  async function pollLive() {
+    const s = activeSession();
+    const p = s && s.payload;
+    if (!p || p.status !== "running" || s.livePolling) return;
+    s.livePolling = true;
+    const result = await api("GET", sessionPath(s.id, "live"));
+    s.livePolling = false;
+    if (!result.ok || !s.payload || s.payload.status !== "running") return;
+    const text = result.data.run === s.payload.runSeq ? result.data.text : "";
+    if (text === ((s.live && s.live.text) || "")) return;
+    s.live = text ? { text } : null;
+    if (s.id === state.active) renderTranscript(app, s);
+  }
 
   // ---------------------------------------------------------------- runner duties
 
@@ -772,6 +795,7 @@ function boot(root) {
     // Load every open tab once (titles, statuses); live ones keep polling on their own.
     for (const tab of state.tabs) poller.schedule(sessionState(tab.id), 0);
     setInterval(heartbeat, config.runnerHeartbeatMs);
+    setInterval(pollLive, config.liveMs);
     refreshHistory();
   }
 

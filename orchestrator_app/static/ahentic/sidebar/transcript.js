@@ -156,12 +156,21 @@ export function renderTranscript(app, s, options) {
   const locals = s ? s.localMessages : [];
   const moreAvailable = !!s && !!(s.older.length ? s.olderHasMore : p && p.hasMore);
   box.setAttribute("aria-busy", String(isLive(p)));
+  // The reply being streamed keeps its node while it grows (Markdown rendered each time).
+  const liveText = s && s.live && s.live.text ? s.live.text : "";
+  if (liveText) {
+    if (!s.liveNode) s.liveNode = replyBubble("Agent", "", "ahentic-assistant ahentic-live");
+    s.liveNode.setText(liveText);
+  } else if (s) {
+    s.liveNode = null;
+  }
   const key = [
     s ? s.id : "",
     p ? p.viewMode : "",
     moreAvailable,
     messages.map((m) => m.id).join(","),
     locals.map((m) => m.localId).join(","),
+    liveText ? "live" : "",
   ].join("|");
   // Rebuild only on change: a rebuild every poll would drop the reader's text selection.
   if (!changed(box, key)) return;
@@ -186,6 +195,7 @@ export function renderTranscript(app, s, options) {
   for (const local of locals) {
     nodes.push(cachedNode(s, local.localId, () => localMessageNode(local)));
   }
+  if (liveText) nodes.push(s.liveNode);
   const shown = nodes.filter(Boolean);
   fill(box, shown.length ? shown : app.ui.empty);
   if (options && options.keepScroll) box.scrollTop += box.scrollHeight - previousHeight;
