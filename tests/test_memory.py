@@ -12,6 +12,7 @@ from orchestrator_app import context, prompt
 from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 from orchestrator_app.tools import tools_for
+from sessions_app import runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, Snapshot
 
@@ -37,7 +38,10 @@ class BrainNotes:
 
 
 def run_long_session(client, run_tasks, session, model_script, settings, lookups: int) -> None:
-    """One run of ``lookups`` sizeable echo results with about 2,500 tokens of window."""
+    """One run of ``lookups`` sizeable echo results with about 2,500 tokens of window. The
+    session is granted ``echo`` alone, so the eviction arithmetic does not depend on how many
+    tools other test modules registered."""
+    runstate.session_update(session_id=session.pk, granted_tools=["echo"])
     session.refresh_from_db()
     system, _ = prompt.system_blocks(session)
     tools = prompt.tool_definitions(tools_for(session, session.owner))
@@ -90,7 +94,7 @@ def test_events_that_leave_the_window_become_a_level_one_snapshot_in_the_system_
 ):
     model_script.brain = BrainNotes()
 
-    run_long_session(owner_client, run_tasks, session, model_script, settings, lookups=7)
+    run_long_session(owner_client, run_tasks, session, model_script, settings, lookups=6)
 
     [snapshot] = Snapshot.objects.filter(session=session)
     assert snapshot.level == 1
@@ -121,7 +125,7 @@ def test_five_level_one_snapshots_fold_into_a_level_two(
 ):
     model_script.brain = BrainNotes()
 
-    run_long_session(owner_client, run_tasks, session, model_script, settings, lookups=24)
+    run_long_session(owner_client, run_tasks, session, model_script, settings, lookups=14)
 
     snapshots = list(Snapshot.objects.filter(session=session).order_by("from_event_id"))
     level_two = [s for s in snapshots if s.level == 2]
@@ -151,7 +155,7 @@ def test_without_the_brain_memory_falls_back_to_extractive_summaries(
         500, "api_error", "The brain model is down.", retry_after_ms=10
     )
 
-    run_long_session(owner_client, run_tasks, session, model_script, settings, lookups=24)
+    run_long_session(owner_client, run_tasks, session, model_script, settings, lookups=14)
 
     assert brain_requests(llm)  # it was asked, and failed every time
     assert not UsageRecord.objects.filter(session=session, purpose="memory").exists()
