@@ -18,6 +18,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -43,10 +44,16 @@ def responder(body):
     return text_reply("All lookups done.")
 
 
+def free_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
 def start_postgres() -> tuple[str, callable]:
     pgbin = sorted(Path("/usr/lib/postgresql").glob("*/bin"))[-1]
     data = tempfile.mkdtemp(prefix="ahentic-bench-pg-")
-    port = "56432"
+    port = free_port()
     shutil.chown(data, "postgres")
     as_postgres = ["su", "postgres", "-c"]
     subprocess.run(
@@ -86,7 +93,7 @@ def start_postgres() -> tuple[str, callable]:
 
 def start_redis() -> tuple[str, callable]:
     directory = tempfile.mkdtemp(prefix="ahentic-bench-redis-")
-    port = "56380"
+    port = free_port()
     subprocess.run(
         [
             "redis-server",

@@ -7,6 +7,7 @@ model played by the local Messages API server through the real ``anthropic`` SDK
 import json
 from datetime import timedelta
 from decimal import Decimal
+from unittest import mock
 
 import pytest
 from django.utils import timezone
@@ -16,7 +17,15 @@ from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import reply, text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
-from .conftest import API, payload_of, post_message, session_url, trace_types, transcript_of
+from .conftest import (
+    API,
+    payload_of,
+    post,
+    post_message,
+    session_url,
+    trace_types,
+    transcript_of,
+)
 from .tools_for_tests import WorkerKilled
 
 REQUEST = "Do the job"
@@ -689,3 +698,31 @@ def test_the_soft_token_budget_pauses_the_run_until_the_user_continues(
     body = payload_of(owner_client, session)
     assert body["status"] == "idle"
     assert body["messages"][-1]["content"] == "Finished."
+
+
+def test_a_tool_step_and_a_final_step_stay_within_their_statement_counts(
+    owner_client, session, llm, tool_calls
+):
+    """Pinned so the step's cost cannot creep back (SQLite counts its BEGIN and SAVEPOINTs;
+    the reads of a step do not grow with the session's history)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from orchestrator_app import tasks
+
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
+    with mock.patch("orchestrator_app.queue.async_task"):
+        post(owner_client, session, "messages", {"content": "Echo once"})
+    counts = []
+    for _ in range(2):
+        run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+        with mock.patch("orchestrator_app.queue.async_task"):
+            with CaptureQueriesContext(connection) as queries:
+                tasks.run_step(str(session.pk), run_seq)
+        counts.append(len(queries))
+
+    assert payload_of(owner_client, session)["status"] == "idle"
+    tool_step, final_step = counts
+    # The first step of a run also stores the step context with the user's message.
+    assert tool_step <= 42, tool_step
+    assert final_step <= 34, final_step

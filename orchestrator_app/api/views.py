@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.core.cache import cache
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import extend_schema
-from rest_framework import status, viewsets
+from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -40,7 +40,13 @@ from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
 from .parsers import AhenticJSONParser
 from .payload import artifact_pointer_json, events_for_view, message_json, session_payload
-from .permissions import HasAgentPermission, IsSessionOwner, SessionAuthentication401
+from .permissions import (
+    HasAgentPermission,
+    IsActiveUser,
+    IsSessionOwner,
+    SessionAuthentication401,
+    agent_permission_checks,
+)
 from .throttles import MessageThrottle, RunStartThrottle, SessionCreateThrottle, throttles_for
 
 # Request bodies above this are refused before parsing (browser tool results are the largest).
@@ -154,6 +160,12 @@ class SessionViewSet(AhenticViewSet):
     def get_queryset(self):
         return Session.objects.for_user(self.request.user)
 
+    def get_permissions(self):
+        if self.action == "retrieve":
+            # The poll checks the agent permission in the query that reads the version.
+            return [IsActiveUser(), IsSessionOwner()]
+        return super().get_permissions()
+
     def get_object(self, *fields: str) -> Session:
         """The addressed session (only ``fields`` when given); 404 when it is not the user's."""
         try:
@@ -262,8 +274,38 @@ class SessionViewSet(AhenticViewSet):
     @extend_schema(**docs.session_retrieve)
     def retrieve(self, request, session_id=None):
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
-        session = self.get_object("id", "owner_id", "version", "heartbeat_at")
-        return self.conditional_payload(session, include_artifacts=include_artifacts)
+        return self.conditional_payload(self.poll_row(), include_artifacts=include_artifacts)
+
+    def poll_row(self) -> Session:
+        """The poll's one query (besides authentication): the session's version and heartbeat,
+        and whether the user holds the agent permission (``agent_permission_checks`` as
+        ``Exists``). 403 without the permission and 404 for an unknown or foreign session,
+        the same answers as every other route."""
+        user = self.request.user
+        try:
+            pk = uuid.UUID(str(self.kwargs[self.lookup_url_kwarg]))
+        except ValueError:
+            pk = None
+        fields = ["id", "owner_id", "version", "heartbeat_at"]
+        rows = self.get_queryset().filter(pk=pk)
+        if not user.is_superuser:
+            direct, through_group = agent_permission_checks(user)
+            rows = rows.annotate(direct=Exists(direct), through_group=Exists(through_group))
+            fields += ["direct", "through_group"]
+        row = rows.values(*fields).first() if pk else None
+        held = user.is_superuser or (row is not None and (row["direct"] or row["through_group"]))
+        if not held and not HasAgentPermission().has_permission(self.request, self):
+            raise exceptions.PermissionDenied(HasAgentPermission.message)
+        if row is None:
+            raise session_not_found()
+        session = Session(
+            id=row["id"],
+            owner_id=row["owner_id"],
+            version=row["version"],
+            heartbeat_at=row["heartbeat_at"],
+        )
+        self.check_object_permissions(self.request, session)
+        return session
 
     @extend_schema(**docs.session_update)
     def partial_update(self, request, session_id=None):
