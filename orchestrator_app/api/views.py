@@ -14,8 +14,12 @@ import uuid
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.core.cache import cache
-from django.db.models import Count, Exists, Q, Sum
+from django.db import connection
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpResponse
 from django.utils import timezone
@@ -29,6 +33,7 @@ from rest_framework.response import Response
 from artifacts_app import store
 from sessions_app import runstate
 from sessions_app import services as session_services
+from sessions_app.conf import ahentic_settings
 from sessions_app.models import LiveText, Session
 
 from .. import decisions, runs, skills
@@ -45,7 +50,6 @@ from .permissions import (
     IsActiveUser,
     IsSessionOwner,
     SessionAuthentication401,
-    agent_permission_checks,
 )
 from .throttles import MessageThrottle, RunStartThrottle, SessionCreateThrottle, throttles_for
 
@@ -89,6 +93,43 @@ def etag_matches(header: str, etag: str) -> bool:
     """If-None-Match: a list of tags, weak ones included (proxies that gzip weaken them)."""
     tags = [tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()]
     return "*" in tags or etag in tags
+
+
+def _poll_sql() -> str:
+    """The poll's read in plain SQL: it runs on every poll, and building the same ORM query
+    (two ``Exists`` with their joins) cost more than running it. Same lookups as
+    ``agent_permission_checks``."""
+    user_model = get_user_model()
+    table = connection.ops.quote_name
+    perm, ct = Permission._meta.db_table, ContentType._meta.db_table
+    user_perms = user_model.user_permissions.through._meta.db_table
+    user_groups = user_model.groups.through._meta.db_table
+    group_perms = Group.permissions.through._meta.db_table
+    wanted = (
+        f"JOIN {table(perm)} p ON p.id = x.permission_id "
+        f"JOIN {table(ct)} ct ON ct.id = p.content_type_id "
+        "WHERE p.codename = %s AND ct.app_label = %s"
+    )
+    return (
+        "SELECT s.id, s.owner_id, s.version, s.heartbeat_at, "
+        f"EXISTS (SELECT 1 FROM {table(user_perms)} x {wanted} AND x.user_id = %s) "
+        "AS direct_perm, "
+        f"EXISTS (SELECT 1 FROM {table(user_groups)} ug "
+        f"JOIN {table(group_perms)} x ON x.group_id = ug.group_id {wanted} "
+        "AND ug.user_id = %s) AS group_perm "
+        f"FROM {table(Session._meta.db_table)} s WHERE s.id = %s AND s.owner_id = %s"
+    )
+
+
+def poll_read(user, pk) -> Session | None:
+    """The addressed session of ``user`` with only ``id``, ``owner_id``, ``version`` and
+    ``heartbeat_at`` loaded, plus ``direct_perm`` / ``group_perm``: whether the user holds the
+    agent permission, directly or through a group."""
+    app_label, _, codename = ahentic_settings.PERMISSION.partition(".")
+    session_id = Session._meta.pk.get_db_prep_value(pk, connection)
+    params = [codename, app_label, user.pk, codename, app_label, user.pk, session_id, user.pk]
+    rows = list(Session.objects.raw(_poll_sql(), params))
+    return rows[0] if rows else None
 
 
 class AhenticViewSet(viewsets.ViewSet):
@@ -278,32 +319,22 @@ class SessionViewSet(AhenticViewSet):
 
     def poll_row(self) -> Session:
         """The poll's one query (besides authentication): the session's version and heartbeat,
-        and whether the user holds the agent permission (``agent_permission_checks`` as
-        ``Exists``). 403 without the permission and 404 for an unknown or foreign session,
-        the same answers as every other route."""
+        and whether the user holds the agent permission (``agent_permission_checks``). 403
+        without the permission and 404 for an unknown or foreign session, the same answers as
+        every other route."""
         user = self.request.user
         try:
             pk = uuid.UUID(str(self.kwargs[self.lookup_url_kwarg]))
         except ValueError:
             pk = None
-        fields = ["id", "owner_id", "version", "heartbeat_at"]
-        rows = self.get_queryset().filter(pk=pk)
-        if not user.is_superuser:
-            direct, through_group = agent_permission_checks(user)
-            rows = rows.annotate(direct=Exists(direct), through_group=Exists(through_group))
-            fields += ["direct", "through_group"]
-        row = rows.values(*fields).first() if pk else None
-        held = user.is_superuser or (row is not None and (row["direct"] or row["through_group"]))
+        session = poll_read(user, pk) if pk else None
+        held = user.is_superuser or (
+            session is not None and bool(session.direct_perm or session.group_perm)
+        )
         if not held and not HasAgentPermission().has_permission(self.request, self):
             raise exceptions.PermissionDenied(HasAgentPermission.message)
-        if row is None:
+        if session is None:
             raise session_not_found()
-        session = Session(
-            id=row["id"],
-            owner_id=row["owner_id"],
-            version=row["version"],
-            heartbeat_at=row["heartbeat_at"],
-        )
         self.check_object_permissions(self.request, session)
         return session
 
