@@ -925,3 +925,21 @@ def test_a_cancelled_stream_leaves_no_live_text(owner_client, session, llm):
     assert payload_of(owner_client, session)["status"] == "cancelled"
     assert not [m for m in transcript_of(owner_client, session) if m["kind"] == "agent_message"]
     assert not LiveText.objects.filter(session_id=session.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_idle_polls_after_a_streamed_reply_are_all_304s(owner_client, session, llm):
+    """Live text costs an idle chat nothing: its polls keep answering 304."""
+    llm.enqueue(text_reply(STREAMED, chunk_delay_s=0.01))
+    run_seq = start_run_in_committed_db(owner_client, session)
+    with step_in_background(session, run_seq, release=lambda: None):
+        pass
+    etag = owner_client.get(session_url(session))["ETag"]
+
+    statuses = [
+        owner_client.get(session_url(session), HTTP_IF_NONE_MATCH=etag).status_code
+        for _ in range(10)
+    ]
+
+    assert payload_of(owner_client, session)["status"] == "idle"
+    assert statuses == [304] * 10
