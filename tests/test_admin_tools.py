@@ -608,12 +608,12 @@ def check_ids():
         (["orchestrator_app.toolgrant"], "ahentic.E007"),
     ],
 )
-def test_the_system_check_rejects_unknown_models(settings, value, error):
+def test_the_system_check_rejects_unknown_models(db, settings, value, error):
     settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": value}
     assert error in check_ids()
 
 
-def test_the_system_check_accepts_the_demo_list_and_all(settings):
+def test_the_system_check_accepts_the_demo_list_and_all(db, settings):
     for value in (["flatpages.flatpage", "auth.group"], "all", None):
         settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": value}
         assert check_ids() == set()

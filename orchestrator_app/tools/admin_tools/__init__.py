@@ -99,7 +99,7 @@ def save_summary(input: dict[str, Any]) -> str:
         before = None
         if obj is not None:
             try:
-                before = bridge.to_json(obj._meta.get_field(key).value_from_object(obj))
+                before = bridge.field_data(obj._meta.get_field(key), obj)
             except (FieldDoesNotExist, AttributeError):
                 before = None
         if before is not None and bridge.to_json(after) == before:

@@ -268,11 +268,20 @@ def field_value(model_admin, obj, name: str) -> Any:
         field = obj._meta.get_field(name)
     except FieldDoesNotExist:
         field = None
-    if field is not None and field.concrete:
-        if obj.pk is None and field.many_to_many:
-            return []
-        return to_json(field.value_from_object(obj))
+    if field is not None and (field.concrete or field.many_to_many):
+        return field_data(field, obj)
     return column_text(model_admin, obj, name)
+
+
+def field_data(field, obj) -> Any:
+    """A model field's value as JSON; a many-to-many field as the related primary keys (read
+    here, not with ``value_from_object``, whose return type differs across Django versions)."""
+    if field.many_to_many:
+        if obj.pk is None:
+            return []
+        related = getattr(obj, field.name).order_by("pk").values_list("pk", flat=True)
+        return [to_json(pk) for pk in related]
+    return to_json(field.value_from_object(obj))
 
 
 def column_text(model_admin, obj, name: str) -> str:
