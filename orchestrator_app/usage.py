@@ -7,7 +7,6 @@ Token arithmetic: ``tokensIn`` = input + cache read + cache write (everything th
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -50,7 +49,6 @@ def usage_record(
     cache_write_tokens: int,
     duration_ms: int,
     stop_reason: str = "",
-    context_usage: dict[str, Any] | None = None,
     step_count: int | None = None,
 ) -> UsageRecord:
     """One ledger row per model call; the session counters are its running sum."""
@@ -84,7 +82,6 @@ def usage_record(
             cache_read_tokens=cache_read_tokens,
             cache_write_tokens=cache_write_tokens,
             cost=cost,
-            context_usage=context_usage,
             step_count=step_count,
         )
     return record
@@ -96,11 +93,9 @@ def usage_record_call(
     run: int,
     purpose: str,
     result: llm.LLMResult,
-    context_usage: dict[str, Any] | None = None,
     step_count: int | None = None,
 ) -> UsageRecord:
-    """Ledger row for one finished model call (and the step's contextUsage and number, when
-    given)."""
+    """Ledger row for one finished model call (and the step's number, when given)."""
     return usage_record(
         session_id=session.pk,
         user_id=session.owner_id,
@@ -113,7 +108,6 @@ def usage_record_call(
         cache_write_tokens=result.cache_write_tokens,
         duration_ms=result.duration_ms,
         stop_reason=result.stop_reason,
-        context_usage=context_usage,
         step_count=step_count,
     )
 

@@ -207,19 +207,16 @@ def usage_add(
     cache_read_tokens: int,
     cache_write_tokens: int,
     cost,
-    context_usage: dict[str, Any] | None = None,
     step_count: int | None = None,
 ) -> None:
     """Add one model call to the session's running sums (the UsageRecord ledger is the truth),
-    with the step's calibrated ``context_usage`` and its number when given."""
+    with the step's number when given."""
     fields: dict[str, Any] = {
         "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
         "tokens_out": F("tokens_out") + output_tokens,
         "cache_read_tokens": F("cache_read_tokens") + cache_read_tokens,
         "cache_write_tokens": F("cache_write_tokens") + cache_write_tokens,
     }
-    if context_usage is not None:
-        fields["context_usage"] = context_usage
     if step_count is not None:
         fields["step_count"] = step_count
     if cost is not None:
