@@ -371,11 +371,12 @@ class StepRunner:
         run on writes it with the lease hand-over). Visible then: the user is the next to act."""
         if self.continues:
             return
+        context_usage = self.predicted_usage()  # reloads self.session
         runstate.context_usage_predict(
             session_id=self.session_id,
             run_seq=self.run_seq,
             step_count=self.step_number,
-            context_usage=self.predicted_usage(),
+            context_usage=context_usage,
             visible=self.session.status != Session.Status.RUNNING,
         )
 
