@@ -13,7 +13,7 @@ from django.db.models import Case, Q, When
 from artifacts_app import store
 from artifacts_app.models import Artifact
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, Goal, Session, TraceEvent
+from sessions_app.models import Event, Goal, PendingMessage, Session, TraceEvent
 from sessions_app.runstate import PendingTool
 
 from .. import context
@@ -197,6 +197,15 @@ def goals_shown(session_id) -> list[Goal]:
     return sorted(active + completed, key=lambda goal: goal.pk)
 
 
+def pending_message_json(pending: PendingMessage) -> dict[str, Any]:
+    return {
+        "id": pending.pk,
+        "content": pending.content,
+        "sourceType": pending.source_type,
+        "createdAt": iso(pending.created_at),
+    }
+
+
 def decimal_json(value) -> float | None:
     return None if value is None else float(value)
 
@@ -241,15 +250,7 @@ def session_payload(session: Session, *, include_artifacts: bool = False) -> dic
         ],
         "messages": messages,
         "hasMore": has_more,
-        "pendingMessages": [
-            {
-                "id": p.pk,
-                "content": p.content,
-                "sourceType": p.source_type,
-                "createdAt": iso(p.created_at),
-            }
-            for p in pending
-        ],
+        "pendingMessages": [pending_message_json(p) for p in pending],
         "trace": [trace_envelope(t) for t in reversed(trace)],
         "traceCount": session.trace_count,
         "progress": progress,

@@ -44,7 +44,13 @@ from . import schema as docs
 from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
 from .parsers import AhenticJSONParser
-from .payload import artifact_pointer_json, events_for_view, message_json, session_payload
+from .payload import (
+    artifact_pointer_json,
+    events_for_view,
+    message_json,
+    pending_message_json,
+    session_payload,
+)
 from .permissions import (
     HasAgentPermission,
     IsActiveUser,
@@ -427,12 +433,7 @@ class SessionViewSet(AhenticViewSet):
         if pending is None:
             return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
         response = self.payload_response(session.pk, status.HTTP_200_OK)
-        response.data["pendingMessage"] = {
-            "id": pending.pk,
-            "content": pending.content,
-            "sourceType": pending.source_type,
-            "createdAt": iso(pending.created_at),
-        }
+        response.data["pendingMessage"] = pending_message_json(pending)
         return response
 
     @extend_schema(**docs.pending_recall)
