@@ -1282,6 +1282,7 @@ def test_a_streamed_reply_grows_in_the_transcript_before_it_ends(page, llm):
     expect(live).to_contain_text("Part 1 of a long answer.", timeout=1500)
     first = live.inner_text()
     expect(live).not_to_have_text(first, timeout=2000)  # it grows
+    screenshot(page, "live-text")
     assert LONG_REPLY.startswith(live.inner_text().strip().rstrip("▍").strip()[:20])
     expect(assistant_messages(page).last).to_contain_text("Part 40 of a long answer.")
     expect(page.locator(".ahentic-live")).to_have_count(0)  # the message replaced it
