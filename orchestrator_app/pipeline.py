@@ -122,7 +122,11 @@ def answer(
         tool_response_record(
             session_id=lease.session_id, call=call, result=result, ok=ok, meta=meta
         )
-        plan = load_session(lease).plan if advance_plan else None
+        plan = (
+            Session.objects.values_list("plan", flat=True).get(pk=lease.session_id)
+            if advance_plan
+            else None
+        )
         runstate.call_answered(
             lease,
             clear_pending=clear_pending,
