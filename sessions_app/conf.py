@@ -51,9 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "PRICES": {},
     "PERMISSION": "sessions_app.use_agent",
     # Per-user rates (DRF throttles, 429 ahentic_throttled + Retry-After); None is off.
-    "THROTTLE_RUNS": "30/min",  # every route that can start or resume a run, shared
-    "THROTTLE_SESSIONS": "30/min",  # POST sessions
-    "THROTTLE_MESSAGES": None,  # an extra, messages-only rate
+    "THROTTLE_MESSAGES": "30/min",  # every route that can start or resume a run, shared
+    "THROTTLE_SESSIONS": "60/hour",  # POST sessions
     # What the session payload carries stays bounded whatever the history.
     "MAX_PENDING_MESSAGES": 20,  # queued messages per session; more is 409 ahentic_queue_full
     "GOALS_WINDOW": 30,  # goals shown: active ones first, then the latest completed

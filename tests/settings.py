@@ -49,7 +49,6 @@ AHENTIC = {
     # The rate limit lives in the process-wide cache: counts would leak between tests.
     # test_posting_messages_is_throttled_per_user turns it on.
     "THROTTLE_MESSAGES": None,
-    "THROTTLE_RUNS": None,
     "THROTTLE_SESSIONS": None,
 }
 LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -15,4 +15,4 @@ DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 Q_CLUSTER = {**Q_CLUSTER, "sync": False}
 DATABASES = {"default": {**DATABASES["default"], "NAME": os.environ["AHENTIC_FUZZ_DB"]}}
-AHENTIC = {**AHENTIC, "THROTTLE_RUNS": None, "THROTTLE_SESSIONS": None}
+AHENTIC = {**AHENTIC, "THROTTLE_MESSAGES": None, "THROTTLE_SESSIONS": None}

@@ -212,7 +212,11 @@ def test_a_cursor_beyond_a_database_integer_is_a_400(owner_client, session, quer
 @pytest.fixture
 def throttled(settings):
     cache.clear()
-    settings.AHENTIC = {**settings.AHENTIC, "THROTTLE_RUNS": "3/min", "THROTTLE_SESSIONS": "2/min"}
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "THROTTLE_MESSAGES": "3/min",
+        "THROTTLE_SESSIONS": "2/min",
+    }
     yield
     cache.clear()
 

@@ -1,10 +1,9 @@
 """Per-user rates of the routes that spend money or create rows.
 
 Every route that can start or resume a model run (POST messages, POST actions, POST continue)
-counts against one shared scope, ``ahentic_runs`` (``AHENTIC["THROTTLE_RUNS"]``): the cache key
-is the scope plus the user, so the routes share one budget. Session creation has its own rate
-(``THROTTLE_SESSIONS``); ``THROTTLE_MESSAGES`` is an extra, messages-only rate. ``None`` turns a
-rate off. A throttled request answers 429 ``ahentic_throttled`` with ``Retry-After``.
+counts against one shared scope, ``ahentic_runs`` (``AHENTIC["THROTTLE_MESSAGES"]``, SPEC
+section 1): the cache key is the scope plus the user, so the routes share one budget. Session
+creation has its own rate (``THROTTLE_SESSIONS``). ``None`` turns a rate off. A throttled request answers 429 ``ahentic_throttled`` with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -23,17 +22,12 @@ class AhenticRateThrottle(UserRateThrottle):
 
 class RunStartThrottle(AhenticRateThrottle):
     scope = "ahentic_runs"
-    setting = "THROTTLE_RUNS"
+    setting = "THROTTLE_MESSAGES"
 
 
 class SessionCreateThrottle(AhenticRateThrottle):
     scope = "ahentic_sessions"
     setting = "THROTTLE_SESSIONS"
-
-
-class MessageThrottle(AhenticRateThrottle):
-    scope = "ahentic_messages"
-    setting = "THROTTLE_MESSAGES"
 
 
 def throttles_for(*classes: type[AhenticRateThrottle]) -> list[AhenticRateThrottle]:

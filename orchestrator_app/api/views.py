@@ -57,7 +57,7 @@ from .permissions import (
     IsSessionOwner,
     SessionAuthentication401,
 )
-from .throttles import MessageThrottle, RunStartThrottle, SessionCreateThrottle, throttles_for
+from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
 
 # Request bodies above this are refused before parsing (browser tool results are the largest).
 MAX_BODY_BYTES = 2 * 1024 * 1024
@@ -199,7 +199,7 @@ class SessionViewSet(AhenticViewSet):
     lookup_value_regex = "[^/]+"
     throttles_by_action = {
         "create": (SessionCreateThrottle,),
-        "message_post": (RunStartThrottle, MessageThrottle),
+        "message_post": (RunStartThrottle,),
         "actions": (RunStartThrottle,),
         "continue_run": (RunStartThrottle,),
     }
