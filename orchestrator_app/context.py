@@ -17,6 +17,7 @@ written by the background task, which shows at the next step.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session
-from sessions_app.tokens import estimate_tokens
+from sessions_app.tokens import estimate_tokens, tool_use_tokens
 
 from . import prompt
 from .prompt import CONTEXT_HEADER, MODE_SECTION, PAGE_SECTION, WINDOW_OPENER
@@ -53,7 +54,7 @@ def block_tokens(block: dict[str, Any]) -> int:
     if kind == "text":
         return tokens(block.get("text", ""))
     if kind == "tool_use":
-        return tokens(_dumps({"name": block.get("name"), "input": block.get("input")}))
+        return tool_use_tokens(block.get("name"), block.get("input"))
     if kind == "tool_result":
         content = block.get("content") or ""
         return tokens(content if isinstance(content, str) else _dumps([_plain(b) for b in content]))
@@ -84,7 +85,12 @@ def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
     for index, block in enumerate(system):
         bucket = "memory" if index >= len(system) - memory_blocks else "systemPrompt"
         result[bucket] += tokens(block["text"])
-    for message in request.get("messages") or []:
+    _add_message_buckets(result, request.get("messages") or [])
+    return result
+
+
+def _add_message_buckets(result: dict[str, int], messages: list[dict[str, Any]]) -> None:
+    for message in messages:
         result["history"] += ROLE_OVERHEAD
         for block in message["content"]:
             text = block.get("text", "") if block.get("type") == "text" else ""
@@ -102,18 +108,14 @@ def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
                 result["planArtifacts"] += max(0, block_tokens(block) - page - plain)
             else:
                 result["history"] += block_tokens(block)
-    return result
 
 
 def estimate(request: dict[str, Any]) -> int:
     return sum(buckets(request).values())
 
 
-def usage_snapshot(
-    request: dict[str, Any], memory_blocks: int, calibration: float
-) -> dict[str, Any]:
-    """``contextUsage`` for the session payload: the next request's fill, calibrated."""
-    parts = buckets(request, memory_blocks)
+def usage_snapshot(parts: dict[str, int], calibration: float) -> dict[str, Any]:
+    """``contextUsage`` for the session payload from a request's buckets, calibrated."""
     used = round(sum(parts.values()) * calibration)
     budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
     return {
@@ -130,10 +132,7 @@ def event_tokens(event: Event) -> int:
     """An upper bound of what the event adds to a request (as prompt.build_messages sends it)."""
     if event.kind == Event.Kind.SYSTEM_MESSAGE:
         return 0  # UI notes are not sent
-    if event.kind == Event.Kind.TOOL_CALL:
-        payload = event.payload
-        own = tokens(_dumps({"name": payload.get("tool"), "input": payload.get("input") or {}}))
-    elif event.kind == Event.Kind.SUBAGENT_MESSAGE:
+    if event.kind == Event.Kind.SUBAGENT_MESSAGE:
         own = event.token_count + SUBAGENT_LABEL_TOKENS
     else:
         own = event.token_count
@@ -141,19 +140,28 @@ def event_tokens(event: Event) -> int:
     return own + ROLE_OVERHEAD + extra
 
 
+def fits(fixed_tokens: int, event_tokens_sum: int) -> bool:
+    """Whether a request of ``fixed_tokens`` (system, tools, step context) and events of
+    ``event_tokens_sum`` (``event_tokens``) keeps its window start."""
+    # A window that opens on an assistant turn gets prompt.WINDOW_OPENER in front.
+    opener = tokens(WINDOW_OPENER) + ROLE_OVERHEAD
+    return fixed_tokens + opener + event_tokens_sum <= int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
+
+
 def select_window(
     events: list[Event], start_id: int | None, fixed_tokens: int
-) -> tuple[list[Event], int | None]:
-    """The events to send and the (possibly moved) window start.
+) -> tuple[list[Event], int | None, int]:
+    """The events to send, the (possibly moved) window start and the events' ``event_tokens``.
 
-    Returns ``(window, new_start)``; ``new_start`` is None when the start did not move.
+    Returns ``(window, new_start, window_tokens)``; ``new_start`` is None when the start did
+    not move.
     """
-    budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
-    # A window that opens on an assistant turn gets prompt.WINDOW_OPENER in front.
-    fixed_tokens += tokens(WINDOW_OPENER) + ROLE_OVERHEAD
     window = [e for e in events if start_id is None or e.pk >= start_id]
-    if fixed_tokens + sum(event_tokens(e) for e in window) <= budget or len(window) <= 1:
-        return window, None
+    window_tokens = sum(event_tokens(e) for e in window)
+    if fits(fixed_tokens, window_tokens) or len(window) <= 1:
+        return window, None, window_tokens
+    budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
+    fixed_tokens += tokens(WINDOW_OPENER) + ROLE_OVERHEAD
     target = float(ahentic_settings.CONTEXT_EVICT_TO) * budget - fixed_tokens
     kept: list[Event] = []
     total = 0
@@ -165,7 +173,7 @@ def select_window(
         total += cost
     kept.reverse()
     kept = drop_leading_answers(kept)
-    return kept, kept[0].pk
+    return kept, kept[0].pk, sum(event_tokens(e) for e in kept)
 
 
 def drop_leading_answers(events: list[Event]) -> list[Event]:
@@ -200,6 +208,7 @@ class Assembly:
     step_context: str
     window: list[Event]  # the session's own events to send
     new_start: int | None  # the window start, when it has to move for this request
+    window_tokens: int  # the window's event_tokens (what select_window compared)
     inherited: list[Event] = field(default_factory=list)  # a sub-agent's view of its parent
 
     def request(self, session_id) -> dict[str, Any]:
@@ -218,7 +227,7 @@ def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assemb
     # Room for the step context is reserved before the window is chosen; the context is then
     # compared with what the window (not evicted history) already carries.
     fixed = estimate({"system": system, "tools": tool_defs}) + tokens(step_context)
-    window, new_start = select_window(events, session.viewport_start_event_id, fixed)
+    window, new_start, window_tokens = select_window(events, session.viewport_start_event_id, fixed)
     inherited: list[Event] = []
     if session.parent_id and session.fork_event_id:
         # A sub-agent fills the rest of its budget with what its parent saw before the fork.
@@ -232,11 +241,35 @@ def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assemb
             .rows()
         )
         inherited = inherited_context(parent_events, room)
-    return Assembly(system, memory_blocks, tool_defs, step_context, window, new_start, inherited)
+    return Assembly(
+        system, memory_blocks, tool_defs, step_context, window, new_start, window_tokens, inherited
+    )
 
 
 # The words of the message the prediction imagines (unknown, so as short as a message gets).
 TYPED_MESSAGE = "…"
+
+
+def as_a_message_finds_it(session: Session) -> Session:
+    """The session as a message typed now would find it: when the message starts a new run,
+    that run starts without the last run's plan (``runs.message_post``)."""
+    if session.status not in Session.ACCEPTS_MESSAGE or not session.plan:
+        return session
+    view = copy.copy(session)
+    view.plan = None
+    return view
+
+
+def typed_message(session: Session) -> Event:
+    """The message the prediction imagines the user typing now (never saved)."""
+    return Event(
+        pk=sys.maxsize,  # newer than every stored event
+        session_id=session.pk,
+        kind=Event.Kind.USER_MESSAGE,
+        content=TYPED_MESSAGE,
+        payload={},
+        token_count=tokens(TYPED_MESSAGE),
+    )
 
 
 def predicted_usage(
@@ -245,15 +278,57 @@ def predicted_usage(
     """``contextUsage`` of the request a message typed now would send: ``events`` (the window
     and what followed it) plus that message, which carries the step context when it differs
     from the one the window holds; the window moves first if that request would not fit."""
-    typed = Event(
-        pk=sys.maxsize,  # never saved; newer than every stored event
-        session_id=session.pk,
-        kind=Event.Kind.USER_MESSAGE,
-        content=TYPED_MESSAGE,
-        payload={},
-        token_count=tokens(TYPED_MESSAGE),
-    )
+    session = as_a_message_finds_it(session)
+    typed = typed_message(session)
     assembly = assemble(session, tools, [*events, typed])
     if prompt.context_carrier(assembly.window, assembly.step_context) is typed:
         typed.payload = {"context": assembly.step_context}
-    return usage_snapshot(assembly.request(session.pk), assembly.memory_blocks, calibration)
+    parts = buckets(assembly.request(session.pk), assembly.memory_blocks)
+    return usage_snapshot(parts, calibration)
+
+
+def predicted_usage_after(
+    session: Session,
+    sent: Assembly,
+    sent_buckets: dict[str, int],
+    added: list[Event],
+    calibration: float,
+) -> dict[str, Any] | None:
+    """``predicted_usage`` from the request a step just sent (``sent``, counted in
+    ``sent_buckets``) and the events the step ``added``, without assembling the whole request
+    again: only the messages that change (the window's last turn onwards) are built.
+
+    The next request holds the same system prompt, tools and window plus the added events
+    and the typed message; every tool call of the window is answered in it (a step calls the
+    model only then), so the added events leave the window's messages as they are. Returns
+    None when that request would move the window start (``predicted_usage`` then decides
+    which events it keeps) or for a sub-agent (whose inherited view shrinks as it goes on)."""
+    if session.parent_id or not sent.window:
+        return None
+    session = as_a_message_finds_it(session)
+    typed = typed_message(session)
+    step_context = prompt.step_context(session)
+    following = [*added, typed]
+    if prompt.context_carrier([*sent.window, *following], step_context) is typed:
+        typed.payload = {"context": step_context}
+    fixed = sum(sent_buckets[b] for b in ("systemPrompt", "memory", "tools")) + tokens(step_context)
+    if not fits(fixed, sent.window_tokens + sum(event_tokens(e) for e in following)):
+        return None
+    # The shortest tail of the window that still builds a message: its messages end the same
+    # way in the whole request, so appending the added events changes it by the difference.
+    for start in range(len(sent.window) - 1, -1, -1):
+        tail = sent.window[start:]
+        before = prompt.build_messages(tail, session.pk)
+        if before:
+            break
+    else:
+        return None
+    after = prompt.build_messages([*tail, *following], session.pk)
+    parts = dict(sent_buckets)
+    delta_before = dict.fromkeys(BUCKETS, 0)
+    delta_after = dict.fromkeys(BUCKETS, 0)
+    _add_message_buckets(delta_before, before)
+    _add_message_buckets(delta_after, after)
+    for bucket in BUCKETS:
+        parts[bucket] += delta_after[bucket] - delta_before[bucket]
+    return usage_snapshot(parts, calibration)

@@ -306,10 +306,10 @@ def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
 
 
 def request_excerpt(request: dict[str, Any]) -> dict[str, Any]:
-    """Sizes for the llm_request trace event (never whole bodies)."""
+    """Sizes for the llm_request trace event (never whole bodies, and nothing that serializes
+    the request: the SDK does that once)."""
     return {
         "system_len": sum(len(b["text"]) for b in request["system"]),
         "tools": len(request["tools"]),
         "messages": len(request["messages"]),
-        "bytes": len(json.dumps(request, ensure_ascii=False)),
     }

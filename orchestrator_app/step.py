@@ -38,11 +38,13 @@ class StepRunner:
         self.lease = lease
         self.session_id = lease.session_id
         self.run_seq = lease.run_seq
-        self.session: Session = pipeline.load_session(lease)
+        self.session: Session = pipeline.load_session(lease, queued=True)
         # The step's trace records, written together (see TraceBuffer).
         self.tracer = session_services.TraceBuffer(lease.session_id, lease.run_seq)
-        # The window the step sent and the calibration its model call gave (contextUsage).
-        self.window: list[Event] | None = None
+        # The request the step sent (its parts and buckets) and the calibration its model
+        # call gave, for contextUsage.
+        self.sent: context.Assembly | None = None
+        self.sent_buckets: dict[str, int] = {}
         self.calibration: float | None = None
         # Whether the step handed the run to a next step (see record_next_usage).
         self.continues = False
@@ -176,7 +178,8 @@ class StepRunner:
         Returns the calls still open, oldest first."""
         healed: list[str] = []
         still_open: list[Event] = []
-        for call in unanswered_tool_calls(self.session_id):
+        window_start = self.session.viewport_start_event_id
+        for call in unanswered_tool_calls(self.session_id, since_event_id=window_start):
             started = call.payload.get("started")
             if started and started.get("lease") != self.lease.token:
                 tool = pipeline.get_tool(call.payload.get("tool", ""))
@@ -213,7 +216,10 @@ class StepRunner:
         return still_open
 
     def promote_pending(self) -> None:
-        """At a round boundary, queued messages join the conversation as user turns."""
+        """At a round boundary, queued messages join the conversation as user turns. (One
+        queued while this step started waits for the next round; ``finish`` checks again.)"""
+        if not self.session.has_queued:
+            return
         count = runs.pending_promote(self.session_id)
         if count:
             self.trace(
@@ -253,6 +259,7 @@ class StepRunner:
             f"Request to {model}",
             model=model,
             max_tokens=max_tokens,
+            estimated_tokens=sum(self.sent_buckets.values()),
             **prompt.request_excerpt(request),
         )
         try:
@@ -282,7 +289,7 @@ class StepRunner:
                 exc.code, exc.message, resumable=exc.retryable or exc.code == "ahentic_llm_auth"
             )
             return
-        estimated = context.estimate(request)
+        estimated = sum(self.sent_buckets.values())
         real = result.input_tokens + result.cache_read_tokens + result.cache_write_tokens
         if estimated and real:
             # Calibrate the estimator with what the API actually counted for this request.
@@ -313,7 +320,7 @@ class StepRunner:
         events = events.order_by("seq").rows()
         assembly = context.assemble(session, tools, events)
         prompt.attach_context(assembly.window, assembly.step_context)
-        self.window = assembly.window
+        self.sent = assembly
         if assembly.new_start is not None:
             with transaction.atomic():
                 if runstate.viewport_move(self.lease, assembly.new_start):
@@ -327,7 +334,9 @@ class StepRunner:
                 evicted=len(events) - len(assembly.window),
                 window_events=len(assembly.window),
             )
-        return assembly.request(session.pk)
+        request = assembly.request(session.pk)
+        self.sent_buckets = context.buckets(request, assembly.memory_blocks)
+        return request
 
     def on_stream(self, text: str) -> bool:
         """While the model streams: the reply's text so far for the live view (when it grew),
@@ -345,23 +354,32 @@ class StepRunner:
 
     def predicted_usage(self) -> dict[str, Any]:
         """``contextUsage`` as the step leaves the session: the request a message typed now
-        would send (``context.predicted_usage``), from the window this step sent plus what it
-        added."""
+        would send (``context.predicted_usage``), from the request this step sent plus what
+        it added."""
         session = self.reload()
-        if self.window is None:  # no model call in this step: read the window afresh
-            start = session.viewport_start_event_id or 0
+        calibration = self.calibration or float(
+            (session.context_usage or {}).get("calibration") or 1.0
+        )
+        start = session.viewport_start_event_id or 0
+        if self.sent is not None:
+            newest = self.sent.window[-1].pk if self.sent.window else start - 1
+            added = (
+                Event.objects.filter(session_id=self.session_id, pk__gt=newest)
+                .order_by("seq")
+                .rows()
+            )
+            usage = context.predicted_usage_after(
+                session, self.sent, self.sent_buckets, added, calibration
+            )
+            if usage is not None:
+                return usage
+            events = self.sent.window + added
+        else:  # no model call in this step: read the window afresh
             events = (
                 Event.objects.filter(session_id=self.session_id, pk__gte=start)
                 .order_by("seq")
                 .rows()
             )
-        else:
-            newest = self.window[-1].pk if self.window else 0
-            added = Event.objects.filter(session_id=self.session_id, pk__gt=newest)
-            events = self.window + added.order_by("seq").rows()
-        calibration = self.calibration or float(
-            (session.context_usage or {}).get("calibration") or 1.0
-        )
         return context.predicted_usage(
             session, tools_for(session, session.owner), events, calibration
         )

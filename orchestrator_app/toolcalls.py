@@ -17,15 +17,16 @@ from sessions_app import services as session_services
 from sessions_app.models import Event, Session
 
 
-def unanswered_tool_calls(session_id) -> list[Event]:
-    """Tool calls without a tool_response, oldest first."""
-    answered = Event.objects.filter(session_id=session_id, kind=Event.Kind.TOOL_RESPONSE).values(
-        "tool_use_id"
-    )
+def unanswered_tool_calls(session_id, since_event_id: int | None = None) -> list[Event]:
+    """Tool calls without a tool_response, oldest first; with ``since_event_id`` (a step's
+    window start), only the calls from that event on, so the check costs the same at any
+    history length. (A step heals every open call before its window start can move past it.)"""
+    events = Event.objects.filter(session_id=session_id)
+    if since_event_id:
+        events = events.filter(pk__gte=since_event_id)
+    answered = events.filter(kind=Event.Kind.TOOL_RESPONSE).values("tool_use_id")
     return list(
-        Event.objects.filter(session_id=session_id, kind=Event.Kind.TOOL_CALL)
-        .exclude(tool_use_id__in=answered)
-        .order_by("seq")
+        events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered).order_by("seq")
     )
 
 

@@ -8,12 +8,13 @@ Writes go through ``sessions_app.services``, and every UPDATE of the session row
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connections, models
 from django.db.models import Q
 
 
@@ -219,8 +220,38 @@ class EventRow:
 
 class EventQuerySet(models.QuerySet):
     def rows(self) -> list[EventRow]:
-        """The events as ``EventRow``s, in the queryset's order."""
-        return [EventRow(*values) for values in self.values_list(*EventRow.__slots__)]
+        """The events as ``EventRow``s, in the queryset's order.
+
+        Rows come straight from the cursor: a step reads its whole window, and Django's
+        per-value converters (the session's UUID, the payload's JSON) cost more than the query.
+        Each session id is converted once and each payload decoded once."""
+        query = self.values_list(*EventRow.__slots__).query
+        sql, params = query.get_compiler(self.db).as_sql()
+        session_ids: dict[Any, Any] = {}
+
+        def session_uuid(raw):
+            if raw not in session_ids:
+                session_ids[raw] = raw if isinstance(raw, uuid.UUID) else uuid.UUID(raw)
+            return session_ids[raw]
+
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(sql, params)
+            return [
+                EventRow(
+                    pk,
+                    session_uuid(session_id),
+                    seq,
+                    kind,
+                    content,
+                    json.loads(payload) if isinstance(payload, str | bytes) else payload,
+                    tool_use_id,
+                    run,
+                    token_count,
+                )
+                for pk, session_id, seq, kind, content, payload, tool_use_id, run, token_count in (
+                    cursor.fetchall()
+                )
+            ]
 
 
 class Event(models.Model):
@@ -241,6 +272,7 @@ class Event(models.Model):
     # Pairs a tool_call with its tool_response (healing and the viewport look it up).
     tool_use_id = models.CharField(max_length=128, blank=True, default="", db_index=True)
     run = models.PositiveIntegerField(default=0)
+    # What the event adds to a model request (sessions_app.services.event_token_count).
     token_count = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
 

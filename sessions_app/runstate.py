@@ -26,9 +26,10 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import DecimalField, F, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from .conf import ahentic_settings
@@ -114,6 +115,41 @@ def _write(
     return updated
 
 
+def _write_returning(
+    rows: QuerySet[Session],
+    session_id,
+    fields: dict[str, Any],
+    columns: tuple[str, ...],
+    *,
+    visible: bool = True,
+) -> tuple[Any, ...] | None:
+    """``_write``, returning ``columns`` of the row as written (None when no row matched).
+
+    One ``UPDATE ... RETURNING`` on PostgreSQL and SQLite (the counters a step reserves are
+    read back on every event and trace write); the UPDATE and a read on other databases."""
+    connection = connections[rows.db]
+    if connection.vendor not in ("postgresql", "sqlite") or (
+        not connection.features.can_return_columns_from_insert  # SQLite < 3.35
+    ):
+        if not _write(rows, session_id, fields, visible=visible):
+            return None
+        return Session.objects.filter(pk=session_id).values_list(*columns).get()
+    if visible:
+        fields = {"version": F("version") + 1, "updated_at": timezone.now(), **fields}
+    query = rows.query.chain(UpdateQuery)
+    query.add_update_values(fields)
+    sql, params = query.get_compiler(rows.db).as_sql()
+    names = ", ".join(
+        connection.ops.quote_name(Session._meta.get_field(name).column) for name in columns
+    )
+    with transaction.mark_for_rollback_on_error(rows.db), connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {names}", params)
+        row = cursor.fetchone()
+    if row is not None and visible and CHILD_SUMMARY_FIELDS.intersection(fields):
+        parent_bump(session_id)
+    return row
+
+
 def parent_bump(session_id) -> None:
     """Bump the version of ``session_id``'s parent, if it has one (one UPDATE either way).
 
@@ -179,11 +215,11 @@ def seq_allocate(*, session_id, count: int, lease: Lease | None = None) -> tuple
     transaction: the UPDATE locks the row until it commits. With a lease, nothing is reserved
     (None) once the lease is lost, so a turn is never saved after a cancel committed."""
     rows = lease.holding() if lease is not None else Session.objects.filter(pk=session_id)
-    if not _write(rows, session_id, {"last_seq": F("last_seq") + count}):
+    fields = {"last_seq": F("last_seq") + count}
+    written = _write_returning(rows, session_id, fields, ("last_seq", "run_seq"))
+    if written is None:
         return None
-    last_seq, run_seq = (
-        Session.objects.filter(pk=session_id).values_list("last_seq", "run_seq").get()
-    )
+    last_seq, run_seq = written
     return last_seq - count + 1, run_seq
 
 
@@ -191,12 +227,13 @@ def trace_count_next(*, session_id, count: int = 1) -> tuple[int, int, int]:
     """Count ``count`` more trace records; returns (the last one's seq, run_seq, step_count).
     Caller is inside a transaction (the row stays locked until the trace rows are written)."""
     fields = {"trace_count": F("trace_count") + count}
-    _write(Session.objects.filter(pk=session_id), session_id, fields, visible=False)
-    return (
-        Session.objects.filter(pk=session_id)
-        .values_list("trace_count", "run_seq", "step_count")
-        .get()
+    columns = ("trace_count", "run_seq", "step_count")
+    written = _write_returning(
+        Session.objects.filter(pk=session_id), session_id, fields, columns, visible=False
     )
+    if written is None:
+        raise Session.DoesNotExist(f"Session {session_id} does not exist.")
+    return written
 
 
 def usage_add(

@@ -20,7 +20,7 @@ from django.utils import timezone
 from . import runstate
 from .conf import ahentic_settings
 from .models import Event, Goal, PendingMessage, Session, Snapshot, TraceEvent
-from .tokens import estimate_tokens
+from .tokens import estimate_tokens, tool_use_tokens
 
 DEFAULT_TITLE = "New Agent"
 
@@ -80,7 +80,7 @@ def events_append(
                 payload=item.get("payload") or {},
                 tool_use_id=item.get("tool_use_id", "") or "",
                 run=item.get("run", run_seq),
-                token_count=estimate_tokens(item.get("content", "") or ""),
+                token_count=event_token_count(item),
             )
             for i, item in enumerate(items)
         ]
@@ -90,6 +90,15 @@ def events_append(
         if retention and last > retention:
             events_prune(session_id=session_id, through_seq=last - retention)
     return events
+
+
+def event_token_count(item: dict[str, Any]) -> int:
+    """What an event adds to a model request, estimated once when it is written: its words,
+    or for a tool call the tool_use block (name and input) the request carries."""
+    if item["kind"] == Event.Kind.TOOL_CALL:
+        payload = item.get("payload") or {}
+        return tool_use_tokens(payload.get("tool"), payload.get("input") or {})
+    return estimate_tokens(item.get("content", "") or "")
 
 
 def events_prune(*, session_id, through_seq: int) -> int:

@@ -169,3 +169,42 @@ def test_a_plan_and_staged_artifacts_fill_the_plan_artifacts_bucket(owner_client
     assert with_artifact["planArtifacts"] > with_plan["planArtifacts"]
     body, _ = last_request(llm)
     assert "- summary: ready · markdown" in body["messages"][-1]["content"][-1]["text"]
+
+
+def test_each_step_of_a_run_predicts_the_next_request_by_bucket(owner_client, session, llm):
+    """Mid-run predictions (built from the request the step sent plus what it added) and the
+    final one (the whole request assembled again) agree with the request that follows,
+    bucket by bucket, while the plan, the artifacts and several tool results change it. The
+    last one foresees that a new message starts its run without the finished run's plan."""
+    page = {"url": "https://example.com/docs", "title": "Docs", "excerpt": "Setup " * 40}
+    llm.enqueue(
+        tool_reply(tool_call("update_plan", PLAN)),
+        tool_reply(
+            tool_call("echo", {"text": "one " * 30}),
+            tool_call("echo", {"text": "two " * 60}),
+        ),
+        tool_reply(
+            tool_call(
+                "stage_artifact",
+                {"key": "notes", "kind": "markdown", "payload": {"content": "# Notes " * 20}},
+            )
+        ),
+        text_reply("Planned, looked up and drafted."),
+        text_reply("A follow-up answer."),
+    )
+    run_seq = start_run(owner_client, session, pageContext=page)
+    predictions = [step(owner_client, session, run_seq)["contextUsage"] for _ in range(4)]
+    assert payload_of(owner_client, session)["status"] == "idle"
+    step(owner_client, session, start_run(owner_client, session))
+
+    bodies = [entry["json"] for entry in model_requests(llm, ahentic_settings.MODEL)][1:]
+    counted = counted_requests(llm)[1:]
+    assert len(bodies) == len(predictions) == 4
+    for usage, body, tokens in zip(predictions, bodies, counted, strict=True):
+        assert abs(usage["usedTokens"] - tokens) <= 10
+        expected = context.buckets(body)
+        calibration = usage["calibration"]
+        for bucket in ("tools", "toolResults", "pageContext", "planArtifacts"):
+            assert abs(usage["buckets"][bucket] - expected[bucket] * calibration) <= 2, bucket
+    assert predictions[1]["buckets"]["toolResults"] > predictions[0]["buckets"]["toolResults"]
+    assert predictions[2]["buckets"]["planArtifacts"] > predictions[1]["buckets"]["planArtifacts"]

@@ -15,6 +15,7 @@ from django.utils import timezone
 from orchestrator_app import tasks
 from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import reply, text_reply, tool_call, tool_reply
+from sessions_app import services as session_services
 from sessions_app.models import Session
 
 from .conftest import (
@@ -703,26 +704,38 @@ def test_the_soft_token_budget_pauses_the_run_until_the_user_continues(
 def test_a_tool_step_and_a_final_step_stay_within_their_statement_counts(
     owner_client, session, llm, tool_calls
 ):
-    """Pinned so the step's cost cannot creep back (SQLite counts its BEGIN and SAVEPOINTs;
-    the reads of a step do not grow with the session's history)."""
+    """Pinned so the step's cost cannot creep back (SQLite counts its BEGIN and SAVEPOINTs),
+    and the same in a later run with more history: a step's reads do not grow with it."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from orchestrator_app import tasks
 
-    llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
-    with mock.patch("orchestrator_app.queue.async_task"):
-        post(owner_client, session, "messages", {"content": "Echo once"})
-    counts = []
-    for _ in range(2):
-        run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+    def one_run() -> list[int]:
+        llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
         with mock.patch("orchestrator_app.queue.async_task"):
-            with CaptureQueriesContext(connection) as queries:
-                tasks.run_step(str(session.pk), run_seq)
-        counts.append(len(queries))
+            post(owner_client, session, "messages", {"content": "Echo once"})
+        counts = []
+        for _ in range(2):
+            run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+            with mock.patch("orchestrator_app.queue.async_task"):
+                with CaptureQueriesContext(connection) as queries:
+                    tasks.run_step(str(session.pk), run_seq)
+            counts.append(len(queries))
+        assert payload_of(owner_client, session)["status"] == "idle"
+        return counts
 
-    assert payload_of(owner_client, session)["status"] == "idle"
-    tool_step, final_step = counts
+    first_run = one_run()
+    session_services.events_append(
+        session_id=session.pk,
+        items=[{"kind": "user_message", "content": f"Earlier {i}"} for i in range(200)],
+    )
+    later_run = one_run()
+
+    tool_step, final_step = first_run
     # The first step of a run also stores the step context with the user's message.
-    assert tool_step <= 42, tool_step
-    assert final_step <= 34, final_step
+    assert tool_step <= 37, tool_step
+    assert final_step <= 30, final_step
+    # (The first run also creates the day's usage row, and the later one finds its step
+    # context already in the window, so it stores none.)
+    assert all(later <= first for later, first in zip(later_run, first_run, strict=True))

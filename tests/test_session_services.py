@@ -272,3 +272,51 @@ def test_it_stores_the_token_estimate_on_each_event(session):
     event = services.event_append(session_id=session.pk, kind="user_message", content="日本語" * 4)
 
     assert Event.objects.get(pk=event.pk).token_count == 9
+
+
+def test_a_tool_call_counts_the_tool_use_block_a_request_carries(session):
+    from orchestrator_app import context
+
+    call = services.event_append(
+        session_id=session.pk,
+        kind=Event.Kind.TOOL_CALL,
+        content='{"text": "é" }',
+        payload={"tool": "echo", "input": {"text": "é " * 40, "n": 3}},
+        tool_use_id="toolu_count",
+    )
+    block = {
+        "type": "tool_use",
+        "id": "toolu_count",
+        "name": "echo",
+        "input": call.payload["input"],
+    }
+
+    assert Event.objects.get(pk=call.pk).token_count == context.block_tokens(block)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_recounts_tool_calls_written_before_it(owner):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("sessions_app", "0005_live_text")]
+    after = [("sessions_app", "0006_tool_call_token_count")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old_apps = executor.loader.project_state(before).apps
+    OldSession = old_apps.get_model("sessions_app", "Session")
+    OldEvent = old_apps.get_model("sessions_app", "Event")
+    old = OldSession.objects.create(owner_id=owner.pk)
+    payload = {"tool": "echo", "input": {"text": "x" * 400}}
+    OldEvent.objects.create(session=old, seq=1, kind="tool_call", payload=payload, token_count=1)
+    OldEvent.objects.create(session=old, seq=2, kind="user_message", content="hi", token_count=1)
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+
+    counts = dict(Event.objects.filter(session_id=old.pk).values_list("kind", "token_count"))
+    assert counts == {
+        "tool_call": services.tool_use_tokens("echo", payload["input"]),
+        "user_message": 1,
+    }
