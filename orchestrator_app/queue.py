@@ -7,14 +7,19 @@ from django_q.tasks import async_task
 
 
 def enqueue_step(session_id, run_seq: int) -> None:
-    """Enqueue ``run_step`` once the surrounding transaction commits (ids only)."""
+    """Enqueue ``run_step`` once the surrounding transaction commits (ids only).
+
+    A step that succeeds is not stored as a django-q2 task row (``save``: False): the
+    session's trace records every step, and with django-q2's default ``save_limit`` the
+    cluster's monitor would read and prune up to 250 stored tasks after each step. A failed
+    step is still stored, for the django-q2 admin."""
     transaction.on_commit(
         lambda: async_task(
             "orchestrator_app.tasks.run_step",
             str(session_id),
             run_seq,
             group="ahentic",
-            q_options={"ack_failure": True},
+            q_options={"ack_failure": True, "save": False},
         )
     )
 

@@ -17,6 +17,7 @@ from unittest import mock
 import pytest
 from django.db import connection
 from django.utils import timezone
+from django_q.models import Success, Task
 from django_q.tasks import async_task
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
@@ -140,6 +141,14 @@ def test_a_real_worker_runs_a_message_through_a_tool_to_the_final_reply(
     assert len(llm.message_requests()) == 2
     assert body["stepCount"] == 2
     assert body["tokensIn"] > 0
+    # A step that succeeded is not stored as a task row (the trace has it). A task queued
+    # after the steps is stored once the cluster's monitor got to it, and so would they be.
+    marker = enqueue_to_the_broker("math.floor", 2.5)
+    deadline = time.monotonic() + POLL_LIMIT_S
+    while not Success.objects.filter(id=marker).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert Success.objects.filter(id=marker).exists()
+    assert not Task.objects.filter(func="orchestrator_app.tasks.run_step").exists()
 
 
 def test_a_run_whose_worker_is_killed_mid_tool_is_recovered_once(
