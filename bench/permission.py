@@ -164,7 +164,7 @@ def run_check(check: str, user, session_id) -> bool:
     if check == "HasAgentPermission":
         return HasAgentPermission().has_permission(SimpleNamespace(user=user), None)
     row = poll_read(user, session_id)
-    return bool(row.direct_perm or row.group_perm)
+    return bool(row.held)
 
 
 def measure(measured: dict, reps: int, warmup: int) -> dict:
@@ -200,20 +200,21 @@ def measure(measured: dict, reps: int, warmup: int) -> dict:
 
 
 def print_plans(user_id: int) -> None:
-    """The plans of the two EXISTS of ``agent_permission_checks`` (the poll runs the same
-    joins), to see which indexes they use."""
+    """The plan of ``held_sql`` (the two EXISTS that ``HasAgentPermission`` and the poll
+    run), to see which indexes they use."""
     from django.contrib.auth import get_user_model
+    from django.db import connection
 
-    from orchestrator_app.api.permissions import agent_permission_checks
+    from orchestrator_app.api.permissions import held_params, held_sql
 
     user = get_user_model().objects.get(pk=user_id)
-    direct, through_group = agent_permission_checks(user)
-    print("query plans, large group member:")
-    for name, queryset in (("held directly", direct), ("held through a group", through_group)):
-        plan = queryset.query.exists().explain(using=queryset.db)
-        print(f"  {name}:")
-        for line in plan.splitlines():
-            print(f"    {line}")
+    explain = "EXPLAIN QUERY PLAN" if connection.vendor == "sqlite" else "EXPLAIN"
+    with connection.cursor() as cursor:
+        cursor.execute(f"{explain} SELECT {held_sql()}", held_params(user))
+        rows = cursor.fetchall()
+    print("query plan, large group member:")
+    for row in rows:
+        print(f"    {row[-1]}")
 
 
 def main() -> None:

@@ -91,6 +91,34 @@ def test_it_refuses_a_user_without_the_agent_permission(noperm_client, session, 
     assert Session.objects.count() == 1
 
 
+class AgentForNopermBackend:
+    """A site's own authentication backend that grants the agent permission to "noperm"."""
+
+    def authenticate(self, request, **credentials):
+        return None
+
+    def get_user(self, user_id):
+        return None
+
+    def has_perm(self, user_obj, perm, obj=None):
+        return user_obj.username == "noperm" and perm == "sessions_app.use_agent"
+
+
+def test_another_authentication_backend_can_grant_the_agent_permission(noperm_client, settings):
+    settings.AUTHENTICATION_BACKENDS = [
+        "django.contrib.auth.backends.ModelBackend",
+        f"{__name__}.AgentForNopermBackend",
+    ]
+
+    created = noperm_client.post(f"{API}/sessions", {"title": "Granted"}, format="json")
+    assert created.status_code == 201, created.content
+    polled = noperm_client.get(f"{API}/sessions/{created.json()['id']}")
+
+    assert polled.status_code == 200
+    assert polled.json()["title"] == "Granted"
+    assert noperm_client.get(f"{API}/sessions").status_code == 200
+
+
 @pytest.mark.parametrize(("method", "path", "body"), ALL_ENDPOINTS)
 def test_it_refuses_an_anonymous_visitor(anon_client, session, method, path, body):
     before = snapshot(session)

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
-from django.contrib.auth.models import Permission
-from django.db.models import QuerySet
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission
 
@@ -9,15 +12,17 @@ from sessions_app.conf import ahentic_settings
 
 from .errors import session_not_found
 
+MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
 
 class HasAgentPermission(BasePermission):
     """The user holds ``AHENTIC["PERMISSION"]`` (default ``sessions_app.use_agent``).
 
-    The common case (a model-backend permission held directly or through a group) is two
-    indexed EXISTS queries that start from the user (their own permissions, then their
-    groups'), so the cost does not grow with the number of grantees or group members; it runs
-    on every request, the sidebar's 304 polls included. When both say no, ``has_perm`` still
-    runs so custom authentication backends can grant it.
+    The common case (a model-backend permission held directly or through a group) is one
+    query (``holds_agent_permission``) whose cost does not grow with the number of grantees
+    or group members; it runs on every request, the sidebar's 304 polls included. When it
+    says no and the site has other authentication backends, ``has_perm`` still runs so they
+    can grant it.
     """
 
     message = "You do not have permission to use the agent."
@@ -28,23 +33,54 @@ class HasAgentPermission(BasePermission):
             return False
         if user.is_superuser:
             return True
-        direct, through_group = agent_permission_checks(user)
-        return (
-            direct.exists() or through_group.exists() or user.has_perm(ahentic_settings.PERMISSION)
-        )
+        return holds_agent_permission(user) or other_backends_grant(user)
 
 
-def agent_permission_checks(user) -> tuple[QuerySet, QuerySet]:
-    """The two indexed lookups of ``HasAgentPermission``: the permission held by the user, and
-    held through one of their groups. Two, not one with an OR: an OR of the two join chains
-    makes the database scan every grantee of the permission (68 ms with a 20,000-member
-    group). The poll runs them as ``Exists`` beside its version read (one query)."""
-    app_label, _, codename = ahentic_settings.PERMISSION.partition(".")
-    wanted = Permission.objects.filter(codename=codename, content_type__app_label=app_label)
-    return (
-        user.user_permissions.filter(pk__in=wanted),
-        wanted.filter(group__in=user.groups.all()),
+def other_backends_grant(user) -> bool:
+    """``has_perm`` for a site with authentication backends besides Django's ModelBackend,
+    whose answer ``holds_agent_permission`` already is."""
+    if list(settings.AUTHENTICATION_BACKENDS) == [MODEL_BACKEND]:
+        return False
+    return user.has_perm(ahentic_settings.PERMISSION)
+
+
+def held_sql() -> str:
+    """SQL that is true when the user holds the agent permission, directly or through one of
+    their groups, with ``held_params(user)``. Two ``EXISTS`` that each start from the user's
+    own rows, not one join with an OR: the OR made the database scan every grantee of the
+    permission (68 ms with a 20,000-member group). Plain SQL because it runs on every request
+    and building the same ORM query (two subqueries with their joins) cost more than running
+    it. The poll embeds it in its read of the session."""
+    user_model = get_user_model()
+    table = connection.ops.quote_name
+    perm, ct = Permission._meta.db_table, ContentType._meta.db_table
+    user_perms = user_model.user_permissions.through._meta.db_table
+    user_groups = user_model.groups.through._meta.db_table
+    group_perms = Group.permissions.through._meta.db_table
+    wanted = (
+        f"JOIN {table(perm)} p ON p.id = x.permission_id "
+        f"JOIN {table(ct)} ct ON ct.id = p.content_type_id "
+        "WHERE p.codename = %s AND ct.app_label = %s"
     )
+    return (
+        f"(EXISTS (SELECT 1 FROM {table(user_perms)} x {wanted} AND x.user_id = %s) "
+        f"OR EXISTS (SELECT 1 FROM {table(user_groups)} ug "
+        f"JOIN {table(group_perms)} x ON x.group_id = ug.group_id {wanted} "
+        "AND ug.user_id = %s))"
+    )
+
+
+def held_params(user) -> list:
+    app_label, _, codename = ahentic_settings.PERMISSION.partition(".")
+    return [codename, app_label, user.pk, codename, app_label, user.pk]
+
+
+def holds_agent_permission(user) -> bool:
+    """Whether ``user`` holds the agent permission through the model backend's tables (one
+    query; ``held_sql``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {held_sql()}", held_params(user))
+        return bool(cursor.fetchone()[0])
 
 
 class IsActiveUser(BasePermission):

@@ -14,9 +14,6 @@ import uuid
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group, Permission
-from django.contrib.contenttypes.models import ContentType
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, Q, Sum
@@ -33,7 +30,6 @@ from rest_framework.response import Response
 from artifacts_app import store
 from sessions_app import runstate
 from sessions_app import services as session_services
-from sessions_app.conf import ahentic_settings
 from sessions_app.models import LiveText, Session
 
 from .. import decisions, runs, skills
@@ -56,6 +52,10 @@ from .permissions import (
     IsActiveUser,
     IsSessionOwner,
     SessionAuthentication401,
+    held_params,
+    held_sql,
+    holds_agent_permission,
+    other_backends_grant,
 )
 from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
 
@@ -101,40 +101,17 @@ def etag_matches(header: str, etag: str) -> bool:
     return "*" in tags or etag in tags
 
 
-def _poll_sql() -> str:
-    """The poll's read in plain SQL: it runs on every poll, and building the same ORM query
-    (two ``Exists`` with their joins) cost more than running it. Same lookups as
-    ``agent_permission_checks``."""
-    user_model = get_user_model()
-    table = connection.ops.quote_name
-    perm, ct = Permission._meta.db_table, ContentType._meta.db_table
-    user_perms = user_model.user_permissions.through._meta.db_table
-    user_groups = user_model.groups.through._meta.db_table
-    group_perms = Group.permissions.through._meta.db_table
-    wanted = (
-        f"JOIN {table(perm)} p ON p.id = x.permission_id "
-        f"JOIN {table(ct)} ct ON ct.id = p.content_type_id "
-        "WHERE p.codename = %s AND ct.app_label = %s"
-    )
-    return (
-        "SELECT s.id, s.owner_id, s.version, s.heartbeat_at, "
-        f"EXISTS (SELECT 1 FROM {table(user_perms)} x {wanted} AND x.user_id = %s) "
-        "AS direct_perm, "
-        f"EXISTS (SELECT 1 FROM {table(user_groups)} ug "
-        f"JOIN {table(group_perms)} x ON x.group_id = ug.group_id {wanted} "
-        "AND ug.user_id = %s) AS group_perm "
-        f"FROM {table(Session._meta.db_table)} s WHERE s.id = %s AND s.owner_id = %s"
-    )
-
-
 def poll_read(user, pk) -> Session | None:
     """The addressed session of ``user`` with only ``id``, ``owner_id``, ``version`` and
-    ``heartbeat_at`` loaded, plus ``direct_perm`` / ``group_perm``: whether the user holds the
-    agent permission, directly or through a group."""
-    app_label, _, codename = ahentic_settings.PERMISSION.partition(".")
+    ``heartbeat_at`` loaded, plus ``held``: whether the user holds the agent permission
+    (``held_sql``), in one plain-SQL query: it runs on every poll."""
+    table = connection.ops.quote_name(Session._meta.db_table)
+    sql = (
+        f"SELECT s.id, s.owner_id, s.version, s.heartbeat_at, {held_sql()} AS held "
+        f"FROM {table} s WHERE s.id = %s AND s.owner_id = %s"
+    )
     session_id = Session._meta.pk.get_db_prep_value(pk, connection)
-    params = [codename, app_label, user.pk, codename, app_label, user.pk, session_id, user.pk]
-    rows = list(Session.objects.raw(_poll_sql(), params))
+    rows = list(Session.objects.raw(sql, [*held_params(user), session_id, user.pk]))
     return rows[0] if rows else None
 
 
@@ -325,7 +302,7 @@ class SessionViewSet(AhenticViewSet):
 
     def poll_row(self) -> Session:
         """The poll's one query (besides authentication): the session's version and heartbeat,
-        and whether the user holds the agent permission (``agent_permission_checks``). 403
+        and whether the user holds the agent permission (``held_sql``). 403
         without the permission and 404 for an unknown or foreign session, the same answers as
         every other route."""
         user = self.request.user
@@ -334,10 +311,13 @@ class SessionViewSet(AhenticViewSet):
         except ValueError:
             pk = None
         session = poll_read(user, pk) if pk else None
-        held = user.is_superuser or (
-            session is not None and bool(session.direct_perm or session.group_perm)
-        )
-        if not held and not HasAgentPermission().has_permission(self.request, self):
+        if user.is_superuser:
+            held = True
+        elif session is not None:
+            held = bool(session.held)
+        else:  # unknown or foreign: 404 for a user who may use the agent, else 403
+            held = holds_agent_permission(user)
+        if not held and not other_backends_grant(user):
             raise exceptions.PermissionDenied(HasAgentPermission.message)
         if session is None:
             raise session_not_found()
