@@ -17,7 +17,7 @@ from django.db import transaction
 from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, PendingMessage, Session
+from sessions_app.models import Event, EventRow, PendingMessage, Session
 from sessions_app.runstate import Lease
 
 from . import brain, context, llm, pipeline, prompt, runs, usage
@@ -31,6 +31,21 @@ log = logging.getLogger("ahentic")
 # stop_reason values that end the run with the assistant's reply.
 FINISH_REASONS = ("end_turn", "stop_sequence")
 MAX_TOKENS_NUDGE = "Your previous reply hit the output limit. Continue exactly where it stopped."
+
+
+# The session fields a step's prediction reads (its request's system prompt, tools and step
+# context) that the step's own writes and tools may have changed.
+PREDICTION_FIELDS = (
+    "status",
+    "mode",
+    "plan",
+    "page_context",
+    "prompt",
+    "active_skills",
+    "active_workflow",
+    "context_usage",
+    "viewport_start_event_id",
+)
 
 
 class StepRunner:
@@ -143,8 +158,11 @@ class StepRunner:
         self.continues = True
         context_usage = self.predicted_usage()
         with transaction.atomic():
-            self.tracer.flush()
-            if runstate.lease_release(self.lease, context_usage=context_usage):
+            counted = runstate.lease_release(
+                self.lease, context_usage=context_usage, trace_records=len(self.tracer.items)
+            )
+            self.tracer.flush(counted)  # counted by the hand-over's UPDATE when it held
+            if counted is not None:
                 enqueue_step(self.session_id, self.run_seq)
 
     # --- the step ------------------------------------------------------------------------
@@ -173,11 +191,11 @@ class StepRunner:
         self.promote_pending()
         self.think()
 
-    def heal(self) -> list[Event]:
+    def heal(self) -> list[EventRow]:
         """Answer tool calls that can no longer complete (their worker is gone or timed out).
         Returns the calls still open, oldest first."""
         healed: list[str] = []
-        still_open: list[Event] = []
+        still_open: list[EventRow] = []
         window_start = self.session.viewport_start_event_id
         for call in unanswered_tool_calls(self.session_id, since_event_id=window_start):
             started = call.payload.get("started")
@@ -356,7 +374,9 @@ class StepRunner:
         """``contextUsage`` as the step leaves the session: the request a message typed now
         would send (``context.predicted_usage``), from the request this step sent plus what
         it added."""
-        session = self.reload()
+        # What the step's tools may have changed, in one narrow read (the rest is as loaded).
+        self.session.refresh_from_db(fields=PREDICTION_FIELDS)
+        session = self.session
         calibration = self.calibration or float(
             (session.context_usage or {}).get("calibration") or 1.0
         )
@@ -487,7 +507,7 @@ class StepRunner:
             calls = calls[:limit]
         return calls
 
-    def run_calls(self, calls: list[Event]) -> None:
+    def run_calls(self, calls: list[Event | EventRow]) -> None:
         """Run open tool calls in order. A pause stops here; the rest wait for the next step."""
         for index, call in enumerate(calls):
             outcome = pipeline.process_call(self.lease, self.tracer, self.session, call)

@@ -14,10 +14,10 @@ from django.db import IntegrityError, transaction
 
 from sessions_app import runstate
 from sessions_app import services as session_services
-from sessions_app.models import Event, Session
+from sessions_app.models import Event, EventRow, Session
 
 
-def unanswered_tool_calls(session_id, since_event_id: int | None = None) -> list[Event]:
+def unanswered_tool_calls(session_id, since_event_id: int | None = None) -> list[EventRow]:
     """Tool calls without a tool_response, oldest first; with ``since_event_id`` (a step's
     window start), only the calls from that event on, so the check costs the same at any
     history length. (A step heals every open call before its window start can move past it.)"""
@@ -25,9 +25,8 @@ def unanswered_tool_calls(session_id, since_event_id: int | None = None) -> list
     if since_event_id:
         events = events.filter(pk__gte=since_event_id)
     answered = events.filter(kind=Event.Kind.TOOL_RESPONSE).values("tool_use_id")
-    return list(
-        events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered).order_by("seq")
-    )
+    calls = events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered)
+    return calls.order_by("seq").rows()
 
 
 def result_text(result: Any) -> str:

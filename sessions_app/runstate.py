@@ -383,18 +383,24 @@ def lease_refresh(lease: Lease) -> bool:
     return _write(lease.holding(), lease.session_id, fields, visible=False)
 
 
-def lease_release(lease: Lease, *, context_usage: dict[str, Any] | None = None) -> bool:
+def lease_release(
+    lease: Lease, *, context_usage: dict[str, Any] | None = None, trace_records: int = 0
+) -> tuple[int, int, int] | None:
     """Hand the run to a fresh step: the run stays ``running`` with no lease (and the step's
-    predicted ``context_usage``, when given). Caller holds a transaction and enqueues the
-    next step."""
+    predicted ``context_usage``, when given). Counts the step's ``trace_records`` in the same
+    UPDATE and returns what ``trace_count_next`` would (None once the lease is lost: nothing
+    was written). Caller holds a transaction, writes the trace rows and enqueues the next
+    step."""
     fields: dict[str, Any] = {
         "lease_token": "",
         "lease_expires_at": None,
         "heartbeat_at": timezone.now(),
+        "trace_count": F("trace_count") + trace_records,
     }
     if context_usage is not None:
         fields["context_usage"] = context_usage
-    return _write(lease.holding(), lease.session_id, fields, visible=False)
+    columns = ("trace_count", "run_seq", "step_count")
+    return _write_returning(lease.holding(), lease.session_id, fields, columns, visible=False)
 
 
 def viewport_move(lease: Lease, start_event_id: int) -> bool:

@@ -166,7 +166,12 @@ def trace_record(
     return trace_records(session_id=session_id, items=[item])[0]
 
 
-def trace_records(*, session_id, items: Sequence[TraceItem]) -> list[TraceEvent]:
+def trace_records(
+    *,
+    session_id,
+    items: Sequence[TraceItem],
+    counted: tuple[int, int, int] | None = None,
+) -> list[TraceEvent]:
     """Write trace events in one transaction and apply the cap rule once.
 
     Cap rule: keep the first ``TRACE_HEAD`` rows, the newest rows, and one ``trace_gap`` row
@@ -175,11 +180,14 @@ def trace_records(*, session_id, items: Sequence[TraceItem]) -> list[TraceEvent]
     rows are numbered 1..trace_count, so the dropped rows are always one contiguous range
     right after the head and the cap is kept with arithmetic instead of scanning the rows.
     Trace rows are bookkeeping: they do not change the session's version (ETag).
+
+    ``counted``: what ``runstate.trace_count_next`` returns, when the caller already counted
+    the items in a write of its own (a step's lease hand-over), in this transaction.
     """
     if not items:
         return []
     with transaction.atomic(savepoint=False):
-        last, run_seq, step_count = runstate.trace_count_next(
+        last, run_seq, step_count = counted or runstate.trace_count_next(
             session_id=session_id, count=len(items)
         )
         first = last - len(items) + 1
@@ -250,9 +258,10 @@ class TraceBuffer:
     def add(self, type: str, summary: str = "", **data: Any) -> None:
         self.items.append(TraceItem(type=type, summary=summary, data=data, run=self.run))
 
-    def flush(self) -> None:
+    def flush(self, counted: tuple[int, int, int] | None = None) -> None:
+        """Write the records; ``counted`` as for ``trace_records``."""
         items, self.items = self.items, []
-        trace_records(session_id=self.session_id, items=items)
+        trace_records(session_id=self.session_id, items=items, counted=counted)
 
 
 def pending_message_add(
