@@ -11,15 +11,19 @@ import base64
 import binascii
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpResponse
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status, viewsets
@@ -101,18 +105,44 @@ def etag_matches(header: str, etag: str) -> bool:
     return "*" in tags or etag in tags
 
 
-def poll_read(user, pk) -> Session | None:
-    """The addressed session of ``user`` with only ``id``, ``owner_id``, ``version`` and
-    ``heartbeat_at`` loaded, plus ``held``: whether the user holds the agent permission
-    (``held_sql``), in one plain-SQL query: it runs on every poll."""
+@dataclass(frozen=True)
+class PollRow:
+    """What the poll reads of a session (``poll_read``)."""
+
+    pk: uuid.UUID
+    owner_id: Any
+    version: int
+    heartbeat_at: datetime | None
+    held: bool  # the user holds the agent permission
+
+
+def poll_read(user, pk: uuid.UUID) -> PollRow | None:
+    """The addressed session of ``user``: its version and heartbeat, and whether the user
+    holds the agent permission (``held_sql``), in one plain-SQL query read from the cursor:
+    it runs on every poll, and a model instance cost more than the query."""
     table = connection.ops.quote_name(Session._meta.db_table)
     sql = (
-        f"SELECT s.id, s.owner_id, s.version, s.heartbeat_at, {held_sql()} AS held "
+        f"SELECT s.owner_id, s.version, s.heartbeat_at, {held_sql()} "
         f"FROM {table} s WHERE s.id = %s AND s.owner_id = %s"
     )
     session_id = Session._meta.pk.get_db_prep_value(pk, connection)
-    rows = list(Session.objects.raw(sql, [*held_params(user), session_id, user.pk]))
-    return rows[0] if rows else None
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*held_params(user), session_id, user.pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    owner_id, version, heartbeat_at, held = row
+    return PollRow(pk, owner_id, version, db_datetime(heartbeat_at), bool(held))
+
+
+def db_datetime(value) -> datetime | None:
+    """A datetime column read with a plain cursor, as the ORM returns it (SQLite gives a naive
+    datetime in the connection's time zone, or text)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and settings.USE_TZ and timezone.is_naive(value):
+        value = timezone.make_aware(value, connection.timezone)
+    return value
 
 
 class AhenticViewSet(viewsets.ViewSet):
@@ -215,7 +245,7 @@ class SessionViewSet(AhenticViewSet):
             headers={"ETag": etag_for(session.version, **kwargs)},
         )
 
-    def conditional_payload(self, session: Session, *, include_artifacts: bool):
+    def conditional_payload(self, session: PollRow, *, include_artifacts: bool):
         """The poll: 304 when ``If-None-Match`` holds the current version's tag, else the
         payload, served from the payload cache when another poll already built this version.
         ``session`` holds the version and heartbeat only (one indexed read)."""
@@ -224,7 +254,8 @@ class SessionViewSet(AhenticViewSet):
         # detection reads it here, on the 304 as on the 200.
         headers = {"ETag": etag, HEARTBEAT_HEADER: iso(session.heartbeat_at) or ""}
         if etag_matches(self.request.headers.get("If-None-Match", ""), etag):
-            return Response(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
+            # A plain response: nothing to render.
+            return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
         body = cached_payload_json(session.pk, session.version, include_artifacts=include_artifacts)
         if body is None:
             full = self.get_queryset().filter(pk=session.pk).first()
@@ -300,7 +331,7 @@ class SessionViewSet(AhenticViewSet):
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
         return self.conditional_payload(self.poll_row(), include_artifacts=include_artifacts)
 
-    def poll_row(self) -> Session:
+    def poll_row(self) -> PollRow:
         """The poll's one query (besides authentication): the session's version and heartbeat,
         and whether the user holds the agent permission (``held_sql``). 403
         without the permission and 404 for an unknown or foreign session, the same answers as
@@ -314,7 +345,7 @@ class SessionViewSet(AhenticViewSet):
         if user.is_superuser:
             held = True
         elif session is not None:
-            held = bool(session.held)
+            held = session.held
         else:  # unknown or foreign: 404 for a user who may use the agent, else 403
             held = holds_agent_permission(user)
         if not held and not other_backends_grant(user):
