@@ -58,6 +58,8 @@ WINDOW_OPENER = "[Earlier conversation is summarized in your memory.]"
 
 
 def memory_text(session: Session) -> str:
+    if session.viewport_start_event_id is None:
+        return ""  # nothing left the window yet, so nothing was summarized (brain.remember)
     snapshots = list(Snapshot.objects.filter(session_id=session.pk).order_by("from_event_id"))
     if not snapshots:
         return ""
