@@ -2,9 +2,10 @@
 
 Seeds sessions with 40, 400 and 4000 events (user turns, replies, tool call/result pairs of a
 realistic size), then runs tool-using steps through the real step loop (synchronous worker)
-against the local Messages API server. For each size it prints the median milliseconds per
-step spent outside the model call, the SQL statements per step, and the ratio to the 40-event
-session measured in the same run, with retention at its default and off.
+against the local Messages API server, one step of each session in turn. For each size it
+prints the median CPU milliseconds per step spent outside the model call, the SQL statements
+per step, and the ratio to the 40-event session measured in the same run, with retention at
+its default and off.
 
 The context budget is 20,000 tokens so a long history is windowed, as in production, where the
 window (not the history) bounds a step's work. Targets (issue "Fast at any size"): <= 15 ms at
@@ -51,18 +52,34 @@ def seed(session_id, events: int) -> None:
         session_services.events_append(session_id=session_id, items=items[start : start + 500])
 
 
-def measure(events: int, steps: int, retention) -> tuple[float, float]:
+def settings_for(retention, steps: int, server_url: str) -> dict:
+    return {
+        "API_KEY": "bench",
+        "BASE_URL": server_url,
+        "MAX_STEPS_PER_RUN": steps + 5,
+        "NAME_REFRESH_INTERVAL": 0,
+        "CONTEXT_BUDGET_TOKENS": BUDGET_TOKENS,
+        "ENTRY_RETENTION": retention,
+        "DAILY_TOKEN_LIMIT": 10**12,
+        "SESSION_SOFT_TOKEN_BUDGET": None,
+    }
+
+
+def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, float]]:
+    """``{events: (median ms per step, median statements per step)}`` with ``retention``.
+
+    Every size has its own session; the steps of the sessions alternate (one step of each in
+    turn, in a rotating order), so a burst of load on this noisy machine hits every size
+    alike instead of one whole size. The CPU time is this thread's (``time.thread_time``:
+    the local model server's thread is not counted), less the model call's own."""
+    from unittest import mock
+
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import override_settings
 
     from orchestrator_app import llm, runs, tasks
-    from orchestrator_app.testing.localapi import (
-        LocalMessagesServer,
-        text_reply,
-        tool_call,
-        tool_reply,
-    )
+    from orchestrator_app.testing.localapi import LocalMessagesServer, tool_call, tool_reply
     from sessions_app import services as session_services
     from sessions_app.models import Session
 
@@ -86,43 +103,39 @@ def measure(events: int, steps: int, retention) -> tuple[float, float]:
     llm.call_model = timed_call
     try:
         user, _ = get_user_model().objects.get_or_create(username="bench")
-        settings = {
-            "API_KEY": "bench",
-            "BASE_URL": server.url,
-            "MAX_STEPS_PER_RUN": steps + 5,
-            "NAME_REFRESH_INTERVAL": 0,
-            "CONTEXT_BUDGET_TOKENS": BUDGET_TOKENS,
-            "ENTRY_RETENTION": retention,
-            "DAILY_TOKEN_LIMIT": 10**12,
-            "SESSION_SOFT_TOKEN_BUDGET": None,
-        }
-        with override_settings(AHENTIC=settings):
-            session = session_services.session_create(owner=user)
-            seed(session.pk, events)
-            for i in range(steps):
-                server.enqueue(tool_reply(tool_call("bench_lookup", {"key": f"new-{i}"})))
-            server.enqueue(text_reply("Done with the lookups."))
-            # The first step (which may move the window once) is not measured.
-            from unittest import mock
-
-            with mock.patch("orchestrator_app.queue.async_task"):
-                runs.message_post(session=session, content="Look up the new topics.")
-            per_step_ms, per_step_sql = [], []
-            for _ in range(steps + 1):
-                session = Session.objects.get(pk=session.pk)
-                if session.status != "running":
-                    break
-                model_s[0], statements[0] = 0.0, 0
-                started = time.thread_time()
+        with override_settings(AHENTIC=settings_for(retention, steps, server.url)):
+            sessions = {}
+            for size in sizes:
+                print(f"  seeding {size} events, retention {retention}...", end="\r", flush=True)
+                session = session_services.session_create(owner=user)
+                seed(session.pk, size)
                 with mock.patch("orchestrator_app.queue.async_task"):
-                    with connection.execute_wrapper(count):
-                        tasks.run_step(str(session.pk), session.run_seq)
-                elapsed = time.thread_time() - started - model_s[0]
-                per_step_ms.append(elapsed * 1000)
-                per_step_sql.append(statements[0])
-        measured_ms = per_step_ms[1:] or per_step_ms
-        measured_sql = per_step_sql[1:] or per_step_sql
-        return statistics.median(measured_ms), statistics.median(measured_sql)
+                    runs.message_post(session=session, content="Look up the new topics.")
+                sessions[size] = session.pk
+            # Every step is a tool step: one reply per step of every session.
+            for i in range((steps + 1) * len(sizes)):
+                server.enqueue(tool_reply(tool_call("bench_lookup", {"key": f"new-{i}"})))
+            samples: dict[int, list[tuple[float, int]]] = {size: [] for size in sizes}
+            for round_number in range(steps + 1):
+                print(f"  round {round_number + 1} of {steps + 1}...        ", end="\r", flush=True)
+                shift = round_number % len(sizes)
+                for size in sizes[shift:] + sizes[:shift]:
+                    session = Session.objects.get(pk=sessions[size])
+                    model_s[0], statements[0] = 0.0, 0
+                    started = time.thread_time()
+                    with mock.patch("orchestrator_app.queue.async_task"):
+                        with connection.execute_wrapper(count):
+                            tasks.run_step(str(session.pk), session.run_seq)
+                    elapsed = time.thread_time() - started - model_s[0]
+                    if round_number:  # a run's first step (it may move the window) is not measured
+                        samples[size].append((elapsed * 1000, statements[0]))
+        return {
+            size: (
+                statistics.median(ms for ms, _ in values),
+                statistics.median(sql for _, sql in values),
+            )
+            for size, values in samples.items()
+        }
     finally:
         llm.call_model = original
         server.stop()
@@ -147,15 +160,15 @@ def main() -> None:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'retention':>10} {'events':>7} {'ms/step':>8} {'SQL/step':>9} {'vs 40':>6}")
-    for retention in (400, None):
-        base = None
+    results = {retention: measure(retention, sizes, args.steps) for retention in (400, None)}
+    print(f"{'retention':>10} {'events':>7} {'ms/step':>8} {'SQL/step':>9} {'vs 40':>6}" + " " * 20)
+    for retention, measured in results.items():
         for size in sizes:
-            print(f"  measuring {size} events, retention {retention}...", end="\r", flush=True)
-            ms, sql = measure(size, args.steps, retention)
-            base = base or ms
+            ms, sql = measured[size]
             label = "default" if retention else "off"
-            print(f"{label:>10} {size:>7} {ms:>8.1f} {sql:>9.0f} {ms / base:>5.2f}x")
+            print(
+                f"{label:>10} {size:>7} {ms:>8.1f} {sql:>9.0f} {ms / measured[sizes[0]][0]:>5.2f}x"
+            )
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
