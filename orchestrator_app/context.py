@@ -309,11 +309,12 @@ def predicted_usage_after(
     typed = typed_message(session)
     step_context = prompt.step_context(session)
     following = [*added, typed]
-    if prompt.context_carrier([*sent.window, *following], step_context) is typed:
-        typed.payload = {"context": step_context}
+    # As select_window would count it: the step context among the fixed parts.
     fixed = sum(sent_buckets[b] for b in ("systemPrompt", "memory", "tools")) + tokens(step_context)
     if not fits(fixed, sent.window_tokens + sum(event_tokens(e) for e in following)):
         return None
+    if prompt.context_carrier([*sent.window, *following], step_context) is typed:
+        typed.payload = {"context": step_context}
     # The shortest tail of the window that still builds a message: its messages end the same
     # way in the whole request, so appending the added events changes it by the difference.
     for start in range(len(sent.window) - 1, -1, -1):

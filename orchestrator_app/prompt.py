@@ -210,11 +210,12 @@ def context_carrier(events: list[Event], context: str) -> Event | None:
     return None if previous == context else newest
 
 
-def attach_context(events: list[Event], context: str) -> None:
-    """Store ``context`` with the event ``context_carrier`` picks (if any)."""
+def attach_context(events: list[Event], context: str) -> Event | None:
+    """Store ``context`` with the event ``context_carrier`` picks (if any); returns it."""
     carrier = context_carrier(events, context)
     if carrier is not None:
         session_services.event_payload_merge(event=carrier, context=context)
+    return carrier
 
 
 def _blocks_for(event: Event, result_chars: int) -> tuple[str, dict[str, Any]] | None:

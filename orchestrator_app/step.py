@@ -337,7 +337,8 @@ class StepRunner:
             events = events.filter(pk__gte=session.viewport_start_event_id)
         events = events.order_by("seq").rows()
         assembly = context.assemble(session, tools, events)
-        prompt.attach_context(assembly.window, assembly.step_context)
+        if prompt.attach_context(assembly.window, assembly.step_context) is not None:
+            assembly.window_tokens += context.tokens(assembly.step_context)  # stored with it now
         self.sent = assembly
         if assembly.new_start is not None:
             with transaction.atomic():

@@ -208,3 +208,34 @@ def test_each_step_of_a_run_predicts_the_next_request_by_bucket(owner_client, se
             assert abs(usage["buckets"][bucket] - expected[bucket] * calibration) <= 2, bucket
     assert predictions[1]["buckets"]["toolResults"] > predictions[0]["buckets"]["toolResults"]
     assert predictions[2]["buckets"]["planArtifacts"] > predictions[1]["buckets"]["planArtifacts"]
+
+
+def test_predictions_hold_when_the_next_request_moves_the_window(
+    owner_client, session, llm, settings
+):
+    """In a budget a few tool results fill, some steps leave a session whose next request
+    moves the window start first: the prediction then foresees the smaller request."""
+    from .test_context_window import fixed_tokens
+
+    budget = (fixed_tokens(session) + 1500) // 100 * 100
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "CONTEXT_BUDGET_TOKENS": budget,
+        "CONTEXT_EVICT_TO": 0.66,
+        "MAX_STEPS_PER_RUN": 20,
+    }
+    steps = 8
+    llm.enqueue(
+        *[tool_reply(tool_call("echo", {"text": f"Finding {i}. " * 60})) for i in range(steps)]
+    )
+    run_seq = start_run(owner_client, session)
+
+    predictions = [step(owner_client, session, run_seq)["contextUsage"] for _ in range(steps)]
+
+    counted = counted_requests(llm)[1:]
+    assert len(counted) == steps - 1
+    used = [usage["usedTokens"] for usage in predictions[: steps - 1]]
+    # The window moved at least once: some request is smaller than the one before it.
+    assert any(later < earlier for earlier, later in zip(counted, counted[1:], strict=False))
+    for prediction, tokens in zip(used, counted, strict=True):
+        assert abs(prediction - tokens) <= 10, (used, counted)
