@@ -173,6 +173,19 @@ def select_window(
         total += cost
     kept.reverse()
     kept = drop_leading_answers(kept)
+    if kept[0].kind == Event.Kind.TOOL_RESPONSE:
+        # Only an answer fits (the budget is smaller than one tool pair beside the fixed
+        # parts): its call comes too, since a request of orphan answers has no message.
+        call = next(
+            (
+                i
+                for i, e in enumerate(window)
+                if e.kind == Event.Kind.TOOL_CALL and e.tool_use_id == kept[0].tool_use_id
+            ),
+            None,
+        )
+        if call is not None:
+            kept = window[call:]
     return kept, kept[0].pk, sum(event_tokens(e) for e in kept)
 
 

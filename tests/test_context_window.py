@@ -310,6 +310,33 @@ def test_a_long_session_stays_under_the_budget_and_evicts_in_batches(
     assert Session.objects.get(pk=session.pk).viewport_start_event_id == starts[-1]
 
 
+def test_a_budget_smaller_than_one_tool_pair_still_sends_the_newest_pair(
+    owner_client, session, llm, model_script, run_tasks, settings
+):
+    """An eviction that has room for less than one tool pair keeps the newest pair whole: a
+    window of the answer alone would send no message at all."""
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        # An eviction keeps about 100 tokens beside the fixed parts; a pair is about 350.
+        "CONTEXT_BUDGET_TOKENS": int((fixed_tokens(session) + 100) / 0.66),
+        "CONTEXT_EVICT_TO": 0.66,
+        "MAX_STEPS_PER_RUN": 20,
+    }
+    for i in range(6):
+        model_script.main.append(tool_reply(tool_call("echo", {"text": f"Finding {i}. " * 60})))
+    model_script.main.append(text_reply("Done."))
+
+    body = post_message(owner_client, session, run_tasks, "Look six things up")
+
+    assert body["status"] == "idle", body["lastError"]
+    assert sum(eviction_flags(owner_client, session)) >= 1
+    requests = main_requests(llm)
+    assert len(requests) == 7
+    for request in requests:
+        assert request["messages"]
+        assert_tool_pairs_intact(request)
+
+
 def test_the_goal_the_plan_and_the_artifact_pointers_survive_evictions(
     owner_client, session, llm, model_script, run_tasks, settings
 ):
