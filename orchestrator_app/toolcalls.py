@@ -56,6 +56,7 @@ def tool_response_record(
                 payload=payload,
                 tool_use_id=call.tool_use_id,
                 run=call.run,
+                prune=False,  # the next assistant turn prunes (once a step)
             )
     except IntegrityError:
         return None

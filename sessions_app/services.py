@@ -53,7 +53,11 @@ def session_create(
 
 
 def events_append(
-    *, session_id, items: Sequence[dict[str, Any]], lease: runstate.Lease | None = None
+    *,
+    session_id,
+    items: Sequence[dict[str, Any]],
+    lease: runstate.Lease | None = None,
+    prune: bool = True,
 ) -> list[Event] | None:
     """Append several events atomically (an assistant turn with its tool calls, say).
 
@@ -61,7 +65,8 @@ def events_append(
     ``seq`` is per session and never reused, even after retention pruned older rows.
     With a ``lease`` the events are written only while it holds (checked under the row lock
     in the same transaction as the insert); None means the lease was lost and nothing was
-    written.
+    written. ``prune``: apply ``ENTRY_RETENTION`` (a tool's answer leaves it to the next
+    turn, so a step prunes once).
     """
     if not items:
         return [] if lease is None or lease.holds() else None
@@ -87,7 +92,7 @@ def events_append(
         Event.objects.bulk_create(events)
         retention = ahentic_settings.ENTRY_RETENTION
         last = first_seq + len(items) - 1
-        if retention and last > retention:
+        if prune and retention and last > retention:
             events_prune(session_id=session_id, through_seq=last - retention)
     return events
 
@@ -125,6 +130,7 @@ def event_append(
     payload: dict[str, Any] | None = None,
     tool_use_id: str = "",
     run: int | None = None,
+    prune: bool = True,
 ) -> Event:
     item: dict[str, Any] = {
         "kind": kind,
@@ -134,7 +140,7 @@ def event_append(
     }
     if run is not None:
         item["run"] = run
-    events = events_append(session_id=session_id, items=[item])
+    events = events_append(session_id=session_id, items=[item], prune=prune)
     assert events  # without a lease an append always writes
     return events[0]
 

@@ -16,7 +16,7 @@ from orchestrator_app import tasks
 from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import reply, text_reply, tool_call, tool_reply
 from sessions_app import services as session_services
-from sessions_app.models import Session
+from sessions_app.models import Event, Session
 
 from .conftest import (
     API,
@@ -739,3 +739,36 @@ def test_a_tool_step_and_a_final_step_stay_within_their_statement_counts(
     # (The first run also creates the day's usage row, and the later one finds its step
     # context already in the window, so it stores none.)
     assert all(later <= first for later, first in zip(later_run, first_run, strict=True))
+
+
+def test_a_tool_step_applies_retention_once(owner_client, session, llm, tool_calls, settings):
+    """The assistant turn prunes what retention and memory allow; the tool's answer leaves it
+    to the next turn, so a step deletes events with one statement."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.AHENTIC = {**settings.AHENTIC, "ENTRY_RETENTION": 4}
+    old = session_services.events_append(
+        session_id=session.pk,
+        items=[{"kind": "user_message", "content": f"Earlier {i}"} for i in range(10)],
+    )
+    session_services.snapshot_add(
+        session_id=session.pk, level=1, from_event_id=old[0].pk, to_event_id=old[-1].pk, text="…"
+    )
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
+    with mock.patch("orchestrator_app.queue.async_task"):
+        post(owner_client, session, "messages", {"content": "Echo once"})
+    run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+
+    with mock.patch("orchestrator_app.queue.async_task"):
+        with CaptureQueriesContext(connection) as queries:
+            tasks.run_step(str(session.pk), run_seq)
+
+    deletes = [q["sql"] for q in queries if q["sql"].startswith('DELETE FROM "sessions_app_event"')]
+    assert len(deletes) == 1
+    kinds = list(
+        Event.objects.filter(session=session).order_by("seq").values_list("kind", flat=True)
+    )
+    # The turn pruned what retention allows; the answer, written after it, pruned nothing.
+    assert kinds[-2:] == ["tool_call", "tool_response"]
+    assert not Event.objects.filter(pk__in=[e.pk for e in old[:8]]).exists()
