@@ -145,9 +145,11 @@ MessagePage = shape(
     {"messages": Message(many=True), "hasMore": serializers.BooleanField()},
 )
 
-ArtifactPointer = shape(
-    "ArtifactPointer",
-    {
+
+def pointer_fields() -> dict[str, serializers.Field]:
+    """An artifact's pointer (``store.pointer_json`` plus ``updatedAt``); fresh field
+    instances for each shape that holds them."""
+    return {
         "key": serializers.CharField(),
         "kind": serializers.CharField(),
         "status": serializers.CharField(),
@@ -156,8 +158,10 @@ ArtifactPointer = shape(
         "blockCount": serializers.IntegerField(),
         "step": serializers.IntegerField(allow_null=True),
         "updatedAt": serializers.DateTimeField(),
-    },
-)
+    }
+
+
+ArtifactPointer = shape("ArtifactPointer", pointer_fields())
 
 ArtifactList = shape("ArtifactList", {"artifacts": ArtifactPointer(many=True)})
 LiveText = shape(
@@ -172,14 +176,7 @@ LiveText = shape(
 Artifact = shape(
     "Artifact",
     {
-        "key": serializers.CharField(),
-        "kind": serializers.CharField(),
-        "status": serializers.CharField(),
-        "title": serializers.CharField(allow_blank=True),
-        "bytes": serializers.IntegerField(),
-        "blockCount": serializers.IntegerField(),
-        "step": serializers.IntegerField(allow_null=True),
-        "updatedAt": serializers.DateTimeField(),
+        **pointer_fields(),
         "payload": any_json(),
         "source": any_json(),
         "createdAt": serializers.DateTimeField(),
