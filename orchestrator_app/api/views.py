@@ -235,10 +235,15 @@ class SessionViewSet(AhenticViewSet):
         self.check_object_permissions(self.request, session)
         return session
 
-    def payload_response(self, session_id, status_code=status.HTTP_200_OK, **kwargs) -> Response:
+    def payload_session(self, session_id) -> Session:
+        """The user's session as its payload reads it; 404 once it is gone."""
         session = self.get_queryset().filter(pk=session_id).first()
         if session is None:
             raise session_not_found()
+        return session
+
+    def payload_response(self, session_id, status_code=status.HTTP_200_OK, **kwargs) -> Response:
+        session = self.payload_session(session_id)
         return Response(
             session_payload(session, **kwargs),
             status=status_code,
@@ -258,9 +263,7 @@ class SessionViewSet(AhenticViewSet):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
         body = cached_payload_json(session.pk, session.version, include_artifacts=include_artifacts)
         if body is None:
-            full = self.get_queryset().filter(pk=session.pk).first()
-            if full is None:
-                raise session_not_found()
+            full = self.payload_session(session.pk)
             body = JSONRenderer().render(session_payload(full, include_artifacts=include_artifacts))
             cache_payload_json(full.pk, full.version, body, include_artifacts=include_artifacts)
             headers["ETag"] = etag_for(full.version, include_artifacts=include_artifacts)
