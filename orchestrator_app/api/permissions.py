@@ -31,16 +31,20 @@ class HasAgentPermission(BasePermission):
         user = request.user
         if not user or not user.is_authenticated or not user.is_active:
             return False
-        if user.is_superuser:
-            return True
-        return holds_agent_permission(user) or other_backends_grant(user)
+        return may_use_agent(user)
 
 
-def other_backends_grant(user) -> bool:
-    """``has_perm`` for a site with authentication backends besides Django's ModelBackend,
-    whose answer ``holds_agent_permission`` already is."""
-    if list(settings.AUTHENTICATION_BACKENDS) == [MODEL_BACKEND]:
-        return False
+def may_use_agent(user, held: bool | None = None) -> bool:
+    """Whether an active user holds the agent permission: a superuser does, else the model
+    backend's tables say so (``held``: their answer when the caller already read it, as the
+    poll does), else ``has_perm`` when the site has authentication backends besides Django's
+    ModelBackend, whose answer the tables already are."""
+    if user.is_superuser:
+        return True
+    if held is None:
+        held = holds_agent_permission(user)
+    if held or list(settings.AUTHENTICATION_BACKENDS) == [MODEL_BACKEND]:
+        return held
     return user.has_perm(ahentic_settings.PERMISSION)
 
 

@@ -58,8 +58,7 @@ from .permissions import (
     SessionAuthentication401,
     held_params,
     held_sql,
-    holds_agent_permission,
-    other_backends_grant,
+    may_use_agent,
 )
 from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
 
@@ -345,13 +344,8 @@ class SessionViewSet(AhenticViewSet):
         except ValueError:
             pk = None
         session = poll_read(user, pk) if pk else None
-        if user.is_superuser:
-            held = True
-        elif session is not None:
-            held = session.held
-        else:  # unknown or foreign: 404 for a user who may use the agent, else 403
-            held = holds_agent_permission(user)
-        if not held and not other_backends_grant(user):
+        # An unknown or foreign session: 404 for a user who may use the agent, else 403.
+        if not may_use_agent(user, held=session.held if session is not None else None):
             raise exceptions.PermissionDenied(HasAgentPermission.message)
         if session is None:
             raise session_not_found()
