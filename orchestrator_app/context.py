@@ -9,9 +9,10 @@ the next request would exceed ``CONTEXT_BUDGET_TOKENS``, and then in one batch d
 ``CONTEXT_EVICT_TO`` of it, so the cached prefix survives many steps between evictions.
 
 ``contextUsage`` predicts the next request: what a message typed now would send. It is computed
-when a step ends (``predicted_usage``, from the window the step sent plus the events the step
-added, so it costs one small query and no model call) and calibrated by the real input tokens
-of the step's model call. Between steps nothing that the request holds changes, except memory
+when a step ends (``predicted_usage_after``: the request the step sent plus the events it added,
+building only the messages after the window's last turn; ``predicted_usage`` assembles it
+afresh when the window would move) and calibrated by the real input tokens of the step's model
+call. Between steps nothing that the request holds changes, except memory
 written by the background task, which shows at the next step.
 """
 
