@@ -23,13 +23,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
-from django.db import connections, transaction
-from django.db.models import DecimalField, F, Q, QuerySet, Value
+from django.db import connections, router, transaction
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
-from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from .conf import ahentic_settings
@@ -56,6 +55,15 @@ class Lease:
             run_seq=self.run_seq,
             lease_token=self.token,
         )
+
+    def guard(self) -> dict[str, Any]:
+        """``holding()`` as the equality conditions of the run-state writers' plain SQL."""
+        return {
+            "pk": self.session_id,
+            "status": Session.Status.RUNNING,
+            "run_seq": self.run_seq,
+            "lease_token": self.token,
+        }
 
     def holds(self) -> bool:
         return self.holding().exists()
@@ -102,52 +110,130 @@ class PendingTool:
 # --- the one write path ----------------------------------------------------------------------
 
 
-def _write(
-    rows: QuerySet[Session], session_id, fields: dict[str, Any], *, visible: bool = True
-) -> bool:
-    """UPDATE the (at most one) row of ``rows`` with ``fields``; a ``visible`` write also bumps
-    the version and the modification time (and the parent's version, see above)."""
-    if not visible:
-        return rows.update(**fields) == 1
-    updated = rows.update(version=F("version") + 1, updated_at=timezone.now(), **fields) == 1
-    if updated and CHILD_SUMMARY_FIELDS.intersection(fields):
-        parent_bump(session_id)
-    return updated
+@dataclass(frozen=True)
+class Add:
+    """A field value meaning ``column = column + amount`` (a NULL column counts as 0)."""
+
+    amount: Any
+
+
+# Lease-guarded and counter writes run several times in every step. They are plain SQL, one
+# string per statement shape (cached): building and compiling the same UPDATE through the ORM
+# costs about ten times what the database spends on it. Values go through the model fields'
+# own conversion, so they are stored exactly as the ORM stores them.
+_UPDATE_SQL: dict[tuple, str] = {}
+
+
+def _field(name: str):
+    return Session._meta.pk if name == "pk" else Session._meta.get_field(name)
+
+
+def _update_sql(connection, where: tuple[str, ...], sets: tuple[tuple[str, bool], ...]) -> str:
+    quote, table = connection.ops.quote_name, connection.ops.quote_name(Session._meta.db_table)
+
+    def column(name: str) -> str:
+        return quote(_field(name).column)
+
+    assignments = ", ".join(
+        f"{column(name)} = COALESCE({column(name)}, 0) + %s" if add else f"{column(name)} = %s"
+        for name, add in sets
+    )
+    conditions = " AND ".join(f"{column(name)} = %s" for name in where)
+    return f"UPDATE {table} SET {assignments} WHERE {conditions}"
+
+
+def _update(
+    where: dict[str, Any], fields: dict[str, Any], returning: tuple[str, ...]
+) -> tuple[Any, ...] | None:
+    """One UPDATE of the row matching ``where`` (equality on each field); returns the
+    ``returning`` columns of the row as written (``()`` when none are asked for), or None when
+    no row matched. ``UPDATE ... RETURNING`` on PostgreSQL and SQLite >= 3.35; an UPDATE and a
+    read elsewhere."""
+    connection = connections[router.db_for_write(Session)]
+    sets = tuple((name, isinstance(value, Add)) for name, value in fields.items())
+    key = (connection.alias, tuple(where), sets)
+    sql = _UPDATE_SQL.get(key)
+    if sql is None:
+        sql = _UPDATE_SQL[key] = _update_sql(connection, tuple(where), sets)
+    params = [
+        _field(name).get_db_prep_save(value.amount if isinstance(value, Add) else value, connection)
+        for name, value in fields.items()
+    ] + [
+        _field(name).get_db_prep_value(value, connection, prepared=False)
+        for name, value in where.items()
+    ]
+    returns = bool(returning) and connection.vendor in ("postgresql", "sqlite")
+    returns = returns and connection.features.can_return_columns_from_insert
+    if returns:
+        names = ", ".join(connection.ops.quote_name(_field(n).column) for n in returning)
+        sql = f"{sql} RETURNING {names}"
+    with transaction.mark_for_rollback_on_error(connection.alias), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if returns:
+            row = cursor.fetchone()
+            return (
+                None
+                if row is None
+                else tuple(
+                    _field(name).to_python(value)
+                    for name, value in zip(returning, row, strict=True)
+                )
+            )
+        if cursor.rowcount != 1:
+            return None
+    if not returning:
+        return ()
+    return Session.objects.filter(pk=where["pk"]).values_list(*returning).get()
 
 
 def _write_returning(
-    rows: QuerySet[Session],
+    rows: QuerySet[Session] | dict[str, Any],
     session_id,
     fields: dict[str, Any],
-    columns: tuple[str, ...],
+    columns: tuple[str, ...] = (),
     *,
     visible: bool = True,
 ) -> tuple[Any, ...] | None:
-    """``_write``, returning ``columns`` of the row as written (None when no row matched).
+    """UPDATE the (at most one) row ``rows`` selects with ``fields``; a ``visible`` write also
+    bumps the version and the modification time (and the parent's version, see above).
+    Returns ``columns`` of the row as written, or None when no row matched.
 
-    One ``UPDATE ... RETURNING`` on PostgreSQL and SQLite (the counters a step reserves are
-    read back on every event and trace write); the UPDATE and a read on other databases."""
-    connection = connections[rows.db]
-    if connection.vendor not in ("postgresql", "sqlite") or (
-        not connection.features.can_return_columns_from_insert  # SQLite < 3.35
-    ):
-        if not _write(rows, session_id, fields, visible=visible):
-            return None
-        return Session.objects.filter(pk=session_id).values_list(*columns).get()
+    ``rows`` is the row's equality conditions (``Lease.guard()``, ``{"pk": ...}``: the plain
+    SQL path of the hot writes) or a queryset (writers with other conditions)."""
     if visible:
-        fields = {"version": F("version") + 1, "updated_at": timezone.now(), **fields}
-    query = rows.query.chain(UpdateQuery)
-    query.add_update_values(fields)
-    sql, params = query.get_compiler(rows.db).as_sql()
-    names = ", ".join(
-        connection.ops.quote_name(Session._meta.get_field(name).column) for name in columns
-    )
-    with transaction.mark_for_rollback_on_error(rows.db), connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {names}", params)
-        row = cursor.fetchone()
-    if row is not None and visible and CHILD_SUMMARY_FIELDS.intersection(fields):
+        fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
+    if isinstance(rows, dict):
+        written = _update(rows, fields, columns)
+    else:
+        orm_fields = {
+            name: _orm_add(name, value.amount) if isinstance(value, Add) else value
+            for name, value in fields.items()
+        }
+        if rows.update(**orm_fields) != 1:
+            written = None
+        elif columns:
+            written = Session.objects.filter(pk=session_id).values_list(*columns).get()
+        else:
+            written = ()
+    if written is not None and visible and CHILD_SUMMARY_FIELDS.intersection(fields):
         parent_bump(session_id)
-    return row
+    return written
+
+
+def _orm_add(name: str, amount: Any) -> Combinable:
+    field = Session._meta.get_field(name)
+    return Coalesce(F(name), Value(0), output_field=field) + Value(amount, output_field=field)
+
+
+def _write(
+    rows: QuerySet[Session] | dict[str, Any],
+    session_id,
+    fields: dict[str, Any],
+    *,
+    visible: bool = True,
+) -> bool:
+    """``_write_returning`` without columns: whether the row was written."""
+    return _write_returning(rows, session_id, fields, visible=visible) is not None
 
 
 def parent_bump(session_id) -> None:
@@ -161,7 +247,7 @@ def parent_bump(session_id) -> None:
 
 def session_update(*, session_id, **fields: Any) -> bool:
     """Write plain fields (no status change) and bump the version."""
-    return _write(Session.objects.filter(pk=session_id), session_id, fields)
+    return _write({"pk": session_id}, session_id, fields)
 
 
 def session_modify(*, session_id, compute: Callable[[Session], dict[str, Any] | None]) -> Any:
@@ -171,7 +257,7 @@ def session_modify(*, session_id, compute: Callable[[Session], dict[str, Any] | 
         session = Session.objects.select_for_update().get(pk=session_id)
         fields = compute(session)
         if fields:
-            _write(Session.objects.filter(pk=session_id), session_id, fields)
+            _write({"pk": session_id}, session_id, fields)
     return session
 
 
@@ -214,8 +300,8 @@ def seq_allocate(*, session_id, count: int, lease: Lease | None = None) -> tuple
     """Reserve ``count`` event seqs; returns (first seq, run_seq). Caller is inside a
     transaction: the UPDATE locks the row until it commits. With a lease, nothing is reserved
     (None) once the lease is lost, so a turn is never saved after a cancel committed."""
-    rows = lease.holding() if lease is not None else Session.objects.filter(pk=session_id)
-    fields = {"last_seq": F("last_seq") + count}
+    rows = lease.guard() if lease is not None else {"pk": session_id}
+    fields = {"last_seq": Add(count)}
     written = _write_returning(rows, session_id, fields, ("last_seq", "run_seq"))
     if written is None:
         return None
@@ -226,11 +312,9 @@ def seq_allocate(*, session_id, count: int, lease: Lease | None = None) -> tuple
 def trace_count_next(*, session_id, count: int = 1) -> tuple[int, int, int]:
     """Count ``count`` more trace records; returns (the last one's seq, run_seq, step_count).
     Caller is inside a transaction (the row stays locked until the trace rows are written)."""
-    fields = {"trace_count": F("trace_count") + count}
+    fields = {"trace_count": Add(count)}
     columns = ("trace_count", "run_seq", "step_count")
-    written = _write_returning(
-        Session.objects.filter(pk=session_id), session_id, fields, columns, visible=False
-    )
+    written = _write_returning({"pk": session_id}, session_id, fields, columns, visible=False)
     if written is None:
         raise Session.DoesNotExist(f"Session {session_id} does not exist.")
     return written
@@ -249,19 +333,16 @@ def usage_add(
     """Add one model call to the session's running sums (the UsageRecord ledger is the truth),
     with the step's number when given."""
     fields: dict[str, Any] = {
-        "tokens_in": F("tokens_in") + input_tokens + cache_read_tokens + cache_write_tokens,
-        "tokens_out": F("tokens_out") + output_tokens,
-        "cache_read_tokens": F("cache_read_tokens") + cache_read_tokens,
-        "cache_write_tokens": F("cache_write_tokens") + cache_write_tokens,
+        "tokens_in": Add(input_tokens + cache_read_tokens + cache_write_tokens),
+        "tokens_out": Add(output_tokens),
+        "cache_read_tokens": Add(cache_read_tokens),
+        "cache_write_tokens": Add(cache_write_tokens),
     }
     if step_count is not None:
         fields["step_count"] = step_count
     if cost is not None:
-        # NULL + x is NULL in SQL: the first priced call starts the sum at 0.
-        fields["cost_usd"] = (
-            Coalesce(F("cost_usd"), Value(Decimal(0)), output_field=DecimalField()) + cost
-        )
-    _write(Session.objects.filter(pk=session_id), session_id, fields, visible=False)
+        fields["cost_usd"] = Add(cost)  # the first priced call starts the sum (NULL) at 0
+    _write({"pk": session_id}, session_id, fields, visible=False)
 
 
 def capability_request_add(*, session_id, ability: str, reason: str = "") -> None:
@@ -294,7 +375,7 @@ def run_begin(*, session_id, from_statuses, label: str = "Thinking…", **fields
         session_id=session_id,
         from_statuses=from_statuses,
         to_status=Session.Status.RUNNING,
-        run_seq=F("run_seq") + 1,
+        run_seq=Add(1),
         step_count=0,
         last_error="",
         last_error_code="",
@@ -380,7 +461,7 @@ def lease_refresh(lease: Lease) -> bool:
     """
     now = timezone.now()
     fields = {"lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    return _write(lease.holding(), lease.session_id, fields, visible=False)
+    return _write(lease.guard(), lease.session_id, fields, visible=False)
 
 
 def lease_release(
@@ -395,18 +476,18 @@ def lease_release(
         "lease_token": "",
         "lease_expires_at": None,
         "heartbeat_at": timezone.now(),
-        "trace_count": F("trace_count") + trace_records,
+        "trace_count": Add(trace_records),
     }
     if context_usage is not None:
         fields["context_usage"] = context_usage
     columns = ("trace_count", "run_seq", "step_count")
-    return _write_returning(lease.holding(), lease.session_id, fields, columns, visible=False)
+    return _write_returning(lease.guard(), lease.session_id, fields, columns, visible=False)
 
 
 def viewport_move(lease: Lease, start_event_id: int) -> bool:
     """Move the context window's start (batch eviction)."""
     fields = {"viewport_start_event_id": start_event_id}
-    return _write(lease.holding(), lease.session_id, fields, visible=False)
+    return _write(lease.guard(), lease.session_id, fields, visible=False)
 
 
 def progress_set(lease: Lease, label: str) -> bool:
@@ -417,7 +498,7 @@ def progress_set(lease: Lease, label: str) -> bool:
         "heartbeat_at": now,
         "lease_expires_at": _lease_deadline(now),
     }
-    return _write(lease.holding(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields)
 
 
 def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | None = None) -> bool:
@@ -431,7 +512,7 @@ def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | N
         fields["pending_tool"] = None
     if plan is not None:
         fields["plan"] = plan
-    return _write(lease.holding(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields)
 
 
 def context_usage_predict(
@@ -442,14 +523,14 @@ def context_usage_predict(
     prediction never replaces a newer one. Bookkeeping while the run goes on (it rides with
     the next visible change); ``visible`` once the run waits for the user, so the context ring
     is current then."""
-    rows = Session.objects.filter(pk=session_id, run_seq=run_seq, step_count=step_count)
+    rows = {"pk": session_id, "run_seq": run_seq, "step_count": step_count}
     return _write(rows, session_id, {"context_usage": context_usage}, visible=visible)
 
 
 def content_work_set(lease: Lease) -> bool:
     """Mark the lease's run as content work (raised step cap and output budget); once per run.
     ``run_begin`` clears it for the next run."""
-    rows = lease.holding().filter(content_work=False)
+    rows = {**lease.guard(), "content_work": False}
     return _write(rows, lease.session_id, {"content_work": True})
 
 
@@ -474,7 +555,7 @@ def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) ->
     if status == Session.Status.AWAITING_BROWSER:
         fields["browser_paused_at"] = now
     _check_transitions([Session.Status.RUNNING], status)
-    return _write(lease.holding(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields)
 
 
 def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
@@ -487,7 +568,7 @@ def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
         "progress": None,
         **fields,
     }
-    return _write(lease.holding(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields)
 
 
 # --- live text: the reply being streamed ------------------------------------------------------
