@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from sessions_app import plainsql
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
@@ -265,10 +266,17 @@ def _note(session_id, text: str) -> None:
     )
 
 
+POINTER_FIELDS = plainsql.all_fields(Artifact, defer=("payload",))
+
+
 def pointers(session_id) -> list[Artifact]:
-    return list(
-        Artifact.objects.filter(session_id=session_id).defer("payload").order_by("created_at", "id")
-    )
+    """The session's artifacts without their bodies (``payload`` deferred), oldest first; every
+    step reads them (plain SQL, see ``sessions_app.plainsql``)."""
+    connection = plainsql.connection_for(Artifact)
+    template = "SELECT " + plainsql.select_list(POINTER_FIELDS)
+    template += " FROM {table} WHERE {session} = %s ORDER BY {created_at}, {pk}"
+    key = plainsql.param(Artifact, "session", session_id, connection)
+    return plainsql.fetch(Artifact, POINTER_FIELDS, template, [key])
 
 
 def pointer_line(artifact: Artifact) -> str:

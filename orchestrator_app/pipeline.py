@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from artifacts_app import store
@@ -29,7 +28,7 @@ from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
-from sessions_app.models import Event, PendingMessage, Session
+from sessions_app.models import Event, Session
 from sessions_app.runstate import Lease, PendingTool
 from sessions_app.services import TraceBuffer
 
@@ -104,11 +103,7 @@ def progress(lease: Lease, tracer: TraceBuffer, label: str) -> bool:
 def load_session(lease: Lease, *, queued: bool = False) -> Session:
     """The step's session with its owner; with ``queued``, also whether messages wait in the
     queue (``has_queued``, read in the same query)."""
-    sessions = Session.objects.select_related("owner")
-    if queued:
-        waiting = PendingMessage.objects.filter(session_id=OuterRef("pk"))
-        sessions = sessions.annotate(has_queued=Exists(waiting))
-    return sessions.get(pk=lease.session_id)
+    return runstate.session_load(lease.session_id, queued=queued)
 
 
 def answer(

@@ -21,6 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from artifacts_app import store
+from sessions_app import plainsql
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session, Snapshot
@@ -102,10 +103,20 @@ def expertise_text(session: Session) -> str:
     return "## Expertise\n" + "\n\n".join(parts) if parts else ""
 
 
+GOAL_FIELDS = plainsql.all_fields(Goal)
+
+
 def goals_text(session: Session) -> str:
     """Active goals, and completed ones until 5 conversation messages have passed (a section
-    of the step context)."""
-    goals = list(Goal.objects.filter(session_id=session.pk).exclude(status=Goal.Status.ABANDONED))
+    of the step context). Every step reads them (plain SQL, see ``sessions_app.plainsql``)."""
+    connection = plainsql.connection_for(Goal)
+    goals = plainsql.fetch(
+        Goal,
+        GOAL_FIELDS,
+        "SELECT " + plainsql.select_list(GOAL_FIELDS) + " FROM {table}"
+        " WHERE {session} = %s AND {status} <> %s ORDER BY {pk}",
+        [plainsql.param(Goal, "session", session.pk, connection), Goal.Status.ABANDONED],
+    )
     completed = [
         g.completed_at for g in goals if g.status == Goal.Status.COMPLETED and g.completed_at
     ]

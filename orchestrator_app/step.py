@@ -17,7 +17,7 @@ from django.db import transaction
 from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, EventRow, PendingMessage, Session
+from sessions_app.models import Event, EventRow, PendingMessage, Session, event_rows
 from sessions_app.runstate import Lease
 
 from . import brain, context, llm, pipeline, prompt, runs, usage
@@ -332,10 +332,7 @@ class StepRunner:
         """Build the request from the viewport; move the window start in a batch if needed.
         Only the events from the window's start are read: older ones are in memory snapshots,
         so a step costs the same at 40 events or 4,000."""
-        events = Event.objects.filter(session_id=self.session_id)
-        if session.viewport_start_event_id:
-            events = events.filter(pk__gte=session.viewport_start_event_id)
-        events = events.order_by("seq").rows()
+        events = event_rows(self.session_id, from_id=session.viewport_start_event_id)
         assembly = context.assemble(session, tools, events)
         if prompt.attach_context(assembly.window, assembly.step_context) is not None:
             assembly.window_tokens += context.tokens(assembly.step_context)  # stored with it now
@@ -376,7 +373,7 @@ class StepRunner:
         would send (``context.predicted_usage``), from the request this step sent plus what
         it added."""
         # What the step's tools may have changed, in one narrow read (the rest is as loaded).
-        self.session.refresh_from_db(fields=PREDICTION_FIELDS)
+        runstate.session_refresh(self.session, PREDICTION_FIELDS)
         session = self.session
         calibration = self.calibration or float(
             (session.context_usage or {}).get("calibration") or 1.0
@@ -384,11 +381,7 @@ class StepRunner:
         start = session.viewport_start_event_id or 0
         if self.sent is not None:
             newest = self.sent.window[-1].pk if self.sent.window else start - 1
-            added = (
-                Event.objects.filter(session_id=self.session_id, pk__gt=newest)
-                .order_by("seq")
-                .rows()
-            )
+            added = event_rows(self.session_id, after_id=newest)
             usage = context.predicted_usage_after(
                 session, self.sent, self.sent_buckets, added, calibration
             )
@@ -396,11 +389,7 @@ class StepRunner:
                 return usage
             events = self.sent.window + added
         else:  # no model call in this step: read the window afresh
-            events = (
-                Event.objects.filter(session_id=self.session_id, pk__gte=start)
-                .order_by("seq")
-                .rows()
-            )
+            events = event_rows(self.session_id, from_id=start)
         return context.predicted_usage(
             session, tools_for(session, session.owner), events, calibration
         )

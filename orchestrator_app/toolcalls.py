@@ -14,19 +14,14 @@ from django.db import IntegrityError, transaction
 
 from sessions_app import runstate
 from sessions_app import services as session_services
-from sessions_app.models import Event, EventRow, Session
+from sessions_app.models import Event, EventRow, Session, open_tool_call_rows
 
 
 def unanswered_tool_calls(session_id, since_event_id: int | None = None) -> list[EventRow]:
     """Tool calls without a tool_response, oldest first; with ``since_event_id`` (a step's
     window start), only the calls from that event on, so the check costs the same at any
     history length. (A step heals every open call before its window start can move past it.)"""
-    events = Event.objects.filter(session_id=session_id)
-    if since_event_id:
-        events = events.filter(pk__gte=since_event_id)
-    answered = events.filter(kind=Event.Kind.TOOL_RESPONSE).values("tool_use_id")
-    calls = events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered)
-    return calls.order_by("seq").rows()
+    return open_tool_call_rows(session_id, from_id=since_event_id or 0)
 
 
 def result_text(result: Any) -> str:

@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from sessions_app import runstate
+from sessions_app import plainsql, runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
@@ -125,11 +125,16 @@ def _daily_add(tokens: int) -> None:
 
 
 def daily_tokens_used() -> int:
-    """Tokens the site used today (the site's day, the same days GET stats/tokens reports)."""
-    used = (
-        DailyUsage.objects.filter(day=timezone.localdate()).values_list("tokens", flat=True).first()
+    """Tokens the site used today (the site's day, the same days GET stats/tokens reports).
+    Every step reads it (plain SQL, see ``sessions_app.plainsql``)."""
+    connection = plainsql.connection_for(DailyUsage)
+    rows = plainsql.select(
+        DailyUsage,
+        ("tokens",),
+        "SELECT {tokens} FROM {table} WHERE {day} = %s",
+        [plainsql.param(DailyUsage, "day", timezone.localdate(), connection)],
     )
-    return used or 0
+    return rows[0][0] if rows else 0
 
 
 def daily_limit_reached() -> bool:

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.db import connections, models
 from django.db.models import Q
 
+from . import plainsql
+
 
 class SessionQuerySet(models.QuerySet):
     def for_user(self, user) -> SessionQuerySet:
@@ -218,40 +220,77 @@ class EventRow:
         return self.pk
 
 
+def _event_rows(connection, sql: str, params) -> list[EventRow]:
+    """``EventRow``s from ``sql``, which selects ``EventRow``'s fields in order.
+
+    Rows come straight from the cursor: a step reads its whole window, and Django's per-value
+    converters (the session's UUID, the payload's JSON) cost more than the query. Each session
+    id is converted once and each payload decoded once."""
+    session_ids: dict[Any, Any] = {}
+
+    def session_uuid(raw):
+        if raw not in session_ids:
+            session_ids[raw] = raw if isinstance(raw, uuid.UUID) else uuid.UUID(raw)
+        return session_ids[raw]
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [
+            EventRow(
+                pk,
+                session_uuid(session_id),
+                seq,
+                kind,
+                content,
+                json.loads(payload) if isinstance(payload, str | bytes) else payload,
+                tool_use_id,
+                run,
+                token_count,
+            )
+            for pk, session_id, seq, kind, content, payload, tool_use_id, run, token_count in (
+                cursor.fetchall()
+            )
+        ]
+
+
 class EventQuerySet(models.QuerySet):
     def rows(self) -> list[EventRow]:
-        """The events as ``EventRow``s, in the queryset's order.
-
-        Rows come straight from the cursor: a step reads its whole window, and Django's
-        per-value converters (the session's UUID, the payload's JSON) cost more than the query.
-        Each session id is converted once and each payload decoded once."""
+        """The events as ``EventRow``s, in the queryset's order."""
         query = self.values_list(*EventRow.__slots__).query
         sql, params = query.get_compiler(self.db).as_sql()
-        session_ids: dict[Any, Any] = {}
+        return _event_rows(connections[self.db], sql, params)
 
-        def session_uuid(raw):
-            if raw not in session_ids:
-                session_ids[raw] = raw if isinstance(raw, uuid.UUID) else uuid.UUID(raw)
-            return session_ids[raw]
 
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(sql, params)
-            return [
-                EventRow(
-                    pk,
-                    session_uuid(session_id),
-                    seq,
-                    kind,
-                    content,
-                    json.loads(payload) if isinstance(payload, str | bytes) else payload,
-                    tool_use_id,
-                    run,
-                    token_count,
-                )
-                for pk, session_id, seq, kind, content, payload, tool_use_id, run, token_count in (
-                    cursor.fetchall()
-                )
-            ]
+_EVENT_ROW_SELECT = "SELECT " + ", ".join(f"{{table}}.{{{name}}}" for name in EventRow.__slots__)
+
+
+def event_rows(session_id, *, from_id: int | None = None, after_id: int | None = None):
+    """A session's events from ``from_id`` on (or after ``after_id``), by seq, as
+    ``EventRow``s (a step's window and what it appended; plain SQL, see ``plainsql``)."""
+    connection = plainsql.connection_for(Event)
+    template = _EVENT_ROW_SELECT + " FROM {table} WHERE {session} = %s"
+    params = [plainsql.param(Event, "session", session_id, connection)]
+    if from_id is not None or after_id is not None:
+        template += " AND {pk} >= %s" if from_id is not None else " AND {pk} > %s"
+        params.append(from_id if from_id is not None else after_id)
+    sql = plainsql.render(Event, template + " ORDER BY {seq}", connection)
+    return _event_rows(connection, sql, params)
+
+
+def open_tool_call_rows(session_id, *, from_id: int = 0) -> list[EventRow]:
+    """A session's tool calls from ``from_id`` on without a tool_response from there on, by
+    seq, as ``EventRow``s (a response always follows its call)."""
+    connection = plainsql.connection_for(Event)
+    key = plainsql.param(Event, "session", session_id, connection)
+    sql = plainsql.render(
+        Event,
+        _EVENT_ROW_SELECT + " FROM {table} WHERE {session} = %s AND {pk} >= %s AND {kind} = %s"
+        " AND {tool_use_id} NOT IN (SELECT {tool_use_id} FROM {table}"
+        " WHERE {session} = %s AND {pk} >= %s AND {kind} = %s) ORDER BY {seq}",
+        connection,
+    )
+    params = [key, from_id, Event.Kind.TOOL_CALL, key, from_id, Event.Kind.TOOL_RESPONSE]
+    return _event_rows(connection, sql, params)
 
 
 class Event(models.Model):

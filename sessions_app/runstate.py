@@ -20,7 +20,7 @@ UPDATE on the session table.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -31,8 +31,9 @@ from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from . import plainsql
 from .conf import ahentic_settings
-from .models import STATUS_TRANSITIONS, LiveText, Session
+from .models import STATUS_TRANSITIONS, LiveText, PendingMessage, Session
 
 # What a parent's payload shows of each sub-agent (``children``). A write that changes one of
 # these on a child bumps the parent's version (its ETag) too.
@@ -291,6 +292,61 @@ def session_rename_auto(*, session_id, title: str, named_at_messages: int) -> bo
         "named_at_messages": named_at_messages,
     }
     return _write(rows, session_id, fields)
+
+
+# --- the worker's reads of the row -------------------------------------------------------------
+
+
+def session_load(session_id, *, queued: bool = False) -> Session:
+    """The session with its owner (one plain-SQL read, as ``select_related("owner")``); with
+    ``queued``, also whether messages wait in the queue (``has_queued``, in the same read).
+    Raises ``Session.DoesNotExist``."""
+    user_model = Session._meta.get_field("owner").related_model
+    connection = plainsql.connection_for(Session)
+    session_names, owner_names = plainsql.all_fields(Session), plainsql.all_fields(user_model)
+    template = "SELECT " + plainsql.select_list(session_names)
+    sql = plainsql.render(Session, template, connection)
+    sql += ", " + plainsql.render(user_model, plainsql.select_list(owner_names), connection)
+    if queued:
+        sql += plainsql.render(
+            PendingMessage, ", EXISTS (SELECT 1 FROM {table} WHERE {session} = %s)", connection
+        )
+    sql += plainsql.render(Session, " FROM {table} INNER JOIN ", connection)
+    sql += plainsql.render(user_model, "{table} ON {table}.{pk} = ", connection)
+    sql += plainsql.render(Session, "{table}.{owner} WHERE {table}.{pk} = %s", connection)
+    key = plainsql.param(Session, "pk", session_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key, key] if queued else [key])
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist(f"Session {session_id} does not exist.")
+    split = len(session_names)
+    session_columns = plainsql.converters(Session, session_names, connection)
+    owner_columns = plainsql.converters(user_model, owner_names, connection)
+    session_values = plainsql.convert(row[:split], session_columns, connection)
+    owner_values = plainsql.convert(
+        row[split : split + len(owner_names)], owner_columns, connection
+    )
+    (session,) = plainsql.instances(Session, session_names, [session_values], connection)
+    (owner,) = plainsql.instances(user_model, owner_names, [owner_values], connection)
+    Session._meta.get_field("owner").set_cached_value(session, owner)
+    if queued:
+        session.has_queued = bool(row[-1])
+    return session
+
+
+def session_refresh(session: Session, names: Sequence[str]) -> None:
+    """Read ``names`` of the session's row again into ``session`` (as ``refresh_from_db``)."""
+    names = tuple(names)
+    template = "SELECT " + plainsql.select_list(names) + " FROM {table} WHERE {pk} = %s"
+    connection = plainsql.connection_for(Session)
+    rows = plainsql.select(
+        Session, names, template, [plainsql.param(Session, "pk", session.pk, connection)]
+    )
+    if not rows:
+        raise Session.DoesNotExist(f"Session {session.pk} does not exist.")
+    for name, value in zip(names, rows[0], strict=True):
+        setattr(session, plainsql.field(Session, name).attname, value)
 
 
 # --- counters ----------------------------------------------------------------------------------
