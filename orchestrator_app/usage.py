@@ -59,21 +59,23 @@ def usage_record(
         cache_read=cache_read_tokens,
         cache_write=cache_write_tokens,
     )
+    record = UsageRecord(
+        session_id=session_id,
+        user_id=user_id,
+        run=run,
+        model=model,
+        purpose=purpose,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+        cost_usd=cost,
+        duration_ms=duration_ms,
+        stop_reason=stop_reason,
+        created_at=timezone.now(),
+    )
     with transaction.atomic(savepoint=False):
-        record = UsageRecord.objects.create(
-            session_id=session_id,
-            user_id=user_id,
-            run=run,
-            model=model,
-            purpose=purpose,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read_tokens,
-            cache_write_tokens=cache_write_tokens,
-            cost_usd=cost,
-            duration_ms=duration_ms,
-            stop_reason=stop_reason,
-        )
+        plainsql.insert_new([record])  # every step writes one (see sessions_app.plainsql)
         _daily_add(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens)
         runstate.usage_add(
             session_id=session_id,
@@ -115,7 +117,10 @@ def usage_record_call(
 def _daily_add(tokens: int) -> None:
     """Add to today's counter (one UPDATE; the day's first call inserts the row)."""
     today = timezone.localdate()
-    if DailyUsage.objects.filter(day=today).update(tokens=F("tokens") + tokens):
+    connection = plainsql.connection_for(DailyUsage, write=True)
+    day = plainsql.param(DailyUsage, "day", today, connection)
+    add = "UPDATE {table} SET {tokens} = {tokens} + %s WHERE {day} = %s"
+    if plainsql.execute(DailyUsage, add, [tokens, day]):  # plain SQL: every step adds
         return
     try:
         with transaction.atomic():

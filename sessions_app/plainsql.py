@@ -11,7 +11,9 @@ are written here as SQL text instead, once per statement shape:
 - ``select`` runs it and converts each value as the ORM does (the fields' and the backend's
   converters: a UUID, a datetime or a JSON document comes back as the same Python value a
   queryset gives);
-- ``instances`` builds model instances from such rows (``Model.from_db``, like a queryset).
+- ``instances`` builds model instances from such rows (``Model.from_db``, like a queryset);
+- ``insert`` and ``execute`` write (a write that fails inside a transaction marks it for
+  rollback, as the ORM's writes do).
 
 Parameters go through the fields' own preparation (``param``), so they are stored and compared
 exactly as the ORM does. Anything that is not on the step's hot path stays on the ORM.
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.models import Model
 
 _RENDERED: dict[tuple[str, type[Model], str], str] = {}
@@ -92,14 +94,20 @@ def convert(row: Sequence[Any], columns: list, connection) -> list[Any]:
 
 
 def select(
-    model: type[Model], names: Sequence[str], template: str, params: Sequence[Any]
+    model: type[Model],
+    names: Sequence[str],
+    template: str,
+    params: Sequence[Any],
+    *,
+    write: bool = False,
 ) -> list[list[Any]]:
     """Run ``template`` (rendered for ``model``), which selects the columns of ``names`` first
     in that order (more columns may follow, returned as the database gives them), and return
-    the rows with those values converted."""
-    connection = connection_for(model)
+    the rows with those values converted. ``write``: a write that returns rows (``UPDATE ...
+    RETURNING``), on the write database and marked for rollback when it fails."""
+    connection = connection_for(model, write=write)
     columns = converters(model, names, connection)
-    with connection.cursor() as cursor:
+    with transaction.mark_for_rollback_on_error(connection.alias), connection.cursor() as cursor:
         cursor.execute(render(model, template, connection), params)
         rows = cursor.fetchall()
     return [convert(row, columns, connection) for row in rows]
@@ -130,3 +138,59 @@ def all_fields(model: type[Model], *, defer: Sequence[str] = ()) -> list[str]:
 def select_list(names: Sequence[str]) -> str:
     """A template's column list: ``{table}.{a}, {table}.{b}``."""
     return ", ".join(f"{{table}}.{{{name}}}" for name in names)
+
+
+def execute(model: type[Model], template: str, params: Sequence[Any]) -> int:
+    """Run a write (``template`` rendered for ``model``); returns the rows it changed."""
+    connection = connection_for(model, write=True)
+    with transaction.mark_for_rollback_on_error(connection.alias), connection.cursor() as cursor:
+        cursor.execute(render(model, template, connection), params)
+        return cursor.rowcount
+
+
+def insert(
+    model: type[Model], names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> list[Any] | None:
+    """INSERT ``rows`` (values of the fields ``names``, prepared as the ORM saves them; nothing
+    fills defaults or ``auto_now_add`` here). Returns the new primary keys in order where the
+    database returns them from one statement (PostgreSQL, SQLite >= 3.35), else None."""
+    connection = connection_for(model, write=True)
+    fields = [field(model, name) for name in names]
+    returns = connection.features.can_return_rows_from_bulk_insert
+    head = render(
+        model,
+        "INSERT INTO {table} (" + ", ".join(f"{{{n}}}" for n in names) + ") VALUES ",
+        connection,
+    )
+    tail = " RETURNING " + render(model, "{pk}", connection) if returns else ""
+    one = "(" + ", ".join(["%s"] * len(names)) + ")"
+    batch = max(1, connection.ops.bulk_batch_size(fields, rows))
+    keys: list[Any] = []
+    with transaction.mark_for_rollback_on_error(connection.alias), connection.cursor() as cursor:
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
+            params = [
+                f.get_db_prep_save(value, connection)
+                for row in chunk
+                for f, value in zip(fields, row, strict=True)
+            ]
+            cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
+            if returns:
+                keys.extend(row[0] for row in cursor.fetchall())
+    return keys if returns else None
+
+
+def insert_new(instances: Sequence[Model]) -> bool:
+    """``insert`` unsaved ``instances`` of one model (every concrete field but the primary key,
+    as the instances hold them: set ``auto_now_add`` fields yourself) and mark them saved, as
+    ``bulk_create`` does. False when the database returned no primary keys (then they are
+    None; see ``insert``)."""
+    model = type(instances[0])
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    rows = [[getattr(obj, f.attname) for f in fields] for obj in instances]
+    keys = insert(model, [f.name for f in fields], rows)
+    alias = connection_for(model, write=True).alias
+    for i, obj in enumerate(instances):
+        obj.pk = keys[i] if keys else None
+        obj._state.adding, obj._state.db = False, alias
+    return keys is not None

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db import connections, router, transaction
-from django.db.models import F, Q, QuerySet, Value
+from django.db import transaction
+from django.db.models import F, QuerySet, Value
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -118,70 +118,56 @@ class Add:
     amount: Any
 
 
-# Lease-guarded and counter writes run several times in every step. They are plain SQL, one
-# string per statement shape (cached): building and compiling the same UPDATE through the ORM
-# costs about ten times what the database spends on it. Values go through the model fields'
-# own conversion, so they are stored exactly as the ORM stores them.
-_UPDATE_SQL: dict[tuple, str] = {}
+# Lease-guarded and counter writes run several times in every step. They are plain SQL (see
+# ``plainsql``): building and compiling the same UPDATE through the ORM costs about ten times
+# what the database spends on it. Values go through the model fields' own conversion, so they
+# are stored exactly as the ORM stores them.
 
-
-def _field(name: str):
-    return Session._meta.pk if name == "pk" else Session._meta.get_field(name)
-
-
-def _update_sql(connection, where: tuple[str, ...], sets: tuple[tuple[str, bool], ...]) -> str:
-    quote, table = connection.ops.quote_name, connection.ops.quote_name(Session._meta.db_table)
-
-    def column(name: str) -> str:
-        return quote(_field(name).column)
-
-    assignments = ", ".join(
-        f"{column(name)} = COALESCE({column(name)}, 0) + %s" if add else f"{column(name)} = %s"
-        for name, add in sets
-    )
-    conditions = " AND ".join(f"{column(name)} = %s" for name in where)
-    return f"UPDATE {table} SET {assignments} WHERE {conditions}"
+# run_claim: nobody holds the lease, or it expired.
+_LEASE_FREE = " AND ({lease_token} = %s OR {lease_expires_at} IS NULL OR {lease_expires_at} < %s)"
 
 
 def _update(
-    where: dict[str, Any], fields: dict[str, Any], returning: tuple[str, ...]
+    where: dict[str, Any],
+    fields: dict[str, Any],
+    returning: tuple[str, ...],
+    *,
+    lease_free_at=None,
 ) -> tuple[Any, ...] | None:
-    """One UPDATE of the row matching ``where`` (equality on each field); returns the
-    ``returning`` columns of the row as written (``()`` when none are asked for), or None when
-    no row matched. ``UPDATE ... RETURNING`` on PostgreSQL and SQLite >= 3.35; an UPDATE and a
-    read elsewhere."""
-    connection = connections[router.db_for_write(Session)]
-    sets = tuple((name, isinstance(value, Add)) for name, value in fields.items())
-    key = (connection.alias, tuple(where), sets)
-    sql = _UPDATE_SQL.get(key)
-    if sql is None:
-        sql = _UPDATE_SQL[key] = _update_sql(connection, tuple(where), sets)
+    """One UPDATE of the row matching ``where`` (equality on each field; with
+    ``lease_free_at``, also a lease that is free at that time); returns the ``returning``
+    columns of the row as written (``()`` when none are asked for), or None when no row
+    matched. ``UPDATE ... RETURNING`` on PostgreSQL and SQLite >= 3.35; an UPDATE and a read
+    elsewhere."""
+    connection = plainsql.connection_for(Session, write=True)
+    template = (
+        "UPDATE {table} SET "
+        + ", ".join(
+            f"{{{name}}} = COALESCE({{{name}}}, 0) + %s"
+            if isinstance(value, Add)
+            else f"{{{name}}} = %s"
+            for name, value in fields.items()
+        )
+        + " WHERE "
+        + " AND ".join(f"{{{name}}} = %s" for name in where)
+    )
     params = [
-        _field(name).get_db_prep_save(value.amount if isinstance(value, Add) else value, connection)
+        plainsql.field(Session, name).get_db_prep_save(
+            value.amount if isinstance(value, Add) else value, connection
+        )
         for name, value in fields.items()
-    ] + [
-        _field(name).get_db_prep_value(value, connection, prepared=False)
-        for name, value in where.items()
-    ]
+    ] + [plainsql.param(Session, name, value, connection) for name, value in where.items()]
+    if lease_free_at is not None:
+        template += _LEASE_FREE
+        params += ["", plainsql.param(Session, "lease_expires_at", lease_free_at, connection)]
     returns = bool(returning) and connection.vendor in ("postgresql", "sqlite")
     returns = returns and connection.features.can_return_columns_from_insert
     if returns:
-        names = ", ".join(connection.ops.quote_name(_field(n).column) for n in returning)
-        sql = f"{sql} RETURNING {names}"
-    with transaction.mark_for_rollback_on_error(connection.alias), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        if returns:
-            row = cursor.fetchone()
-            return (
-                None
-                if row is None
-                else tuple(
-                    _field(name).to_python(value)
-                    for name, value in zip(returning, row, strict=True)
-                )
-            )
-        if cursor.rowcount != 1:
-            return None
+        template += " RETURNING " + ", ".join(f"{{{name}}}" for name in returning)
+        rows = plainsql.select(Session, returning, template, params, write=True)
+        return tuple(rows[0]) if rows else None
+    if plainsql.execute(Session, template, params) != 1:
+        return None
     if not returning:
         return ()
     return Session.objects.filter(pk=where["pk"]).values_list(*returning).get()
@@ -501,11 +487,9 @@ def run_claim(*, session_id, run_seq: int) -> Lease | None:
     """Take the session's lease with one conditional UPDATE; None if someone else has it."""
     token = uuid.uuid4().hex
     now = timezone.now()
-    rows = Session.objects.filter(
-        pk=session_id, status=Session.Status.RUNNING, run_seq=run_seq
-    ).filter(Q(lease_token="") | Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True))
+    rows = {"pk": session_id, "status": Session.Status.RUNNING, "run_seq": run_seq}
     fields = {"lease_token": token, "lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    if not _write(rows, session_id, fields, visible=False):
+    if _update(rows, fields, (), lease_free_at=now) is None:  # a bookkeeping write
         return None
     return Lease(session_id=session_id, run_seq=run_seq, token=token)
 

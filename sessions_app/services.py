@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Subquery
 from django.utils import timezone
 
-from . import runstate
+from . import plainsql, runstate
 from .conf import ahentic_settings
 from .models import Event, Goal, PendingMessage, Session, Snapshot, TraceEvent
 from .tokens import estimate_tokens, tool_use_tokens
@@ -76,6 +76,7 @@ def events_append(
         if allocated is None:
             return None
         first_seq, run_seq = allocated
+        now = timezone.now()
         events = [
             Event(
                 session_id=session_id,
@@ -86,15 +87,34 @@ def events_append(
                 tool_use_id=item.get("tool_use_id", "") or "",
                 run=item.get("run", run_seq),
                 token_count=event_token_count(item),
+                created_at=now,
             )
             for i, item in enumerate(items)
         ]
-        Event.objects.bulk_create(events)
+        _insert(Event, events)
         retention = ahentic_settings.ENTRY_RETENTION
         last = first_seq + len(items) - 1
         if prune and retention and last > retention:
             events_prune(session_id=session_id, through_seq=last - retention)
     return events
+
+
+def _insert(model, instances: list) -> None:
+    """Insert new ``instances`` of ``model`` (events or trace rows: ``(session, seq)`` is
+    unique) in plain SQL, since every step writes both (see ``plainsql``), with their keys."""
+    if plainsql.insert_new(instances):
+        return
+    keys = (  # a database that returns no keys from a multi-row INSERT
+        model.objects.filter(
+            session_id=instances[0].session_id,
+            seq__gte=instances[0].seq,
+            seq__lte=instances[-1].seq,
+        )
+        .order_by("seq")
+        .values_list("pk", flat=True)
+    )
+    for obj, key in zip(instances, keys, strict=True):
+        obj.pk = key
 
 
 def event_token_count(item: dict[str, Any]) -> int:
@@ -197,7 +217,7 @@ def trace_records(
             session_id=session_id, count=len(items)
         )
         first = last - len(items) + 1
-        rows = TraceEvent.objects.bulk_create(
+        rows = [
             TraceEvent(
                 session_id=session_id,
                 seq=first + i,
@@ -210,32 +230,46 @@ def trace_records(
                 at=item.at,
             )
             for i, item in enumerate(items)
-        )
+        ]
+        _insert(TraceEvent, rows)
         if last > ahentic_settings.TRACE_CAP:
             _trace_collapse(session_id, last)
     return rows
 
 
 def _trace_collapse(session_id, last_seq: int) -> None:
+    """Apply the cap after rows up to ``last_seq`` were written (plain SQL: once the cap is
+    reached, every step of a long session runs it; see ``plainsql``)."""
     cap, head = ahentic_settings.TRACE_CAP, ahentic_settings.TRACE_HEAD
     keep_tail = cap - head - 1  # the gap row takes one slot
     drop_to = last_seq - keep_tail  # drop ordinary rows head < seq <= drop_to
     if drop_to <= head:
         return
-    gap = TraceEvent.objects.filter(session_id=session_id, type=TraceEvent.GAP).first()
-    if gap is not None and gap.seq >= drop_to:
-        return
-    deleted, _ = (
-        TraceEvent.objects.filter(session_id=session_id, seq__gt=head, seq__lte=drop_to)
-        .exclude(type=TraceEvent.GAP)
-        .delete()
+    connection = plainsql.connection_for(TraceEvent, write=True)
+    key = plainsql.param(TraceEvent, "session", session_id, connection)
+    gaps = plainsql.select(
+        TraceEvent,
+        ("pk", "seq", "data"),
+        "SELECT {pk}, {seq}, {data} FROM {table} WHERE {session} = %s AND {type} = %s",
+        [key, TraceEvent.GAP],
     )
-    total = (int((gap.data or {}).get("dropped", 0)) if gap else 0) + deleted
+    gap = gaps[0] if gaps else None
+    if gap is not None and gap[1] >= drop_to:
+        return
+    deleted = plainsql.execute(
+        TraceEvent,
+        "DELETE FROM {table} WHERE {session} = %s AND {seq} > %s AND {seq} <= %s AND {type} <> %s",
+        [key, head, drop_to, TraceEvent.GAP],
+    )
+    total = (int((gap[2] or {}).get("dropped", 0)) if gap else 0) + deleted
     summary = f"{total} events dropped (trace cap)"
     if gap is not None:
         # The gap moves to the newest dropped position so it always sorts between head and tail.
-        TraceEvent.objects.filter(pk=gap.pk).update(
-            seq=drop_to, summary=summary, data={"dropped": total}
+        data = plainsql.field(TraceEvent, "data").get_db_prep_save({"dropped": total}, connection)
+        plainsql.execute(
+            TraceEvent,
+            "UPDATE {table} SET {seq} = %s, {summary} = %s, {data} = %s WHERE {pk} = %s",
+            [drop_to, summary, data, gap[0]],
         )
     else:
         TraceEvent.objects.create(
@@ -305,7 +339,11 @@ def event_payload_merge(*, event: Event, **values: Any) -> dict[str, Any]:
     is the event's only writer (the worker holding the session's lease), so the payload in
     hand is current and one UPDATE suffices."""
     event.payload = {**(event.payload or {}), **values}
-    Event.objects.filter(pk=event.pk).update(payload=event.payload)
+    connection = plainsql.connection_for(Event, write=True)
+    payload = plainsql.field(Event, "payload").get_db_prep_save(event.payload, connection)
+    plainsql.execute(
+        Event, "UPDATE {table} SET {payload} = %s WHERE {pk} = %s", [payload, event.pk]
+    )
     return event.payload
 
 

@@ -273,9 +273,13 @@ SESSION_WRITER = str(ROOT / "sessions_app" / "runstate.py")
 SESSION_UPDATE = re.compile(r'^\s*UPDATE\s+"?sessions_app_session"?\s', re.IGNORECASE)
 
 
+PLAIN_SQL = str(ROOT / "sessions_app" / "plainsql.py")
+
+
 class SessionUpdateOrigins:
     """Records which source file issued each UPDATE of the session table: the innermost frame
-    of the project's own code (an app module, or a test setting up a state)."""
+    of the project's own code (an app module, or a test setting up a state). ``plainsql`` runs
+    SQL for its callers as the ORM does, so the frame that called it counts."""
 
     def __init__(self):
         self.origins: list[str] = []
@@ -285,7 +289,11 @@ class SessionUpdateOrigins:
             frame = sys._getframe(1)
             while frame is not None:
                 name = frame.f_code.co_filename
-                if name.startswith(str(ROOT)) and name != __file__ and ".venv" not in name:
+                if (
+                    name.startswith(str(ROOT))
+                    and name not in (__file__, PLAIN_SQL)
+                    and ".venv" not in name
+                ):
                     self.origins.append(name)
                     break
                 frame = frame.f_back
