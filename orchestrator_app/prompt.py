@@ -61,11 +61,17 @@ WINDOW_OPENER = "[Earlier conversation is summarized in your memory.]"
 def memory_text(session: Session) -> str:
     if session.viewport_start_event_id is None:
         return ""  # nothing left the window yet, so nothing was summarized (brain.remember)
-    snapshots = list(Snapshot.objects.filter(session_id=session.pk).order_by("from_event_id"))
-    if not snapshots:
+    connection = plainsql.connection_for(Snapshot)
+    texts = plainsql.select(  # every step of a long chat reads them (see plainsql)
+        Snapshot,
+        ("text",),
+        "SELECT {text} FROM {table} WHERE {session} = %s ORDER BY {from_event_id}",
+        [plainsql.param(Snapshot, "session", session.pk, connection)],
+    )
+    if not texts:
         return ""
     return "## Memory (summaries of earlier conversation)\n" + "\n\n".join(
-        s.text for s in snapshots
+        text for (text,) in texts
     )
 
 

@@ -25,6 +25,7 @@ from . import plan as plan_rules
 from .queue import enqueue_memory, enqueue_naming, enqueue_step
 from .toolcalls import answer_unanswered, result_text, tool_response_record, unanswered_tool_calls
 from .tools import tools_for
+from .window import window_rows
 
 log = logging.getLogger("ahentic")
 
@@ -332,7 +333,7 @@ class StepRunner:
         """Build the request from the viewport; move the window start in a batch if needed.
         Only the events from the window's start are read: older ones are in memory snapshots,
         so a step costs the same at 40 events or 4,000."""
-        events = event_rows(self.session_id, from_id=session.viewport_start_event_id)
+        events = window_rows(self.session_id, session.viewport_start_event_id)
         assembly = context.assemble(session, tools, events)
         if prompt.attach_context(assembly.window, assembly.step_context) is not None:
             assembly.window_tokens += context.tokens(assembly.step_context)  # stored with it now
@@ -389,7 +390,7 @@ class StepRunner:
                 return usage
             events = self.sent.window + added
         else:  # no model call in this step: read the window afresh
-            events = event_rows(self.session_id, from_id=start)
+            events = window_rows(self.session_id, start)
         return context.predicted_usage(
             session, tools_for(session, session.owner), events, calibration
         )

@@ -337,7 +337,8 @@ def event_payload_merge(*, event: Event, **values: Any) -> dict[str, Any]:
     """Merge bookkeeping keys into an event's payload (a tool call's ``started`` marker, the
     per-step context note of a user turn). What the event says is never rewritten. The caller
     is the event's only writer (the worker holding the session's lease), so the payload in
-    hand is current and one UPDATE suffices."""
+    hand is current and one UPDATE suffices. Workers keep the rows of a window between steps
+    on the rule that only these two merges change an event (``orchestrator_app.window``)."""
     event.payload = {**(event.payload or {}), **values}
     connection = plainsql.connection_for(Event, write=True)
     payload = plainsql.field(Event, "payload").get_db_prep_save(event.payload, connection)
