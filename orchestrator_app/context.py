@@ -29,7 +29,16 @@ from sessions_app.models import Event, Session
 from sessions_app.tokens import estimate_tokens, tool_use_tokens
 
 from . import prompt
-from .prompt import CONTEXT_HEADER, MODE_SECTION, PAGE_SECTION, WINDOW_OPENER
+from .prompt import (
+    CONTEXT_HEADER,
+    MODE_SECTION,
+    PAGE_SECTION,
+    SUBAGENT_MESSAGE,
+    SYSTEM_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESPONSE,
+    WINDOW_OPENER,
+)
 from .tools import Tool
 
 ROLE_OVERHEAD = 4
@@ -131,9 +140,9 @@ def usage_snapshot(parts: dict[str, int], calibration: float) -> dict[str, Any]:
 
 def event_tokens(event: Event) -> int:
     """An upper bound of what the event adds to a request (as prompt.build_messages sends it)."""
-    if event.kind == Event.Kind.SYSTEM_MESSAGE:
+    if event.kind == SYSTEM_MESSAGE:
         return 0  # UI notes are not sent
-    if event.kind == Event.Kind.SUBAGENT_MESSAGE:
+    if event.kind == SUBAGENT_MESSAGE:
         own = event.token_count + SUBAGENT_LABEL_TOKENS
     else:
         own = event.token_count
@@ -174,14 +183,14 @@ def select_window(
         total += cost
     kept.reverse()
     kept = drop_leading_answers(kept)
-    if kept[0].kind == Event.Kind.TOOL_RESPONSE:
+    if kept[0].kind == TOOL_RESPONSE:
         # Only an answer fits (the budget is smaller than one tool pair beside the fixed
         # parts): its call comes too, since a request of orphan answers has no message.
         call = next(
             (
                 i
                 for i, e in enumerate(window)
-                if e.kind == Event.Kind.TOOL_CALL and e.tool_use_id == kept[0].tool_use_id
+                if e.kind == TOOL_CALL and e.tool_use_id == kept[0].tool_use_id
             ),
             None,
         )
@@ -192,7 +201,7 @@ def select_window(
 
 def drop_leading_answers(events: list[Event]) -> list[Event]:
     """Never open a window on the answer half of a tool pair (its call is cut off)."""
-    while len(events) > 1 and events[0].kind == Event.Kind.TOOL_RESPONSE:
+    while len(events) > 1 and events[0].kind == TOOL_RESPONSE:
         events = events[1:]
     return events
 

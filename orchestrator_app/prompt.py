@@ -53,8 +53,17 @@ def soul_text() -> str:
     return soul
 
 
+# Event kinds as module names: the request builders compare them for every event of the window,
+# and looking a member up on its enum class costs several times the comparison.
+USER_MESSAGE = Event.Kind.USER_MESSAGE
+AGENT_MESSAGE = Event.Kind.AGENT_MESSAGE
+TOOL_CALL = Event.Kind.TOOL_CALL
+TOOL_RESPONSE = Event.Kind.TOOL_RESPONSE
+SYSTEM_MESSAGE = Event.Kind.SYSTEM_MESSAGE
+SUBAGENT_MESSAGE = Event.Kind.SUBAGENT_MESSAGE
+
 GOAL_DECAY_MESSAGES = 5
-CONVERSATION_KINDS = (Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE)
+CONVERSATION_KINDS = (USER_MESSAGE, AGENT_MESSAGE)
 WINDOW_OPENER = "[Earlier conversation is summarized in your memory.]"
 
 
@@ -178,7 +187,7 @@ CONTEXT_HEADER = "[Context for this step, from the system, not the user]"
 MODE_SECTION = "Mode:"
 GOALS_SECTION = "Goals (set_goal, complete_goal):"
 PAGE_SECTION = "Active browser page context:"
-USER_ROLE_KINDS = (Event.Kind.USER_MESSAGE, Event.Kind.TOOL_RESPONSE, Event.Kind.SUBAGENT_MESSAGE)
+USER_ROLE_KINDS = (USER_MESSAGE, TOOL_RESPONSE, SUBAGENT_MESSAGE)
 
 
 def step_context(session: Session) -> str:
@@ -215,7 +224,7 @@ def context_carrier(events: list[Event], context: str) -> Event | None:
     sent event, if it is a user-role turn without a context of its own, and unless the window
     already carries the same context (repeating it would only spend tokens)."""
     # System notes (artifact writes, cancels) are not sent; the newest sent event counts.
-    sent = [e for e in events if e.kind != Event.Kind.SYSTEM_MESSAGE]
+    sent = [e for e in events if e.kind != SYSTEM_MESSAGE]
     if not context or not sent or sent[-1].kind not in USER_ROLE_KINDS:
         return None
     newest = sent[-1]
@@ -237,20 +246,20 @@ def attach_context(events: list[Event], context: str) -> Event | None:
 
 def _blocks_for(event: Event, result_chars: int) -> tuple[str, dict[str, Any]] | None:
     payload = event.payload or {}
-    if event.kind == Event.Kind.USER_MESSAGE:
+    if event.kind == USER_MESSAGE:
         return ("user", {"type": "text", "text": event.content}) if event.content.strip() else None
-    if event.kind == Event.Kind.AGENT_MESSAGE:
+    if event.kind == AGENT_MESSAGE:
         if payload.get("meta", {}).get("error") or not event.content.strip():
             return None  # failure copy is for the user, never fed back to the model
         return "assistant", {"type": "text", "text": event.content}
-    if event.kind == Event.Kind.TOOL_CALL:
+    if event.kind == TOOL_CALL:
         return "assistant", {
             "type": "tool_use",
             "id": event.tool_use_id,
             "name": payload.get("tool", "unknown"),
             "input": payload.get("input") or {},
         }
-    if event.kind == Event.Kind.TOOL_RESPONSE:
+    if event.kind == TOOL_RESPONSE:
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": event.tool_use_id,
@@ -287,17 +296,14 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
 def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
     """Events (chronological) -> alternating messages with every tool pair intact. Events of
     another session (what a sub-agent inherits from its parent) are older history."""
-    calls = {e.tool_use_id for e in events if e.kind == Event.Kind.TOOL_CALL}
-    results = {e.tool_use_id for e in events if e.kind == Event.Kind.TOOL_RESPONSE}
+    calls = {e.tool_use_id for e in events if e.kind == TOOL_CALL}
+    results = {e.tool_use_id for e in events if e.kind == TOOL_RESPONSE}
     paired = calls & results
     messages: list[dict[str, Any]] = []
     for event in events:
-        if (
-            event.kind in (Event.Kind.TOOL_CALL, Event.Kind.TOOL_RESPONSE)
-            and event.tool_use_id not in paired
-        ):
+        if event.kind in (TOOL_CALL, TOOL_RESPONSE) and event.tool_use_id not in paired:
             continue  # orphan half: its partner was pruned or is not answered yet
-        if event.kind == Event.Kind.SUBAGENT_MESSAGE:
+        if event.kind == SUBAGENT_MESSAGE:
             parts = subagent_pair(event)
         else:
             own = event.session_id == session_id

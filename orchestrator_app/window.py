@@ -25,7 +25,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from sessions_app.models import Event, EventRow, event_rows
+from sessions_app.models import EventRow, event_rows
+
+from .prompt import SYSTEM_MESSAGE, TOOL_CALL, TOOL_RESPONSE
 
 # Sessions whose stable rows a worker keeps (least recently used first out). A window holds
 # at most the context budget's worth of text: about 100 KB at the default 50,000 tokens.
@@ -84,9 +86,9 @@ def _stable_prefix(rows: list[EventRow]) -> list[EventRow]:
     """The rows before the newest sent one (system notes are not sent) and before the first
     tool call without an answer."""
     # The newest sent event may still get the step context (``prompt.context_carrier``).
-    end = max((i for i, r in enumerate(rows) if r.kind != Event.Kind.SYSTEM_MESSAGE), default=0)
-    answered = {r.tool_use_id for r in rows if r.kind == Event.Kind.TOOL_RESPONSE}
+    end = max((i for i, r in enumerate(rows) if r.kind != SYSTEM_MESSAGE), default=0)
+    answered = {r.tool_use_id for r in rows if r.kind == TOOL_RESPONSE}
     for index, row in enumerate(rows[:end]):
-        if row.kind == Event.Kind.TOOL_CALL and row.tool_use_id not in answered:
+        if row.kind == TOOL_CALL and row.tool_use_id not in answered:
             return rows[:index]
     return rows[:end]
