@@ -100,24 +100,29 @@ def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
 
 
 def _add_message_buckets(result: dict[str, int], messages: list[dict[str, Any]]) -> None:
+    history = tool_results = page_context = plan_artifacts = 0
     for message in messages:
-        result["history"] += ROLE_OVERHEAD
+        history += ROLE_OVERHEAD
         for block in message["content"]:
-            text = block.get("text", "") if block.get("type") == "text" else ""
-            if block.get("type") == "tool_result":
-                result["toolResults"] += block_tokens(block)
-            elif text.startswith(CONTEXT_HEADER):
+            kind = block.get("type")
+            if kind == "tool_result":
+                tool_results += block_tokens(block)
+            elif kind == "text" and block.get("text", "").startswith(CONTEXT_HEADER):
                 # Sections are blank-line separated; header and mode count as history.
-                header, *sections = text.split("\n\n")
+                header, *sections = block["text"].split("\n\n")
                 page = sum(tokens(p) for p in sections if p.startswith(PAGE_SECTION))
                 plain = tokens(header) + sum(
                     tokens(p) for p in sections if p.startswith(MODE_SECTION)
                 )
-                result["history"] += plain
-                result["pageContext"] += page
-                result["planArtifacts"] += max(0, block_tokens(block) - page - plain)
+                history += plain
+                page_context += page
+                plan_artifacts += max(0, block_tokens(block) - page - plain)
             else:
-                result["history"] += block_tokens(block)
+                history += block_tokens(block)
+    result["history"] += history
+    result["toolResults"] += tool_results
+    result["pageContext"] += page_context
+    result["planArtifacts"] += plan_artifacts
 
 
 def estimate(request: dict[str, Any]) -> int:

@@ -4,13 +4,12 @@ Messages API server the tests and the offline demo use (so it imports nothing fr
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 
 def estimate_tokens(text: str) -> int:
     """Token estimate used everywhere: ceil(utf-8 bytes / 4), at least 1."""
-    return max(1, math.ceil(len((text or "").encode("utf-8")) / 4))
+    return max(1, (len((text or "").encode("utf-8")) + 3) // 4)  # ceil in integers
 
 
 def tool_use_tokens(name: str | None, input: Any) -> int:
