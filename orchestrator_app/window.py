@@ -52,20 +52,21 @@ def window_rows(session_id, start: int | None) -> list[EventRow]:
     with _lock:
         kept = _kept.get(session_id)
     if kept is not None and kept.start <= start:
-        rows = [row for row in kept.rows if row.pk >= start]
-        rows += event_rows(session_id, after_id=max(kept.through, start - 1))
+        stable = kept.rows
+        if start > kept.start:  # the window start moved on
+            stable = tuple(row for row in stable if row.pk >= start)
+        fresh = event_rows(session_id, after_id=max(kept.through, start - 1))
     else:
-        rows = event_rows(session_id, from_id=start)
-    keep(session_id, start, rows)
-    return rows
+        stable, fresh = (), event_rows(session_id, from_id=start)
+    # Kept rows stay stable, so only the rows read now are looked at.
+    _keep(session_id, start, stable + tuple(_stable_prefix(fresh)))
+    return [*stable, *fresh]
 
 
-def keep(session_id, start: int, rows: list[EventRow]) -> None:
-    """Remember the stable rows of ``rows`` (the session's events from ``start`` on)."""
-    stable = _stable_prefix(rows)
+def _keep(session_id, start: int, stable: tuple[EventRow, ...]) -> None:
     with _lock:
         if stable:
-            _kept[session_id] = _Kept(start, tuple(stable), stable[-1].pk)
+            _kept[session_id] = _Kept(start, stable, stable[-1].pk)
             _kept.move_to_end(session_id)
             while len(_kept) > KEEP_SESSIONS:
                 _kept.popitem(last=False)
