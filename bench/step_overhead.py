@@ -4,8 +4,8 @@ Seeds sessions with 40, 400 and 4000 events (user turns, replies, tool call/resu
 realistic size), then runs tool-using steps through the real step loop (synchronous worker)
 against the local Messages API server, one step of each session in turn. For each size it
 prints the median CPU milliseconds per step spent outside the model call, the SQL statements
-per step, and the ratio to the 40-event session measured in the same run, with retention at
-its default and off.
+per step, and the ratio to the 40-event session (the median of each round's ratio: the sizes'
+steps of one round run back to back), with retention at its default and off.
 
 The context budget is 20,000 tokens so a long history is windowed, as in production, where the
 window (not the history) bounds a step's work. Targets (issue "Fast at any size"): <= 15 ms at
@@ -65,8 +65,10 @@ def settings_for(retention, steps: int, server_url: str) -> dict:
     }
 
 
-def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, float]]:
-    """``{events: (median ms per step, median statements per step)}`` with ``retention``.
+def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, float, float]]:
+    """``{events: (median ms per step, median statements per step, median ratio)}`` with
+    ``retention``. The ratio is each round's step against the first size's step of the same
+    round (their median), so a slow stretch of the machine cancels out.
 
     Every size has its own session; the steps of the sessions alternate (one step of each in
     turn, in a rotating order), so a burst of load on this noisy machine hits every size
@@ -129,10 +131,13 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
                     elapsed = time.thread_time() - started - model_s[0]
                     if round_number:  # a run's first step (it may move the window) is not measured
                         samples[size].append((elapsed * 1000, statements[0]))
+        base = samples[sizes[0]]
         return {
             size: (
                 statistics.median(ms for ms, _ in values),
                 statistics.median(sql for _, sql in values),
+                # Each round's step against the smallest session's step of the same round.
+                statistics.median(ms / b for (ms, _), (b, _) in zip(values, base, strict=True)),
             )
             for size, values in samples.items()
         }
@@ -164,11 +169,9 @@ def main() -> None:
     print(f"{'retention':>10} {'events':>7} {'ms/step':>8} {'SQL/step':>9} {'vs 40':>6}" + " " * 20)
     for retention, measured in results.items():
         for size in sizes:
-            ms, sql = measured[size]
+            ms, sql, ratio = measured[size]
             label = "default" if retention else "off"
-            print(
-                f"{label:>10} {size:>7} {ms:>8.1f} {sql:>9.0f} {ms / measured[sizes[0]][0]:>5.2f}x"
-            )
+            print(f"{label:>10} {size:>7} {ms:>8.1f} {sql:>9.0f} {ratio:>5.2f}x")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Subquery
 from django.utils import timezone
 
 from . import plainsql, runstate
@@ -133,13 +132,20 @@ def events_prune(*, session_id, through_seq: int) -> int:
     Snapshots cover the session's events from the first one on, without gaps, up to the
     newest ``to_event_id`` (folds keep the range), so one bound decides.
     """
-    covered = Snapshot.objects.filter(session_id=session_id).order_by("-to_event_id")
-    deleted, _ = Event.objects.filter(
-        session_id=session_id,
-        seq__lte=through_seq,
-        pk__lte=Subquery(covered.values("to_event_id")[:1]),
-    ).delete()
-    return deleted
+    connection = plainsql.connection_for(Event, write=True)
+    key = plainsql.param(Event, "session", session_id, connection)
+    covered = plainsql.render(  # the newest event a snapshot covers
+        Snapshot,
+        "SELECT {to_event_id} FROM {table} WHERE {session} = %s"
+        " ORDER BY {to_event_id} DESC LIMIT 1",
+        connection,
+    )
+    # Plain SQL (every step of a long chat runs it); nothing references an event row.
+    return plainsql.execute(
+        Event,
+        "DELETE FROM {table} WHERE {session} = %s AND {seq} <= %s AND {pk} <= (" + covered + ")",
+        [key, through_seq, key],
+    )
 
 
 def event_append(
