@@ -331,8 +331,9 @@ class StepRunner:
 
     def assemble(self, session: Session, tools) -> dict[str, Any]:
         """Build the request from the viewport; move the window start in a batch if needed.
-        Only the events from the window's start are read: older ones are in memory snapshots,
-        so a step costs the same at 40 events or 4,000."""
+        Only the events from the window's start are used (older ones are in memory snapshots),
+        so a step costs the same at 400 events or 4,000; the rows this worker kept from an
+        earlier step of the session are not read again (``window``)."""
         events = window_rows(self.session_id, session.viewport_start_event_id)
         assembly = context.assemble(session, tools, events)
         if prompt.attach_context(assembly.window, assembly.step_context) is not None:

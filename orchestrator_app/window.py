@@ -13,7 +13,7 @@ change any more, so a worker keeps them and reads only the rest:
   sent turn (``prompt.attach_context``).
 
 So the rows before the newest sent event and before the first unanswered tool call are stable. A
-worker keeps those of the sessions it served last (``KEEP_SESSIONS``) and reads the events
+worker keeps those of the sessions it served last (``KEEP_TOKENS``) and reads the events
 from the first row it does not keep in one query, the same count as reading the whole window.
 Rows kept by a worker that did not serve the session's last steps stay valid for the same
 reasons. Nothing here is shared between processes.
@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sessions_app.models import EventRow, event_rows
 
 from .prompt import SYSTEM_MESSAGE, TOOL_CALL, TOOL_RESPONSE
 
-# Sessions whose stable rows a worker keeps (least recently used first out). A window holds
-# at most the context budget's worth of text: about 100 KB at the default 50,000 tokens.
-KEEP_SESSIONS = 64
+# How much a worker keeps in all, in the events' stored token estimates (about 4 bytes of text
+# each); the least recently used session's rows go first. 2,000,000 tokens is about 8 MB of
+# text: ten full windows at the default context budget (190,000 tokens), or hundreds of
+# shorter chats.
+KEEP_TOKENS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -39,48 +41,61 @@ class _Kept:
     start: int  # the window start the rows were read from (event id, 0 for the first event)
     rows: tuple[EventRow, ...]  # every event of the session from ``start`` on, through ...
     through: int  # ... this event id: rows after it are read from the database
+    tokens: int  # the rows' stored token estimates, summed
 
 
-_kept: OrderedDict[object, _Kept] = OrderedDict()
-_lock = threading.Lock()
+@dataclass
+class _Keeper:
+    """What this process keeps: sessions' stable rows, least recently used first."""
+
+    sessions: OrderedDict = field(default_factory=OrderedDict)
+    tokens: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, session_id) -> _Kept | None:
+        with self.lock:
+            return self.sessions.get(session_id)
+
+    def put(self, session_id, kept: _Kept | None) -> None:
+        """Keep ``kept`` for the session (None: keep nothing) as the most recently used."""
+        with self.lock:
+            old = self.sessions.pop(session_id, None)
+            if old is not None:
+                self.tokens -= old.tokens
+            if kept is None or kept.tokens > KEEP_TOKENS:
+                return
+            self.sessions[session_id] = kept
+            self.tokens += kept.tokens
+            while self.tokens > KEEP_TOKENS:
+                _, dropped = self.sessions.popitem(last=False)
+                self.tokens -= dropped.tokens
+
+
+_keeper = _Keeper()
 
 
 def window_rows(session_id, start: int | None) -> list[EventRow]:
     """The session's events from event ``start`` on (all of them for None), by seq: the kept
     stable rows plus one query for the rest."""
     start = start or 0
-    with _lock:
-        kept = _kept.get(session_id)
+    kept = _keeper.get(session_id)
     if kept is not None and kept.start <= start:
-        stable = kept.rows
+        stable, tokens = kept.rows, kept.tokens
         if start > kept.start:  # the window start moved on
             stable = tuple(row for row in stable if row.pk >= start)
+            tokens = sum(row.token_count for row in stable)
         fresh = event_rows(session_id, after_id=max(kept.through, start - 1))
     else:
-        stable, fresh = (), event_rows(session_id, from_id=start)
+        stable, tokens, fresh = (), 0, event_rows(session_id, from_id=start)
     # Kept rows stay stable, so only the rows read now are looked at.
-    _keep(session_id, start, stable + tuple(_stable_prefix(fresh)))
+    now_stable = _stable_prefix(fresh)
+    if stable or now_stable:
+        rows = stable + tuple(now_stable)
+        tokens += sum(row.token_count for row in now_stable)
+        _keeper.put(session_id, _Kept(start, rows, rows[-1].pk, tokens))
+    else:
+        _keeper.put(session_id, None)
     return [*stable, *fresh]
-
-
-def _keep(session_id, start: int, stable: tuple[EventRow, ...]) -> None:
-    with _lock:
-        if stable:
-            _kept[session_id] = _Kept(start, stable, stable[-1].pk)
-            _kept.move_to_end(session_id)
-            while len(_kept) > KEEP_SESSIONS:
-                _kept.popitem(last=False)
-        else:
-            _kept.pop(session_id, None)
-
-
-def forget(session_id=None) -> None:
-    """Drop the rows kept for ``session_id`` (all sessions for None)."""
-    with _lock:
-        if session_id is None:
-            _kept.clear()
-        else:
-            _kept.pop(session_id, None)
 
 
 def _stable_prefix(rows: list[EventRow]) -> list[EventRow]:

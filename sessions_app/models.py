@@ -261,7 +261,7 @@ class EventQuerySet(models.QuerySet):
         return _event_rows(connections[self.db], sql, params)
 
 
-_EVENT_ROW_SELECT = "SELECT " + ", ".join(f"{{table}}.{{{name}}}" for name in EventRow.__slots__)
+_EVENT_ROW_SELECT = "SELECT " + plainsql.select_list(EventRow.__slots__)
 
 
 def event_rows(session_id, *, from_id: int | None = None, after_id: int | None = None):

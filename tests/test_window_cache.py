@@ -9,7 +9,6 @@ the other wrote started markers and step context), and the model must receive th
 import itertools
 import json
 import re
-from collections import OrderedDict
 
 import pytest
 
@@ -87,7 +86,8 @@ def test_a_run_sends_the_same_requests_whichever_worker_kept_which_rows(
     owner, owner_client, llm, run_tasks, tool_calls, monkeypatch, read_rows
 ):
     # Workers that keep nothing: every step reads its whole window.
-    monkeypatch.setattr(window, "KEEP_SESSIONS", 0)
+    keep_tokens = window.KEEP_TOKENS
+    monkeypatch.setattr(window, "KEEP_TOKENS", 0)
     llm.enqueue(*script())
     fresh_session = session_create(owner=owner)
     converse(owner_client, fresh_session, run_tasks)
@@ -96,17 +96,17 @@ def test_a_run_sends_the_same_requests_whichever_worker_kept_which_rows(
     fresh_reads = list(read_rows)
 
     # Two workers taking turns: A, B, B, A, A, B, B, A... Each keeps its own rows.
-    monkeypatch.setattr(window, "KEEP_SESSIONS", 64)
+    monkeypatch.setattr(window, "KEEP_TOKENS", keep_tokens)
     llm.reset()
     read_rows.clear()
     tool_calls.clear()  # notes_create answers with the number of calls so far
     llm.enqueue(*script())
-    workers = {"A": OrderedDict(), "B": OrderedDict()}
+    workers = {"A": window._Keeper(), "B": window._Keeper()}
     order = itertools.cycle("ABBA")
     run_step = tasks.run_step
 
     def on_a_worker(session_id, run_seq):
-        monkeypatch.setattr(window, "_kept", workers[next(order)])
+        monkeypatch.setattr(window, "_keeper", workers[next(order)])
         run_step(session_id, run_seq)
 
     monkeypatch.setattr(tasks, "run_step", on_a_worker)
@@ -117,3 +117,25 @@ def test_a_run_sends_the_same_requests_whichever_worker_kept_which_rows(
     # The rows kept were used: later steps read fewer rows than their window holds.
     assert sum(read_rows) < sum(fresh_reads)
     assert len(read_rows) == len(fresh_reads)
+
+
+def test_a_worker_keeps_at_most_keep_tokens_and_drops_the_least_recent_session_first(
+    owner, owner_client, llm, run_tasks, monkeypatch, read_rows
+):
+    monkeypatch.setattr(window, "_keeper", window._Keeper())
+    first, second = session_create(owner=owner), session_create(owner=owner)
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "a"})), text_reply("A."))
+    post_message(owner_client, first, run_tasks, "First chat")
+    kept = window._keeper.tokens  # the first chat's stable rows
+    assert kept > 0
+    # Room for one chat's rows: keeping the second's drops the first's.
+    monkeypatch.setattr(window, "KEEP_TOKENS", kept + 5)
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "b"})), text_reply("B."))
+    post_message(owner_client, second, run_tasks, "Second chat")
+    assert window._keeper.tokens <= window.KEEP_TOKENS
+
+    read_rows.clear()
+    llm.enqueue(text_reply("Again."))
+    post_message(owner_client, first, run_tasks, "First chat again")
+    # The first chat's step read its whole window again: 4 events and the new message.
+    assert read_rows == [5]
