@@ -12,11 +12,15 @@ change any more, so a worker keeps them and reads only the rest:
   has no answer yet (``pipeline.mark_started``), and the step context stored with the newest
   sent turn (``prompt.attach_context``).
 
-So the rows before the newest sent event and before the first unanswered tool call are stable. A
-worker keeps those of the sessions it served last (``KEEP_TOKENS``) and reads the events
-from the first row it does not keep in one query, the same count as reading the whole window.
-Rows kept by a worker that did not serve the session's last steps stay valid for the same
-reasons. Nothing here is shared between processes.
+So the rows before the newest sent event and before the first unanswered tool call are
+stable. A worker keeps those of the sessions it served last (at most ``KEEP_TOKENS``) and reads
+the events from the first row it does not keep in one query, the same count as reading the
+whole window. Rows kept by a worker that did not serve the session's last steps stay valid for
+the same reasons. Nothing here is shared between processes.
+
+An event edited outside the app (by hand in the database, a data migration) reaches the
+requests of a worker that kept it only once the worker restarts: restart the workers after
+such an edit.
 """
 
 from __future__ import annotations
