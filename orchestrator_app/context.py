@@ -19,14 +19,13 @@ written by the background task, which shows at the next step.
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session
-from sessions_app.tokens import estimate_tokens, tool_use_tokens
+from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
 from . import prompt
 from .prompt import (
@@ -51,26 +50,6 @@ SUBAGENT_LABEL_TOKENS = 24
 tokens = estimate_tokens
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _plain(block: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in block.items() if k != "cache_control"}
-
-
-def block_tokens(block: dict[str, Any]) -> int:
-    kind = block.get("type")
-    if kind == "text":
-        return tokens(block.get("text", ""))
-    if kind == "tool_use":
-        return tool_use_tokens(block.get("name"), block.get("input"))
-    if kind == "tool_result":
-        content = block.get("content") or ""
-        return tokens(content if isinstance(content, str) else _dumps([_plain(b) for b in content]))
-    return tokens(_dumps(_plain(block)))
-
-
 # The contextUsage buckets (REST ``contextUsage.buckets``), in display order.
 BUCKETS = (
     "systemPrompt",
@@ -90,7 +69,7 @@ def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
     mode line as history."""
     result = dict.fromkeys(BUCKETS, 0)
     for tool in request.get("tools") or []:
-        result["tools"] += tokens(_dumps(_plain(tool)))
+        result["tools"] += definition_tokens(tool)
     system = request.get("system") or []
     for index, block in enumerate(system):
         bucket = "memory" if index >= len(system) - memory_blocks else "systemPrompt"
@@ -105,7 +84,12 @@ def _add_message_buckets(result: dict[str, int], messages: list[dict[str, Any]])
         history += ROLE_OVERHEAD
         for block in message["content"]:
             kind = block.get("type")
-            if kind == "tool_result":
+            if type(block) is prompt.SizedBlock:  # sized when it was built
+                if kind == "tool_result":
+                    tool_results += block.tokens
+                else:
+                    history += block.tokens
+            elif kind == "tool_result":
                 tool_results += block_tokens(block)
             elif kind == "text" and block.get("text", "").startswith(CONTEXT_HEADER):
                 # Sections are blank-line separated; header and mode count as history.

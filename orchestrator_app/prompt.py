@@ -24,7 +24,8 @@ from artifacts_app import store
 from sessions_app import plainsql
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, Goal, Session, Snapshot
+from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
+from sessions_app.tokens import block_tokens
 
 from . import skills
 from .tools import Tool
@@ -293,6 +294,40 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+class SizedBlock(dict):
+    """A content block that carries its token estimate (``block_tokens``), so sizing a request
+    (``context.buckets``) does not measure it again. It is sent as the plain block it is."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self, block: dict[str, Any]):
+        super().__init__(block)
+        self.tokens = block_tokens(block)
+
+
+def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str, Any]]]:
+    """The (role, block) pairs an event adds to a request, the step context stored with it
+    after its user-role block. An ``EventRow`` keeps them (``parts``): a worker keeps the rows
+    that can no longer change between steps, so their blocks are built and sized once."""
+    own = event.session_id == session_id
+    kept = getattr(event, "parts", None)
+    if kept is not None and kept[0] == own:
+        return kept[1]
+    if event.kind == SUBAGENT_MESSAGE:
+        pairs = subagent_pair(event)
+    else:
+        item = _blocks_for(event, RESULT_CHARS if own else HISTORY_RESULT_CHARS)
+        pairs = [item] if item else []
+    parts: list[tuple[str, dict[str, Any]]] = []
+    for role, block in pairs:
+        parts.append((role, SizedBlock(block)))
+        if role == "user" and event.payload.get("context"):
+            parts.append((role, {"type": "text", "text": event.payload["context"]}))
+    if isinstance(event, EventRow):
+        event.parts = (own, parts)
+    return parts
+
+
 def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
     """Events (chronological) -> alternating messages with every tool pair intact. Events of
     another session (what a sub-agent inherits from its parent) are older history."""
@@ -303,20 +338,11 @@ def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
     for event in events:
         if event.kind in (TOOL_CALL, TOOL_RESPONSE) and event.tool_use_id not in paired:
             continue  # orphan half: its partner was pruned or is not answered yet
-        if event.kind == SUBAGENT_MESSAGE:
-            parts = subagent_pair(event)
-        else:
-            own = event.session_id == session_id
-            item = _blocks_for(event, RESULT_CHARS if own else HISTORY_RESULT_CHARS)
-            parts = [item] if item else []
-        for role, block in parts:
-            blocks = [block]
-            if role == "user" and event.payload.get("context"):
-                blocks.append({"type": "text", "text": event.payload["context"]})
+        for role, block in event_parts(event, session_id):
             if messages and messages[-1]["role"] == role:
-                messages[-1]["content"].extend(blocks)
+                messages[-1]["content"].append(block)
             else:
-                messages.append({"role": role, "content": blocks})
+                messages.append({"role": role, "content": [block]})
     if messages and messages[0]["role"] != "user":
         # The window opens on an assistant turn (older turns were evicted): a stable opener
         # keeps the roles alternating without dropping that turn's tool calls.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -214,14 +214,31 @@ class EventRow:
     tool_use_id: str
     run: int
     token_count: int
+    # What the request builder made of the row (``prompt.event_parts``), kept with it: a
+    # worker keeps stable rows between steps (``orchestrator_app.window``).
+    parts: Any = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> int:
         return self.pk
 
 
+# The columns an EventRow is read from, in its fields' order.
+EVENT_ROW_COLUMNS = (
+    "pk",
+    "session_id",
+    "seq",
+    "kind",
+    "content",
+    "payload",
+    "tool_use_id",
+    "run",
+    "token_count",
+)
+
+
 def _event_rows(connection, sql: str, params) -> list[EventRow]:
-    """``EventRow``s from ``sql``, which selects ``EventRow``'s fields in order.
+    """``EventRow``s from ``sql``, which selects ``EVENT_ROW_COLUMNS``.
 
     Rows come straight from the cursor: a step reads its whole window, and Django's per-value
     converters (the session's UUID, the payload's JSON) cost more than the query. Each session
@@ -256,12 +273,12 @@ def _event_rows(connection, sql: str, params) -> list[EventRow]:
 class EventQuerySet(models.QuerySet):
     def rows(self) -> list[EventRow]:
         """The events as ``EventRow``s, in the queryset's order."""
-        query = self.values_list(*EventRow.__slots__).query
+        query = self.values_list(*EVENT_ROW_COLUMNS).query
         sql, params = query.get_compiler(self.db).as_sql()
         return _event_rows(connections[self.db], sql, params)
 
 
-_EVENT_ROW_SELECT = "SELECT " + plainsql.select_list(EventRow.__slots__)
+_EVENT_ROW_SELECT = "SELECT " + plainsql.select_list(EVENT_ROW_COLUMNS)
 
 
 def event_rows(session_id, *, from_id: int | None = None, after_id: int | None = None):

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from . import plainsql, runstate
 from .conf import ahentic_settings
-from .models import Event, Goal, PendingMessage, Session, Snapshot, TraceEvent
+from .models import Event, EventRow, Goal, PendingMessage, Session, Snapshot, TraceEvent
 from .tokens import estimate_tokens, tool_use_tokens
 
 DEFAULT_TITLE = "New Agent"
@@ -346,6 +346,8 @@ def event_payload_merge(*, event: Event, **values: Any) -> dict[str, Any]:
     hand is current and one UPDATE suffices. Workers keep the rows of a window between steps
     on the rule that only these two merges change an event (``orchestrator_app.window``)."""
     event.payload = {**(event.payload or {}), **values}
+    if isinstance(event, EventRow):
+        event.parts = None  # what the request builder made of it is out of date
     connection = plainsql.connection_for(Event, write=True)
     payload = plainsql.field(Event, "payload").get_db_prep_save(event.payload, connection)
     plainsql.execute(

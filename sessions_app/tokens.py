@@ -12,7 +12,39 @@ def estimate_tokens(text: str) -> int:
     return max(1, (len((text or "").encode("utf-8")) + 3) // 4)  # ceil in integers
 
 
+# One encoder for the compact form (``json.dumps`` with options builds an encoder per call).
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON with sorted keys: the form the estimate sizes JSON in."""
+    return _COMPACT.encode(value)
+
+
 def tool_use_tokens(name: str | None, input: Any) -> int:
     """A tool_use block's estimate: its name and input as compact JSON with sorted keys."""
-    text = json.dumps({"name": name, "input": input}, sort_keys=True, separators=(",", ":"))
-    return estimate_tokens(text)
+    return estimate_tokens(compact_json({"name": name, "input": input}))
+
+
+def _plain(block: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
+def block_tokens(block: dict[str, Any]) -> int:
+    """A Messages API content block's estimate, as sent (its ``cache_control`` not counted)."""
+    kind = block.get("type")
+    if kind == "text":
+        return estimate_tokens(block.get("text", ""))
+    if kind == "tool_use":
+        return tool_use_tokens(block.get("name"), block.get("input"))
+    if kind == "tool_result":
+        content = block.get("content") or ""
+        return estimate_tokens(
+            content if isinstance(content, str) else compact_json([_plain(b) for b in content])
+        )
+    return estimate_tokens(compact_json(_plain(block)))
+
+
+def definition_tokens(definition: dict[str, Any]) -> int:
+    """A tool definition's estimate, as sent (its ``cache_control`` not counted)."""
+    return estimate_tokens(compact_json(_plain(definition)))
