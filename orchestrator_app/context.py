@@ -69,7 +69,9 @@ def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
     mode line as history."""
     result = dict.fromkeys(BUCKETS, 0)
     for tool in request.get("tools") or []:
-        result["tools"] += definition_tokens(tool)
+        result["tools"] += (
+            tool.tokens if type(tool) is prompt.SizedBlock else definition_tokens(tool)
+        )
     system = request.get("system") or []
     for index, block in enumerate(system):
         bucket = "memory" if index >= len(system) - memory_blocks else "systemPrompt"

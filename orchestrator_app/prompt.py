@@ -25,7 +25,7 @@ from sessions_app import plainsql
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
-from sessions_app.tokens import block_tokens
+from sessions_app.tokens import block_tokens, definition_tokens
 
 from . import skills
 from .tools import Tool
@@ -172,8 +172,31 @@ def system_blocks(session: Session) -> tuple[list[dict[str, Any]], int]:
     return blocks, 1 if memory else 0
 
 
+class SizedBlock(dict):
+    """A content block or tool definition that carries its token estimate (``block_tokens``
+    unless given), so sizing a request (``context.buckets``) does not measure it again. It is
+    sent as the plain dict it is."""
+
+    __slots__ = ("tokens",)
+
+    def __init__(self, block: dict[str, Any], tokens: int | None = None):
+        super().__init__(block)
+        self.tokens = block_tokens(block) if tokens is None else tokens
+
+
+# Each tool's definition, built and sized once per process (by name; a tool registered again
+# under the same name is a different object and is built again).
+_DEFINITIONS: dict[str, tuple[Tool, SizedBlock]] = {}
+
+
 def tool_definitions(tools: list[Tool]) -> list[dict[str, Any]]:
-    defs = [t.api_schema() for t in tools]
+    defs = []
+    for tool in tools:
+        known = _DEFINITIONS.get(tool.name)
+        if known is None or known[0] is not tool:
+            schema = tool.api_schema()
+            known = _DEFINITIONS[tool.name] = (tool, SizedBlock(schema, definition_tokens(schema)))
+        defs.append(known[1])
     if defs:
         defs[-1] = {**defs[-1], "cache_control": CACHE}
     return defs
@@ -292,17 +315,6 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
             {"type": "tool_result", "tool_use_id": call_id, "content": event.content or "(empty)"},
         ),
     ]
-
-
-class SizedBlock(dict):
-    """A content block that carries its token estimate (``block_tokens``), so sizing a request
-    (``context.buckets``) does not measure it again. It is sent as the plain block it is."""
-
-    __slots__ = ("tokens",)
-
-    def __init__(self, block: dict[str, Any]):
-        super().__init__(block)
-        self.tokens = block_tokens(block)
 
 
 def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str, Any]]]:
