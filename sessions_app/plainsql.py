@@ -66,6 +66,11 @@ def param(model: type[Model], name: str, value: Any, connection) -> Any:
     return field(model, name).get_db_prep_value(value, connection, prepared=False)
 
 
+def saved(model: type[Model], name: str, value: Any, connection) -> Any:
+    """``value`` as the ORM passes it to the database to store in field ``name``."""
+    return field(model, name).get_db_prep_save(value, connection)
+
+
 def converters(model: type[Model], names: Sequence[str], connection) -> list:
     """Per column of ``names``: the converters the ORM applies to its values when reading."""
     key = (connection.alias, model, tuple(names))

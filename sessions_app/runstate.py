@@ -152,9 +152,7 @@ def _update(
         + " AND ".join(f"{{{name}}} = %s" for name in where)
     )
     params = [
-        plainsql.field(Session, name).get_db_prep_save(
-            value.amount if isinstance(value, Add) else value, connection
-        )
+        plainsql.saved(Session, name, value.amount if isinstance(value, Add) else value, connection)
         for name, value in fields.items()
     ] + [plainsql.param(Session, name, value, connection) for name, value in where.items()]
     if lease_free_at is not None:

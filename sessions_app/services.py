@@ -256,7 +256,8 @@ def _trace_collapse(session_id, last_seq: int) -> None:
     gaps = plainsql.select(
         TraceEvent,
         ("pk", "seq", "data"),
-        "SELECT {pk}, {seq}, {data} FROM {table} WHERE {session} = %s AND {type} = %s",
+        "SELECT {pk}, {seq}, {data} FROM {table} WHERE {session} = %s AND {type} = %s"
+        " ORDER BY {seq}",
         [key, TraceEvent.GAP],
     )
     gap = gaps[0] if gaps else None
@@ -271,7 +272,7 @@ def _trace_collapse(session_id, last_seq: int) -> None:
     summary = f"{total} events dropped (trace cap)"
     if gap is not None:
         # The gap moves to the newest dropped position so it always sorts between head and tail.
-        data = plainsql.field(TraceEvent, "data").get_db_prep_save({"dropped": total}, connection)
+        data = plainsql.saved(TraceEvent, "data", {"dropped": total}, connection)
         plainsql.execute(
             TraceEvent,
             "UPDATE {table} SET {seq} = %s, {summary} = %s, {data} = %s WHERE {pk} = %s",
@@ -349,7 +350,7 @@ def event_payload_merge(*, event: Event, **values: Any) -> dict[str, Any]:
     if isinstance(event, EventRow):
         event.parts = None  # what the request builder made of it is out of date
     connection = plainsql.connection_for(Event, write=True)
-    payload = plainsql.field(Event, "payload").get_db_prep_save(event.payload, connection)
+    payload = plainsql.saved(Event, "payload", event.payload, connection)
     plainsql.execute(
         Event, "UPDATE {table} SET {payload} = %s WHERE {pk} = %s", [payload, event.pk]
     )
