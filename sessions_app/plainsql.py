@@ -28,7 +28,6 @@ from django.db import connections, router, transaction
 from django.db.models import Model
 
 _RENDERED: dict[tuple[str, type[Model], str], str] = {}
-_CONVERTERS: dict[tuple[str, type[Model], tuple[str, ...]], list] = {}
 
 
 def field(model: type[Model], name: str):
@@ -72,9 +71,13 @@ def saved(model: type[Model], name: str, value: Any, connection) -> Any:
 
 
 def converters(model: type[Model], names: Sequence[str], connection) -> list:
-    """Per column of ``names``: the converters the ORM applies to its values when reading."""
-    key = (connection.alias, model, tuple(names))
-    found = _CONVERTERS.get(key)
+    """Per column of ``names``: the converters the ORM applies to its values when reading.
+
+    Kept on the connection itself: the backend's converters are its methods, so a module-level
+    cache would keep the first connection of every thread alive (and open) for good."""
+    cache = connection.__dict__.setdefault("_ahentic_converters", {})
+    key = (model, tuple(names))
+    found = cache.get(key)
     if found is None:
         found = []
         for name in names:
@@ -85,7 +88,7 @@ def converters(model: type[Model], names: Sequence[str], connection) -> list:
                     connection.ops.get_db_converters(column) + column.get_db_converters(connection),
                 )
             )
-        _CONVERTERS[key] = found
+        cache[key] = found
     return found
 
 

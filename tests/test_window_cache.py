@@ -4,15 +4,22 @@ The requests a run sends must not depend on which worker ran which step, or on h
 a worker kept are: the same conversation is run twice, once by workers that keep nothing and
 once by two workers taking turns (each comes back with rows kept several steps earlier, while
 the other wrote started markers and step context), and the model must receive the same bodies.
+What a worker keeps is bounded, and nothing it keeps holds on to a finished thread's database
+connection.
 """
 
+import gc
 import itertools
 import json
 import re
+import threading
+import weakref
+from unittest import mock
 
 import pytest
+from django.db import connections
 
-from orchestrator_app import tasks, window
+from orchestrator_app import runs, tasks, window
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Goal
@@ -139,3 +146,29 @@ def test_a_worker_keeps_at_most_keep_tokens_and_drops_the_least_recent_session_f
     post_message(owner_client, first, run_tasks, "First chat again")
     # The first chat's step read its whole window again: 4 events and the new message.
     assert read_rows == [5]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_what_a_worker_keeps_does_not_keep_a_finished_threads_database_connection(
+    owner, llm, tool_calls
+):
+    """A step run in a thread of its own leaves nothing that holds the thread's connection:
+    it is closed when the thread's objects are collected, as the ORM leaves it (an open one
+    would stay a database session for good)."""
+    session = session_create(owner=owner)
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "x"})), text_reply("Done."))
+    with mock.patch("orchestrator_app.queue.async_task"):
+        runs.message_post(session=session, content="Go")
+    held = []
+
+    def worker():
+        tasks.run_step(str(session.pk), 1)
+        held.append(weakref.ref(connections["default"]))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(30)
+    del thread
+    gc.collect()
+
+    assert held and held[0]() is None
