@@ -48,23 +48,19 @@ class Lease:
     run_seq: int
     token: str
 
-    def holding(self) -> QuerySet[Session]:
-        """The session row, if this lease still owns it (running, same run, same token)."""
-        return Session.objects.filter(
-            pk=self.session_id,
-            status=Session.Status.RUNNING,
-            run_seq=self.run_seq,
-            lease_token=self.token,
-        )
-
     def guard(self) -> dict[str, Any]:
-        """``holding()`` as the equality conditions of the run-state writers' plain SQL."""
+        """The conditions under which this lease still owns the row (running, same run, same
+        token), as the run-state writers' plain SQL takes them."""
         return {
             "pk": self.session_id,
             "status": Session.Status.RUNNING,
             "run_seq": self.run_seq,
             "lease_token": self.token,
         }
+
+    def holding(self) -> QuerySet[Session]:
+        """The session row, if this lease still owns it (``guard()`` as a queryset)."""
+        return Session.objects.filter(**self.guard())
 
     def holds(self) -> bool:
         return self.holding().exists()
@@ -135,10 +131,9 @@ def _update(
     lease_free_at=None,
 ) -> tuple[Any, ...] | None:
     """One UPDATE of the row matching ``where`` (equality on each field; with
-    ``lease_free_at``, also a lease that is free at that time); returns the ``returning``
-    columns of the row as written (``()`` when none are asked for), or None when no row
-    matched. ``UPDATE ... RETURNING`` on PostgreSQL and SQLite >= 3.35; an UPDATE and a read
-    elsewhere."""
+    ``lease_free_at``, also a lease that is free at that time); None when no row matched.
+    Returns the ``returning`` columns of the row as written with ``UPDATE ... RETURNING``
+    (PostgreSQL, SQLite >= 3.35), else ``()``: the caller reads them back."""
     connection = plainsql.connection_for(Session, write=True)
     template = (
         "UPDATE {table} SET "
@@ -164,11 +159,7 @@ def _update(
         template += " RETURNING " + ", ".join(f"{{{name}}}" for name in returning)
         rows = plainsql.select(Session, returning, template, params, write=True)
         return tuple(rows[0]) if rows else None
-    if plainsql.execute(Session, template, params) != 1:
-        return None
-    if not returning:
-        return ()
-    return Session.objects.filter(pk=where["pk"]).values_list(*returning).get()
+    return () if plainsql.execute(Session, template, params) == 1 else None
 
 
 def _write_returning(
@@ -194,12 +185,9 @@ def _write_returning(
             name: _orm_add(name, value.amount) if isinstance(value, Add) else value
             for name, value in fields.items()
         }
-        if rows.update(**orm_fields) != 1:
-            written = None
-        elif columns:
-            written = Session.objects.filter(pk=session_id).values_list(*columns).get()
-        else:
-            written = ()
+        written = () if rows.update(**orm_fields) == 1 else None
+    if written == () and columns:  # written without RETURNING: read them back
+        written = Session.objects.filter(pk=session_id).values_list(*columns).get()
     if written is not None and visible and CHILD_SUMMARY_FIELDS.intersection(fields):
         parent_bump(session_id)
     return written
