@@ -16,14 +16,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpResponse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status, viewsets
@@ -32,7 +29,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from artifacts_app import store
-from sessions_app import runstate
+from sessions_app import plainsql, runstate
 from sessions_app import services as session_services
 from sessions_app.models import LiveText, Session
 
@@ -119,29 +116,18 @@ def poll_read(user, pk: uuid.UUID) -> PollRow | None:
     """The addressed session of ``user``: its version and heartbeat, and whether the user
     holds the agent permission (``held_sql``), in one plain-SQL query read from the cursor:
     it runs on every poll, and a model instance cost more than the query."""
-    table = connection.ops.quote_name(Session._meta.db_table)
-    sql = (
-        f"SELECT s.owner_id, s.version, s.heartbeat_at, {held_sql()} "
-        f"FROM {table} s WHERE s.id = %s AND s.owner_id = %s"
+    connection = plainsql.connection_for(Session)
+    rows = plainsql.select(
+        Session,
+        ("owner", "version", "heartbeat_at"),
+        "SELECT s.{owner}, s.{version}, s.{heartbeat_at}, " + held_sql() + " FROM {table} s"
+        " WHERE s.{pk} = %s AND s.{owner} = %s",
+        [*held_params(user), plainsql.param(Session, "pk", pk, connection), user.pk],
     )
-    session_id = Session._meta.pk.get_db_prep_value(pk, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*held_params(user), session_id, user.pk])
-        row = cursor.fetchone()
-    if row is None:
+    if not rows:
         return None
-    owner_id, version, heartbeat_at, held = row
-    return PollRow(pk, owner_id, version, db_datetime(heartbeat_at), bool(held))
-
-
-def db_datetime(value) -> datetime | None:
-    """A datetime column read with a plain cursor, as the ORM returns it (SQLite gives a naive
-    datetime in the connection's time zone, or text)."""
-    if isinstance(value, str):
-        value = parse_datetime(value)
-    if value is not None and settings.USE_TZ and timezone.is_naive(value):
-        value = timezone.make_aware(value, connection.timezone)
-    return value
+    owner_id, version, heartbeat_at, held = rows[0]
+    return PollRow(pk, owner_id, version, heartbeat_at, bool(held))
 
 
 class AhenticViewSet(viewsets.ViewSet):
