@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, Session
+from sessions_app.models import Event, Session, event_rows
 from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
 from . import prompt
@@ -249,11 +249,7 @@ def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assemb
             ahentic_settings.CONTEXT_EVICT_TO
         )
         room = int(budget) - fixed - sum(event_tokens(e) for e in window)
-        parent_events = (
-            Event.objects.filter(session_id=session.parent_id, pk__lte=session.fork_event_id)
-            .order_by("seq")
-            .rows()
-        )
+        parent_events = event_rows(session.parent_id, through_id=session.fork_event_id)
         inherited = inherited_context(parent_events, room)
     return Assembly(
         system, memory_blocks, tool_defs, step_context, window, new_start, window_tokens, inherited

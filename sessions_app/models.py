@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, models
+from django.db import models
 from django.db.models import Q
 
 from . import plainsql
@@ -270,26 +270,30 @@ def _event_rows(connection, sql: str, params) -> list[EventRow]:
         ]
 
 
-class EventQuerySet(models.QuerySet):
-    def rows(self) -> list[EventRow]:
-        """The events as ``EventRow``s, in the queryset's order."""
-        query = self.values_list(*EVENT_ROW_COLUMNS).query
-        sql, params = query.get_compiler(self.db).as_sql()
-        return _event_rows(connections[self.db], sql, params)
-
-
 _EVENT_ROW_SELECT = "SELECT " + plainsql.select_list(EVENT_ROW_COLUMNS)
 
 
-def event_rows(session_id, *, from_id: int | None = None, after_id: int | None = None):
-    """A session's events from ``from_id`` on (or after ``after_id``), by seq, as
-    ``EventRow``s (a step's window and what it appended; plain SQL, see ``plainsql``)."""
+def event_rows(
+    session_id,
+    *,
+    from_id: int | None = None,
+    after_id: int | None = None,
+    through_id: int | None = None,
+) -> list[EventRow]:
+    """A session's events from ``from_id`` on or after ``after_id``, and through
+    ``through_id``, by seq, as ``EventRow``s (a step's window, what it appended, the parent
+    history a sub-agent inherits; plain SQL, see ``plainsql``)."""
     connection = plainsql.connection_for(Event)
     template = _EVENT_ROW_SELECT + " FROM {table} WHERE {session} = %s"
-    params = [plainsql.param(Event, "session", session_id, connection)]
-    if from_id is not None or after_id is not None:
-        template += " AND {pk} >= %s" if from_id is not None else " AND {pk} > %s"
-        params.append(from_id if from_id is not None else after_id)
+    params: list[Any] = [plainsql.param(Event, "session", session_id, connection)]
+    for condition, bound in (
+        (" AND {pk} >= %s", from_id),
+        (" AND {pk} > %s", after_id),
+        (" AND {pk} <= %s", through_id),
+    ):
+        if bound is not None:
+            template += condition
+            params.append(bound)
     sql = plainsql.render(Event, template + " ORDER BY {seq}", connection)
     return _event_rows(connection, sql, params)
 
@@ -331,8 +335,6 @@ class Event(models.Model):
     # What the event adds to a model request (sessions_app.services.event_token_count).
     token_count = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = EventQuerySet.as_manager()
 
     class Meta:
         ordering = ["session", "seq"]
