@@ -16,9 +16,9 @@ import json
 import re
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
-from sessions_app import plainsql
+from sessions_app import db
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
@@ -192,7 +192,7 @@ def stage(
     key = sanitize_key(key)
     if mode not in ("replace", "append"):
         raise ArtifactError("artifact_invalid_mode", "mode must be replace or append.")
-    with transaction.atomic():
+    with db.atomic():
         existing = (
             Artifact.objects.select_for_update().filter(session_id=session_id, key=key).first()
         )
@@ -266,17 +266,10 @@ def _note(session_id, text: str) -> None:
     )
 
 
-POINTER_FIELDS = plainsql.all_fields(Artifact, defer=("payload",))
-
-
 def pointers(session_id) -> list[Artifact]:
-    """The session's artifacts without their bodies (``payload`` deferred), oldest first; every
-    step reads them (plain SQL, see ``sessions_app.plainsql``)."""
-    connection = plainsql.connection_for(Artifact)
-    template = "SELECT " + plainsql.select_list(POINTER_FIELDS)
-    template += " FROM {table} WHERE {session} = %s ORDER BY {created_at}, {pk}"
-    key = plainsql.param(Artifact, "session", session_id, connection)
-    return plainsql.fetch(Artifact, POINTER_FIELDS, template, [key])
+    """The session's artifacts without their bodies (``payload`` deferred), oldest first."""
+    artifacts = Artifact.objects.filter(session_id=session_id).defer("payload")
+    return list(artifacts.order_by("created_at", "pk"))
 
 
 def pointer_line(artifact: Artifact) -> str:
@@ -325,7 +318,7 @@ def get(session_id, key: str) -> Artifact:
 
 def delete(session_id, key: str) -> None:
     key = sanitize_key(key)
-    with transaction.atomic():
+    with db.atomic():
         deleted, _ = Artifact.objects.filter(session_id=session_id, key=key).delete()
         if not deleted:
             raise ArtifactError("artifact_missing", f"No artifact {key!r} in this session.")
@@ -335,7 +328,7 @@ def delete(session_id, key: str) -> None:
 def set_status(session_id, key: str, status: str) -> None:
     if status not in Artifact.Status.values:
         raise ArtifactError("artifact_invalid_status", f"Unknown status {status!r}.")
-    with transaction.atomic():
+    with db.atomic():
         if not Artifact.objects.filter(session_id=session_id, key=sanitize_key(key)).update(
             status=status
         ):
@@ -419,7 +412,7 @@ def apply_from_memory(
 
 
 def mark_applied(session_id, key: str) -> None:
-    with transaction.atomic():
+    with db.atomic():
         if Artifact.objects.filter(session_id=session_id, key=key).update(
             status=Artifact.Status.APPLIED
         ):

@@ -9,10 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db import transaction
-
 from artifacts_app import store
-from sessions_app import runstate
+from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.models import Event, Session
 from sessions_app.runstate import PendingTool
@@ -69,7 +67,7 @@ def approval_decide(
         problem = tool.validate(edited_input) if tool else "unknown tool"
         if problem:
             raise AhenticError("ahentic_invalid_input", f"Edited input is invalid: {problem}", 400)
-    with transaction.atomic():
+    with db.atomic():
         if decision == "deny":
             won = runstate.run_resume(
                 session_id=session.pk,
@@ -139,7 +137,7 @@ def browser_result_record(
     page_context = page_context_from_read(pending.name, result) if ok else None
     if page_context is not None:
         refreshed["page_context"] = page_context
-    with transaction.atomic():
+    with db.atomic():
         if not runstate.run_resume(
             session_id=session.pk,
             from_statuses=[Session.Status.AWAITING_BROWSER],
@@ -186,7 +184,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
     assert tool is not None
     call_id = f"toolu_action_{uuid.uuid4().hex[:20]}"
     summary = tool.summarize(tool_input)
-    with transaction.atomic():
+    with db.atomic():
         run_seq = runstate.run_begin(
             session_id=session.pk,
             from_statuses=[Session.Status.IDLE],

@@ -20,11 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from artifacts_app import store
-from sessions_app import runstate
+from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
@@ -34,6 +33,7 @@ from sessions_app.services import TraceBuffer
 
 from . import llm
 from . import plan as plan_rules
+from . import usage
 from .heartbeat import LeaseHeartbeat
 from .models import ToolGrant
 from .toolcalls import result_text, tool_response_record
@@ -102,8 +102,11 @@ def progress(lease: Lease, tracer: TraceBuffer, label: str) -> bool:
 
 def load_session(lease: Lease, *, queued: bool = False) -> Session:
     """The step's session with its owner; with ``queued``, also whether messages wait in the
-    queue (``has_queued``, read in the same query)."""
-    return runstate.session_load(lease.session_id, queued=queued)
+    queue (``has_queued``) and the site's tokens today (``daily_tokens``), read in the same
+    query."""
+    if not queued:
+        return runstate.session_load(lease.session_id)
+    return runstate.session_load(lease.session_id, queued=True, **usage.daily_tokens_annotation())
 
 
 def answer(
@@ -120,20 +123,30 @@ def answer(
     """Record the tool_result and what follows from it in one transaction (one visible change):
     the call's approval card is done, the plan advances after a successful write, and the
     model thinks next."""
-    with transaction.atomic():
-        tool_response_record(
-            session_id=lease.session_id, call=call, result=result, ok=ok, meta=meta
-        )
+    with db.atomic():
         plan = (
-            Session.objects.values_list("plan", flat=True).get(pk=lease.session_id)
+            db.primary(Session).values_list("plan", flat=True).get(pk=lease.session_id)
             if advance_plan
             else None
         )
-        runstate.call_answered(
-            lease,
-            clear_pending=clear_pending,
-            plan=plan_rules.advance(plan) if plan else None,
-        )
+        answered = {
+            "clear_pending": clear_pending,
+            "plan": plan_rules.advance(plan) if plan else None,
+        }
+        record = {"session_id": lease.session_id, "call": call, "result": result, "ok": ok}
+        # The answer and its effects on the row in one UPDATE while the lease holds; else (a
+        # cancel, or a result already recorded) the answer is still kept, as the call ran.
+        if (
+            tool_response_record(
+                **record,
+                meta=meta,
+                lease=lease,
+                session_fields=runstate.answered_fields(**answered),
+            )
+            is None
+        ):
+            tool_response_record(**record, meta=meta)
+            runstate.call_answered(lease, **answered)
     excerpt = result_text(result)[:240]
     tracer.add(
         "tool_result",

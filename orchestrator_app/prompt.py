@@ -21,7 +21,6 @@ from typing import Any
 from django.utils import timezone
 
 from artifacts_app import store
-from sessions_app import plainsql
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
@@ -71,18 +70,11 @@ WINDOW_OPENER = "[Earlier conversation is summarized in your memory.]"
 def memory_text(session: Session) -> str:
     if session.viewport_start_event_id is None:
         return ""  # nothing left the window yet, so nothing was summarized (brain.remember)
-    connection = plainsql.connection_for(Snapshot)
-    texts = plainsql.select(  # every step of a long chat reads them (see plainsql)
-        Snapshot,
-        ("text",),
-        "SELECT {text} FROM {table} WHERE {session} = %s ORDER BY {from_event_id}",
-        [plainsql.param(Snapshot, "session", session.pk, connection)],
-    )
+    snapshots = Snapshot.objects.filter(session_id=session.pk).order_by("from_event_id")
+    texts = list(snapshots.values_list("text", flat=True))
     if not texts:
         return ""
-    return "## Memory (summaries of earlier conversation)\n" + "\n\n".join(
-        text for (text,) in texts
-    )
+    return "## Memory (summaries of earlier conversation)\n" + "\n\n".join(texts)
 
 
 def environment_text(session: Session) -> str:
@@ -119,19 +111,13 @@ def expertise_text(session: Session) -> str:
     return "## Expertise\n" + "\n\n".join(parts) if parts else ""
 
 
-GOAL_FIELDS = plainsql.all_fields(Goal)
-
-
 def goals_text(session: Session) -> str:
     """Active goals, and completed ones until 5 conversation messages have passed (a section
-    of the step context). Every step reads them (plain SQL, see ``sessions_app.plainsql``)."""
-    connection = plainsql.connection_for(Goal)
-    goals = plainsql.fetch(
-        Goal,
-        GOAL_FIELDS,
-        "SELECT " + plainsql.select_list(GOAL_FIELDS) + " FROM {table}"
-        " WHERE {session} = %s AND {status} <> %s ORDER BY {pk}",
-        [plainsql.param(Goal, "session", session.pk, connection), Goal.Status.ABANDONED],
+    of the step context)."""
+    goals = list(
+        Goal.objects.filter(session_id=session.pk)
+        .exclude(status=Goal.Status.ABANDONED)
+        .order_by("pk")
     )
     completed = [
         g.completed_at for g in goals if g.status == Goal.Status.COMPLETED and g.completed_at
@@ -319,8 +305,8 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
 
 def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str, Any]]]:
     """The (role, block) pairs an event adds to a request, the step context stored with it
-    after its user-role block. An ``EventRow`` keeps them (``parts``): a worker keeps the rows
-    that can no longer change between steps, so their blocks are built and sized once."""
+    after its user-role block. An ``EventRow`` keeps them (``parts``), so a step builds and
+    sizes a row's blocks once however often it assembles and measures the window."""
     own = event.session_id == session_id
     kept = getattr(event, "parts", None)
     if kept is not None and kept[0] == own:

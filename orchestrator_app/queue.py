@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from django.db import transaction
 from django_q.tasks import async_task
+
+from sessions_app import db
 
 
 def enqueue_step(session_id, run_seq: int) -> None:
@@ -13,7 +14,7 @@ def enqueue_step(session_id, run_seq: int) -> None:
     session's trace records every step, and with django-q2's default ``save_limit`` the
     cluster's monitor would read and prune up to 250 stored tasks after each step. A failed
     step is still stored, for the django-q2 admin."""
-    transaction.on_commit(
+    db.on_commit(
         lambda: async_task(
             "orchestrator_app.tasks.run_step",
             str(session_id),
@@ -26,12 +27,12 @@ def enqueue_step(session_id, run_seq: int) -> None:
 
 def enqueue_memory(session_id) -> None:
     """Summarize events that left the context window (background, on commit)."""
-    transaction.on_commit(
+    db.on_commit(
         lambda: async_task("orchestrator_app.tasks.remember", str(session_id), group="ahentic")
     )
 
 
 def enqueue_naming(session_id) -> None:
-    transaction.on_commit(
+    db.on_commit(
         lambda: async_task("orchestrator_app.tasks.name_session", str(session_id), group="ahentic")
     )

@@ -12,11 +12,10 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from sessions_app import runstate
+from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, PendingMessage, Session
@@ -58,7 +57,7 @@ def pending_promote(session_id) -> int:
     (every tool_use of the last assistant turn answered), so no tool pair is split."""
     if not PendingMessage.objects.filter(session_id=session_id).exists():
         return 0  # the common case, without a transaction
-    with transaction.atomic():
+    with db.atomic():
         pending = list(PendingMessage.objects.filter(session_id=session_id).order_by("id"))
         if not pending:
             return 0
@@ -179,7 +178,7 @@ def subagent_report(*, session: Session, text: str) -> None:
 
 def wake_for_pending(session_id) -> bool:
     """Start a run for queued messages left on an idle session. Returns whether it did."""
-    with transaction.atomic():
+    with db.atomic():
         if not PendingMessage.objects.filter(session_id=session_id).exists():
             return False
         run_seq = runstate.run_begin(session_id=session_id, from_statuses=[Session.Status.IDLE])
@@ -206,7 +205,7 @@ def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> boo
     if session.title_source == Session.TitleSource.DEFAULT:
         fields["title"] = _provisional_title(content)
         fields["title_source"] = Session.TitleSource.AUTO
-    with transaction.atomic():
+    with db.atomic():
         run_seq = runstate.run_begin(
             session_id=session.pk, from_statuses=Session.ACCEPTS_MESSAGE, **fields
         )
@@ -233,7 +232,7 @@ def _resume(
     session: Session, *, source: str, content: str | None = None, sticky: dict | None = None
 ) -> bool:
     """Resume a resumable job: plan kept (cancelled steps reopened), goal kept."""
-    with transaction.atomic():
+    with db.atomic():
         if not runstate.run_resume(
             session_id=session.pk,
             from_statuses=[Session.Status.ERROR, Session.Status.IDLE],
@@ -270,7 +269,7 @@ def _soft_budget_boundary(tokens_used: int) -> int:
 def _redirect_pending_tool(session: Session) -> None:
     """A message while awaiting approval: deny the pending call, skip the rest of its turn."""
     pending = session.pending_tool or {}
-    with transaction.atomic():
+    with db.atomic():
         if not runstate.run_stop(
             session_id=session.pk,
             from_statuses=[Session.Status.AWAITING_HUMAN],
@@ -298,7 +297,7 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
     ``staff_username`` records an operator's cancel (admin) as such instead of the user's.
     """
     who = f"staff {staff_username}" if staff_username else "the user"
-    with transaction.atomic():
+    with db.atomic():
         # The row lock orders this against a step persisting its turn (which writes only while
         # its lease holds), so no tool call is saved after "Run cancelled.".
         session = Session.objects.select_for_update().filter(pk=session_id).first()
@@ -371,7 +370,7 @@ def run_continue(*, session_id) -> str:
         session_services.trace_record(
             session_id=session_id, type="run_requeue", summary="Stalled step re-enqueued"
         )
-        with transaction.atomic():
+        with db.atomic():
             enqueue_step(session.pk, session.run_seq)
         return "requeued"
     if session.status == Session.Status.AWAITING_BROWSER and session.browser_paused_at:
@@ -383,7 +382,7 @@ def run_continue(*, session_id) -> str:
 
 def browser_timeout(session: Session) -> bool:
     pending = session.pending_tool or {}
-    with transaction.atomic():
+    with db.atomic():
         if not runstate.run_resume(
             session_id=session.pk,
             from_statuses=[Session.Status.AWAITING_BROWSER],
@@ -422,7 +421,7 @@ def recover_stalled() -> int:
         session_services.trace_record(
             session_id=session.pk, type="run_requeue", summary="Recovered by ahentic_recover"
         )
-        with transaction.atomic():
+        with db.atomic():
             enqueue_step(session.pk, session.run_seq)
         count += 1
     return count

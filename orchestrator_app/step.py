@@ -12,20 +12,24 @@ import logging
 import time
 from typing import Any
 
-from django.db import transaction
-
-from sessions_app import runstate
+from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, EventRow, PendingMessage, Session, event_rows
+from sessions_app.models import (
+    Event,
+    EventRow,
+    PendingMessage,
+    Session,
+    event_rows,
+    open_calls,
+)
 from sessions_app.runstate import Lease
 
 from . import brain, context, llm, pipeline, prompt, runs, usage
 from . import plan as plan_rules
 from .queue import enqueue_memory, enqueue_naming, enqueue_step
-from .toolcalls import answer_unanswered, result_text, tool_response_record, unanswered_tool_calls
+from .toolcalls import answer_unanswered, result_text, tool_response_record
 from .tools import tools_for
-from .window import window_rows
 
 log = logging.getLogger("ahentic")
 
@@ -68,6 +72,17 @@ class StepRunner:
         self.live_text = ""
         self.refreshed_at = time.monotonic()
         self.step_number = self.session.step_count
+        # The window's events as read at the step's start (``window``), until the step writes
+        # an event before its request (a healed call, a promoted message).
+        self.window_read: list[EventRow] | None = None
+
+    def window(self) -> list[EventRow]:
+        """The events from the window's start on, by seq: one read serves the open-call check
+        and the request, unless an event was written in between."""
+        if self.window_read is None:
+            start = self.session.viewport_start_event_id
+            self.window_read = event_rows(self.session_id, from_id=start)
+        return self.window_read
 
     def reload(self) -> Session:
         self.session = pipeline.load_session(self.lease)
@@ -113,7 +128,7 @@ class StepRunner:
                 )
                 self.report_to_parent(reply or "(finished without a reply)")
             elif brain.naming_due(self.reload()):
-                with transaction.atomic():
+                with db.atomic():
                     enqueue_naming(self.session_id)
 
     def report_to_parent(self, text: str) -> None:
@@ -158,7 +173,7 @@ class StepRunner:
         commit, in one transaction: the next step may start at once)."""
         self.continues = True
         context_usage = self.predicted_usage()
-        with transaction.atomic():
+        with db.atomic():
             counted = runstate.lease_release(
                 self.lease, context_usage=context_usage, trace_records=len(self.tracer.items)
             )
@@ -170,7 +185,7 @@ class StepRunner:
 
     def run(self) -> None:
         session = self.session
-        if usage.daily_limit_reached():
+        if usage.daily_limit_reached(session.daily_tokens):
             self.fail(
                 "ahentic_daily_token_limit",
                 "The site's daily token limit is reached; the run stopped.",
@@ -197,8 +212,7 @@ class StepRunner:
         Returns the calls still open, oldest first."""
         healed: list[str] = []
         still_open: list[EventRow] = []
-        window_start = self.session.viewport_start_event_id
-        for call in unanswered_tool_calls(self.session_id, since_event_id=window_start):
+        for call in open_calls(self.window()):
             started = call.payload.get("started")
             if started and started.get("lease") != self.lease.token:
                 tool = pipeline.get_tool(call.payload.get("tool", ""))
@@ -228,6 +242,8 @@ class StepRunner:
                 healed.append(call.tool_use_id)
             else:
                 still_open.append(call)
+        if healed:
+            self.window_read = None  # the answers are events of the window
         pending = runstate.PendingTool.from_json(self.session.pending_tool)
         if pending is not None and pending.call_id in healed:
             # The approval was for a call that is answered now: nothing is pending any more.
@@ -241,6 +257,7 @@ class StepRunner:
             return
         count = runs.pending_promote(self.session_id)
         if count:
+            self.window_read = None  # the messages are events of the window
             self.trace(
                 "pending_promoted",
                 f"{count} queued message(s) joined the conversation",
@@ -332,15 +349,15 @@ class StepRunner:
     def assemble(self, session: Session, tools) -> dict[str, Any]:
         """Build the request from the viewport; move the window start in a batch if needed.
         Only the events from the window's start are used (older ones are in memory snapshots),
-        so a step costs the same at 400 events or 4,000; the rows this worker kept from an
-        earlier step of the session are not read again (``window``)."""
-        events = window_rows(self.session_id, session.viewport_start_event_id)
+        so a step costs the same at 400 events or 4,000. The window is read afresh every step:
+        what the model sees is what the database holds, however an event was edited."""
+        events = self.window()
         assembly = context.assemble(session, tools, events)
         if prompt.attach_context(assembly.window, assembly.step_context) is not None:
             assembly.window_tokens += context.tokens(assembly.step_context)  # stored with it now
         self.sent = assembly
         if assembly.new_start is not None:
-            with transaction.atomic():
+            with db.atomic():
                 if runstate.viewport_move(self.lease, assembly.new_start):
                     enqueue_memory(self.session_id)
             self.trace(
@@ -391,7 +408,7 @@ class StepRunner:
                 return usage
             events = self.sent.window + added
         else:  # no model call in this step: read the window afresh
-            events = window_rows(self.session_id, start)
+            events = event_rows(self.session_id, from_id=start)
         return context.predicted_usage(
             session, tools_for(session, session.owner), events, calibration
         )
@@ -468,20 +485,27 @@ class StepRunner:
                     "tool_use_id": use["id"],
                 }
             )
-        with transaction.atomic():
-            usage.usage_record_call(
+        with db.atomic():
+            record = usage.usage_record_call(
                 session=self.session,
                 run=self.run_seq,
                 purpose="step",
                 result=result,
-                step_count=self.step_number,
+                add_to_session=False,
             )
+            sums = usage.session_sums(record, self.step_number)
             # Written only while the lease holds, checked under the row lock in the insert's
-            # transaction: a cancel that commits first leaves no tool_use behind it. The reply's
-            # event replaces its live text in the same commit.
+            # transaction: a cancel that commits first leaves no tool_use behind it. The call's
+            # usage goes into the same UPDATE; the reply's event replaces its live text in the
+            # same commit.
             events = session_services.events_append(
-                session_id=self.session_id, items=items, lease=self.lease
+                session_id=self.session_id,
+                items=items,
+                lease=self.lease,
+                session_fields=runstate.usage_sums(**sums),
             )
+            if events is None or not items:  # the usage counts all the same
+                runstate.usage_add(session_id=self.session_id, **sums)
             if self.live_text:
                 runstate.live_text_clear(self.session_id)
         if events is None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
-from sessions_app import runstate
+from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.models import Event, EventRow, Session, open_tool_call_rows
 
@@ -37,22 +37,32 @@ def tool_response_record(
     result: Any,
     ok: bool,
     meta: dict[str, Any] | None = None,
+    lease: runstate.Lease | None = None,
+    session_fields: dict[str, Any] | None = None,
 ) -> Event | None:
-    """Answer a tool call. Returns None when it was already answered (a late or repeated result)."""
+    """Answer a tool call. Returns None when it was already answered (a late or repeated
+    result), or with a ``lease``, when the lease was lost (nothing written). ``session_fields``:
+    more of the session row to write with it (``services.events_append``)."""
     payload = {"tool": call.payload.get("tool"), "ok": ok, **(meta or {})}
     if not ok and isinstance(result, dict) and result.get("error"):
         payload["error"] = result["error"]
     try:
-        with transaction.atomic():
-            return session_services.event_append(
+        with db.atomic():
+            item = {
+                "kind": Event.Kind.TOOL_RESPONSE,
+                "content": result_text(result),
+                "payload": payload,
+                "tool_use_id": call.tool_use_id,
+                "run": call.run,
+            }
+            events = session_services.events_append(
                 session_id=session_id,
-                kind=Event.Kind.TOOL_RESPONSE,
-                content=result_text(result),
-                payload=payload,
-                tool_use_id=call.tool_use_id,
-                run=call.run,
+                items=[item],
+                lease=lease,
                 prune=False,  # the next assistant turn prunes (once a step)
+                session_fields=session_fields,
             )
+            return events[0] if events else None
     except IntegrityError:
         return None
 

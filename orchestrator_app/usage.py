@@ -7,12 +7,14 @@ Token arithmetic: ``tokensIn`` = input + cache read + cache write (everything th
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError
+from django.db.models import F, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from sessions_app import plainsql, runstate
+from sessions_app import db, runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
@@ -50,8 +52,11 @@ def usage_record(
     duration_ms: int,
     stop_reason: str = "",
     step_count: int | None = None,
+    add_to_session: bool = True,
 ) -> UsageRecord:
-    """One ledger row per model call; the session counters are its running sum."""
+    """One ledger row per model call; the session counters are its running sum
+    (``add_to_session``; else the caller writes ``session_sums(record)`` itself, with the turn
+    the call produced)."""
     cost = usage_cost(
         model,
         input_tokens=input_tokens,
@@ -74,19 +79,24 @@ def usage_record(
         stop_reason=stop_reason,
         created_at=timezone.now(),
     )
-    with transaction.atomic(savepoint=False):
-        plainsql.insert_new([record])  # every step writes one (see sessions_app.plainsql)
+    with db.atomic(savepoint=False):
+        record.save(force_insert=True)
         _daily_add(input_tokens + output_tokens + cache_read_tokens + cache_write_tokens)
-        runstate.usage_add(
-            session_id=session_id,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read_tokens,
-            cache_write_tokens=cache_write_tokens,
-            cost=cost,
-            step_count=step_count,
-        )
+        if add_to_session:
+            runstate.usage_add(session_id=session_id, **session_sums(record, step_count))
     return record
+
+
+def session_sums(record: UsageRecord, step_count: int | None = None) -> dict[str, Any]:
+    """``runstate.usage_sums``'s arguments for a ledger row."""
+    return {
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "cache_read_tokens": record.cache_read_tokens,
+        "cache_write_tokens": record.cache_write_tokens,
+        "cost": record.cost_usd,
+        "step_count": step_count,
+    }
 
 
 def usage_record_call(
@@ -96,6 +106,7 @@ def usage_record_call(
     purpose: str,
     result: llm.LLMResult,
     step_count: int | None = None,
+    add_to_session: bool = True,
 ) -> UsageRecord:
     """Ledger row for one finished model call (and the step's number, when given)."""
     return usage_record(
@@ -111,37 +122,39 @@ def usage_record_call(
         duration_ms=result.duration_ms,
         stop_reason=result.stop_reason,
         step_count=step_count,
+        add_to_session=add_to_session,
     )
 
 
 def _daily_add(tokens: int) -> None:
     """Add to today's counter (one UPDATE; the day's first call inserts the row)."""
     today = timezone.localdate()
-    connection = plainsql.connection_for(DailyUsage, write=True)
-    day = plainsql.param(DailyUsage, "day", today, connection)
-    add = "UPDATE {table} SET {tokens} = {tokens} + %s WHERE {day} = %s"
-    if plainsql.execute(DailyUsage, add, [tokens, day]):  # plain SQL: every step adds
+    if DailyUsage.objects.filter(day=today).update(tokens=F("tokens") + tokens):
         return
     try:
-        with transaction.atomic():
+        with db.atomic(DailyUsage):
             DailyUsage.objects.create(day=today, tokens=tokens)
     except IntegrityError:  # another worker inserted it first
         DailyUsage.objects.filter(day=today).update(tokens=F("tokens") + tokens)
 
 
 def daily_tokens_used() -> int:
-    """Tokens the site used today (the site's day, the same days GET stats/tokens reports).
-    Every step reads it (plain SQL, see ``sessions_app.plainsql``)."""
-    connection = plainsql.connection_for(DailyUsage)
-    rows = plainsql.select(
-        DailyUsage,
-        ("tokens",),
-        "SELECT {tokens} FROM {table} WHERE {day} = %s",
-        [plainsql.param(DailyUsage, "day", timezone.localdate(), connection)],
-    )
-    return rows[0][0] if rows else 0
+    """Tokens the site used today (the site's day, the same days GET stats/tokens reports)."""
+    today = DailyUsage.objects.filter(day=timezone.localdate())
+    return today.values_list("tokens", flat=True).first() or 0
 
 
-def daily_limit_reached() -> bool:
+def daily_tokens_annotation() -> dict[str, Any]:
+    """``daily_tokens_used()`` as an annotation of another query (``daily_tokens``): a step
+    reads it with its session."""
+    today = DailyUsage.objects.filter(day=timezone.localdate()).values("tokens")[:1]
+    return {"daily_tokens": Coalesce(Subquery(today), 0)}
+
+
+def daily_limit_reached(used: int | None = None) -> bool:
+    """Whether the site used its ``DAILY_TOKEN_LIMIT`` today (``used``: today's tokens when the
+    caller read them already)."""
     limit = ahentic_settings.DAILY_TOKEN_LIMIT
-    return bool(limit) and daily_tokens_used() >= int(limit)
+    if not limit:
+        return False
+    return (daily_tokens_used() if used is None else used) >= int(limit)

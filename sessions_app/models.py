@@ -8,7 +8,6 @@ Writes go through ``sessions_app.services``, and every UPDATE of the session row
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from . import plainsql
+from . import db
 
 
 class SessionQuerySet(models.QuerySet):
@@ -214,8 +213,8 @@ class EventRow:
     tool_use_id: str
     run: int
     token_count: int
-    # What the request builder made of the row (``prompt.event_parts``), kept with it: a
-    # worker keeps stable rows between steps (``orchestrator_app.window``).
+    # What the request builder made of the row (``prompt.event_parts``), kept with it for the
+    # rest of the step.
     parts: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -223,54 +222,22 @@ class EventRow:
         return self.pk
 
 
-# The columns an EventRow is read from, in its fields' order.
-EVENT_ROW_COLUMNS = (
-    "pk",
-    "session_id",
-    "seq",
-    "kind",
-    "content",
-    "payload",
-    "tool_use_id",
-    "run",
-    "token_count",
-)
+# The columns an EventRow is read from, in its fields' order after ``session_id`` (the caller
+# knows it: every row of a read is of one session).
+EVENT_ROW_COLUMNS = ("pk", "seq", "kind", "content", "payload", "tool_use_id", "run", "token_count")
 
 
-def _event_rows(connection, sql: str, params) -> list[EventRow]:
-    """``EventRow``s from ``sql``, which selects ``EVENT_ROW_COLUMNS``.
-
-    Rows come straight from the cursor: a step reads its whole window, and Django's per-value
-    converters (the session's UUID, the payload's JSON) cost more than the query. Each session
-    id is converted once and each payload decoded once."""
-    session_ids: dict[Any, Any] = {}
-
-    def session_uuid(raw):
-        if raw not in session_ids:
-            session_ids[raw] = raw if isinstance(raw, uuid.UUID) else uuid.UUID(raw)
-        return session_ids[raw]
-
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [
-            EventRow(
-                pk,
-                session_uuid(session_id),
-                seq,
-                kind,
-                content,
-                json.loads(payload) if isinstance(payload, str | bytes) else payload,
-                tool_use_id,
-                run,
-                token_count,
-            )
-            for pk, session_id, seq, kind, content, payload, tool_use_id, run, token_count in (
-                cursor.fetchall()
-            )
-        ]
-
-
-_EVENT_ROW_SELECT = "SELECT " + plainsql.select_list(EVENT_ROW_COLUMNS)
+def _event_rows(session_id, events: models.QuerySet) -> list[EventRow]:
+    """``events`` (of the session ``session_id``) by seq, as ``EventRow``s: plain rows from
+    ``values_list``, not model instances (a step reads its whole window). The worker reads
+    from the write database (``db.primary``): it acts on what it just wrote."""
+    session_id = Session._meta.pk.to_python(session_id)  # a task passes it as text
+    return [
+        EventRow(pk, session_id, seq, kind, content, payload, tool_use_id, run, token_count)
+        for pk, seq, kind, content, payload, tool_use_id, run, token_count in events.order_by(
+            "seq"
+        ).values_list(*EVENT_ROW_COLUMNS)
+    ]
 
 
 def event_rows(
@@ -282,36 +249,31 @@ def event_rows(
 ) -> list[EventRow]:
     """A session's events from ``from_id`` on or after ``after_id``, and through
     ``through_id``, by seq, as ``EventRow``s (a step's window, what it appended, the parent
-    history a sub-agent inherits; plain SQL, see ``plainsql``)."""
-    connection = plainsql.connection_for(Event)
-    template = _EVENT_ROW_SELECT + " FROM {table} WHERE {session} = %s"
-    params: list[Any] = [plainsql.param(Event, "session", session_id, connection)]
-    for condition, bound in (
-        (" AND {pk} >= %s", from_id),
-        (" AND {pk} > %s", after_id),
-        (" AND {pk} <= %s", through_id),
-    ):
-        if bound is not None:
-            template += condition
-            params.append(bound)
-    sql = plainsql.render(Event, template + " ORDER BY {seq}", connection)
-    return _event_rows(connection, sql, params)
+    history a sub-agent inherits)."""
+    bounds = {"pk__gte": from_id, "pk__gt": after_id, "pk__lte": through_id}
+    events = db.primary(Event).filter(
+        session_id=session_id,
+        **{lookup: bound for lookup, bound in bounds.items() if bound is not None},
+    )
+    return _event_rows(session_id, events)
+
+
+def open_calls(rows: list[EventRow]) -> list[EventRow]:
+    """The tool calls of ``rows`` (a session's events from some event on, by seq) without a
+    tool_response among them: ``open_tool_call_rows`` over rows already read."""
+    answered = {row.tool_use_id for row in rows if row.kind == Event.Kind.TOOL_RESPONSE}
+    return [
+        row for row in rows if row.kind == Event.Kind.TOOL_CALL and row.tool_use_id not in answered
+    ]
 
 
 def open_tool_call_rows(session_id, *, from_id: int = 0) -> list[EventRow]:
     """A session's tool calls from ``from_id`` on without a tool_response from there on, by
     seq, as ``EventRow``s (a response always follows its call)."""
-    connection = plainsql.connection_for(Event)
-    key = plainsql.param(Event, "session", session_id, connection)
-    sql = plainsql.render(
-        Event,
-        _EVENT_ROW_SELECT + " FROM {table} WHERE {session} = %s AND {pk} >= %s AND {kind} = %s"
-        " AND {tool_use_id} NOT IN (SELECT {tool_use_id} FROM {table}"
-        " WHERE {session} = %s AND {pk} >= %s AND {kind} = %s) ORDER BY {seq}",
-        connection,
-    )
-    params = [key, from_id, Event.Kind.TOOL_CALL, key, from_id, Event.Kind.TOOL_RESPONSE]
-    return _event_rows(connection, sql, params)
+    events = db.primary(Event).filter(session_id=session_id, pk__gte=from_id)
+    answered = events.filter(kind=Event.Kind.TOOL_RESPONSE).values("tool_use_id")
+    calls = events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered)
+    return _event_rows(session_id, calls)
 
 
 class Event(models.Model):
@@ -337,7 +299,9 @@ class Event(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["session", "seq"]
+        # By the key column, not the relation (which would join and sort by the session's
+        # own ordering); within a session, seq is history order.
+        ordering = ["session_id", "seq"]
         constraints = [
             # Also the index behind every "messages by seq" query.
             models.UniqueConstraint(fields=["session", "seq"], name="ahentic_event_session_seq"),
@@ -387,7 +351,7 @@ class TraceEvent(models.Model):
     at = models.DateTimeField()
 
     class Meta:
-        ordering = ["session", "seq"]
+        ordering = ["session_id", "seq"]  # see Event
         constraints = [
             # Also serves the poll's "last N trace rows" query.
             models.UniqueConstraint(fields=["session", "seq"], name="ahentic_trace_session_seq"),

@@ -25,13 +25,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F, QuerySet, Value
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from . import plainsql
+from . import db
 from .conf import ahentic_settings
 from .models import STATUS_TRANSITIONS, LiveText, PendingMessage, Session
 
@@ -50,7 +49,7 @@ class Lease:
 
     def guard(self) -> dict[str, Any]:
         """The conditions under which this lease still owns the row (running, same run, same
-        token), as the run-state writers' plain SQL takes them."""
+        token), as the run-state writers take them."""
         return {
             "pk": self.session_id,
             "status": Session.Status.RUNNING,
@@ -114,54 +113,6 @@ class Add:
     amount: Any
 
 
-# Lease-guarded and counter writes run several times in every step. They are plain SQL (see
-# ``plainsql``): building and compiling the same UPDATE through the ORM costs about ten times
-# what the database spends on it. Values go through the model fields' own conversion, so they
-# are stored exactly as the ORM stores them.
-
-# run_claim: nobody holds the lease, or it expired.
-_LEASE_FREE = " AND ({lease_token} = %s OR {lease_expires_at} IS NULL OR {lease_expires_at} < %s)"
-
-
-def _update(
-    where: dict[str, Any],
-    fields: dict[str, Any],
-    returning: tuple[str, ...],
-    *,
-    lease_free_at=None,
-) -> tuple[Any, ...] | None:
-    """One UPDATE of the row matching ``where`` (equality on each field; with
-    ``lease_free_at``, also a lease that is free at that time); None when no row matched.
-    Returns the ``returning`` columns of the row as written with ``UPDATE ... RETURNING``
-    (PostgreSQL, SQLite >= 3.35), else ``()``: the caller reads them back."""
-    connection = plainsql.connection_for(Session, write=True)
-    template = (
-        "UPDATE {table} SET "
-        + ", ".join(
-            f"{{{name}}} = COALESCE({{{name}}}, 0) + %s"
-            if isinstance(value, Add)
-            else f"{{{name}}} = %s"
-            for name, value in fields.items()
-        )
-        + " WHERE "
-        + " AND ".join(f"{{{name}}} = %s" for name in where)
-    )
-    params = [
-        plainsql.saved(Session, name, value.amount if isinstance(value, Add) else value, connection)
-        for name, value in fields.items()
-    ] + [plainsql.param(Session, name, value, connection) for name, value in where.items()]
-    if lease_free_at is not None:
-        template += _LEASE_FREE
-        params += ["", plainsql.param(Session, "lease_expires_at", lease_free_at, connection)]
-    returns = bool(returning) and connection.vendor in ("postgresql", "sqlite")
-    returns = returns and connection.features.can_return_columns_from_insert
-    if returns:
-        template += " RETURNING " + ", ".join(f"{{{name}}}" for name in returning)
-        rows = plainsql.select(Session, returning, template, params, write=True)
-        return tuple(rows[0]) if rows else None
-    return () if plainsql.execute(Session, template, params) == 1 else None
-
-
 def _write_returning(
     rows: QuerySet[Session] | dict[str, Any],
     session_id,
@@ -172,28 +123,31 @@ def _write_returning(
 ) -> tuple[Any, ...] | None:
     """UPDATE the (at most one) row ``rows`` selects with ``fields``; a ``visible`` write also
     bumps the version and the modification time (and the parent's version, see above).
-    Returns ``columns`` of the row as written, or None when no row matched.
+    Returns ``columns`` of the row as written (read back from the write database: the caller
+    holds the row lock when it needs them consistent), or None when no row matched.
 
-    ``rows`` is the row's equality conditions (``Lease.guard()``, ``{"pk": ...}``: the plain
-    SQL path of the hot writes) or a queryset (writers with other conditions)."""
+    ``rows`` is the row's equality conditions (``Lease.guard()``, ``{"pk": ...}``) or a
+    queryset (writers with other conditions)."""
     if visible:
         fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
     if isinstance(rows, dict):
-        written = _update(rows, fields, columns)
-    else:
-        orm_fields = {
-            name: _orm_add(name, value.amount) if isinstance(value, Add) else value
-            for name, value in fields.items()
-        }
-        written = () if rows.update(**orm_fields) == 1 else None
-    if written == () and columns:  # written without RETURNING: read them back
-        written = Session.objects.filter(pk=session_id).values_list(*columns).get()
-    if written is not None and visible and CHILD_SUMMARY_FIELDS.intersection(fields):
+        rows = Session.objects.filter(**rows)
+    values = {
+        name: _orm_add(name, value.amount) if isinstance(value, Add) else value
+        for name, value in fields.items()
+    }
+    if rows.update(**values) != 1:
+        return None
+    written: tuple[Any, ...] = ()
+    if columns:
+        written = db.primary(Session).filter(pk=session_id).values_list(*columns).get()
+    if visible and CHILD_SUMMARY_FIELDS.intersection(fields):
         parent_bump(session_id)
     return written
 
 
 def _orm_add(name: str, amount: Any) -> Combinable:
+    """``name + amount``, a NULL column counting as 0."""
     field = Session._meta.get_field(name)
     return Coalesce(F(name), Value(0), output_field=field) + Value(amount, output_field=field)
 
@@ -226,7 +180,7 @@ def session_update(*, session_id, **fields: Any) -> bool:
 def session_modify(*, session_id, compute: Callable[[Session], dict[str, Any] | None]) -> Any:
     """Read-modify-write under the row lock: ``compute(session)`` returns the fields to write
     (or None for no change). Returns the locked session as it was read."""
-    with transaction.atomic():
+    with db.atomic():
         session = Session.objects.select_for_update().get(pk=session_id)
         fields = compute(session)
         if fields:
@@ -269,68 +223,41 @@ def session_rename_auto(*, session_id, title: str, named_at_messages: int) -> bo
 # --- the worker's reads of the row -------------------------------------------------------------
 
 
-def session_load(session_id, *, queued: bool = False) -> Session:
-    """The session with its owner (one plain-SQL read, as ``select_related("owner")``); with
-    ``queued``, also whether messages wait in the queue (``has_queued``, in the same read).
-    Raises ``Session.DoesNotExist``."""
-    user_model = Session._meta.get_field("owner").related_model
-    connection = plainsql.connection_for(Session)
-    session_names, owner_names = plainsql.all_fields(Session), plainsql.all_fields(user_model)
-    template = "SELECT " + plainsql.select_list(session_names)
-    sql = plainsql.render(Session, template, connection)
-    sql += ", " + plainsql.render(user_model, plainsql.select_list(owner_names), connection)
+def session_load(session_id, *, queued: bool = False, **annotations: Any) -> Session:
+    """The session with its owner (one query, on the write database: a worker acts on it);
+    with ``queued``, also whether messages wait in the queue (``has_queued``), and any other
+    ``annotations``, in the same query. Raises ``Session.DoesNotExist``."""
+    sessions = db.primary(Session).select_related("owner").annotate(**annotations)
     if queued:
-        sql += plainsql.render(
-            PendingMessage, ", EXISTS (SELECT 1 FROM {table} WHERE {session} = %s)", connection
-        )
-    sql += plainsql.render(Session, " FROM {table} INNER JOIN ", connection)
-    sql += plainsql.render(user_model, "{table} ON {table}.{pk} = ", connection)
-    sql += plainsql.render(Session, "{table}.{owner} WHERE {table}.{pk} = %s", connection)
-    key = plainsql.param(Session, "pk", session_id, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [key, key] if queued else [key])
-        row = cursor.fetchone()
-    if row is None:
-        raise Session.DoesNotExist(f"Session {session_id} does not exist.")
-    split = len(session_names)
-    session_columns = plainsql.converters(Session, session_names, connection)
-    owner_columns = plainsql.converters(user_model, owner_names, connection)
-    session_values = plainsql.convert(row[:split], session_columns, connection)
-    owner_values = plainsql.convert(
-        row[split : split + len(owner_names)], owner_columns, connection
-    )
-    (session,) = plainsql.instances(Session, session_names, [session_values], connection)
-    (owner,) = plainsql.instances(user_model, owner_names, [owner_values], connection)
-    Session._meta.get_field("owner").set_cached_value(session, owner)
-    if queued:
-        session.has_queued = bool(row[-1])
-    return session
+        waiting = PendingMessage.objects.filter(session_id=OuterRef("pk"))
+        sessions = sessions.annotate(has_queued=Exists(waiting))
+    return sessions.get(pk=session_id)
 
 
 def session_refresh(session: Session, names: Sequence[str]) -> None:
     """Read ``names`` of the session's row again into ``session`` (as ``refresh_from_db``)."""
-    names = tuple(names)
-    template = "SELECT " + plainsql.select_list(names) + " FROM {table} WHERE {pk} = %s"
-    connection = plainsql.connection_for(Session)
-    rows = plainsql.select(
-        Session, names, template, [plainsql.param(Session, "pk", session.pk, connection)]
-    )
-    if not rows:
+    values = db.primary(Session).filter(pk=session.pk).values_list(*names).first()
+    if values is None:
         raise Session.DoesNotExist(f"Session {session.pk} does not exist.")
-    for name, value in zip(names, rows[0], strict=True):
-        setattr(session, plainsql.field(Session, name).attname, value)
+    for name, value in zip(names, values, strict=True):
+        setattr(session, Session._meta.get_field(name).attname, value)
 
 
 # --- counters ----------------------------------------------------------------------------------
 
 
-def seq_allocate(*, session_id, count: int, lease: Lease | None = None) -> tuple[int, int] | None:
+def seq_allocate(
+    *, session_id, count: int, lease: Lease | None = None, fields: dict[str, Any] | None = None
+) -> tuple[int, int] | None:
     """Reserve ``count`` event seqs; returns (first seq, run_seq). Caller is inside a
     transaction: the UPDATE locks the row until it commits. With a lease, nothing is reserved
-    (None) once the lease is lost, so a turn is never saved after a cancel committed."""
+    (None) once the lease is lost, so a turn is never saved after a cancel committed.
+    ``fields``: more of the row to write in the same UPDATE (``usage_sums``,
+    ``answered_fields``: what goes with these events)."""
     rows = lease.guard() if lease is not None else {"pk": session_id}
-    fields = {"last_seq": Add(count)}
-    written = _write_returning(rows, session_id, fields, ("last_seq", "run_seq"))
+    written = _write_returning(
+        rows, session_id, {**(fields or {}), "last_seq": Add(count)}, ("last_seq", "run_seq")
+    )
     if written is None:
         return None
     last_seq, run_seq = written
@@ -348,18 +275,18 @@ def trace_count_next(*, session_id, count: int = 1) -> tuple[int, int, int]:
     return written
 
 
-def usage_add(
+def usage_sums(
     *,
-    session_id,
     input_tokens: int,
     output_tokens: int,
     cache_read_tokens: int,
     cache_write_tokens: int,
     cost,
     step_count: int | None = None,
-) -> None:
-    """Add one model call to the session's running sums (the UsageRecord ledger is the truth),
-    with the step's number when given."""
+) -> dict[str, Any]:
+    """The session's running sums one model call adds to (the UsageRecord ledger is the
+    truth), with the step's number when given: fields for ``usage_add`` or, written with the
+    turn they paid for, ``seq_allocate``."""
     fields: dict[str, Any] = {
         "tokens_in": Add(input_tokens + cache_read_tokens + cache_write_tokens),
         "tokens_out": Add(output_tokens),
@@ -370,7 +297,12 @@ def usage_add(
         fields["step_count"] = step_count
     if cost is not None:
         fields["cost_usd"] = Add(cost)  # the first priced call starts the sum (NULL) at 0
-    _write({"pk": session_id}, session_id, fields, visible=False)
+    return fields
+
+
+def usage_add(*, session_id, **usage: Any) -> None:
+    """Add one model call to the session's running sums (``usage_sums``)."""
+    _write({"pk": session_id}, session_id, usage_sums(**usage), visible=False)
 
 
 def capability_request_add(*, session_id, ability: str, reason: str = "") -> None:
@@ -416,7 +348,7 @@ def run_begin(*, session_id, from_statuses, label: str = "Thinking…", **fields
         **fields,
     ):
         return None
-    return Session.objects.filter(pk=session_id).values_list("run_seq", flat=True).get()
+    return db.primary(Session).filter(pk=session_id).values_list("run_seq", flat=True).get()
 
 
 def run_resume(
@@ -475,7 +407,8 @@ def run_claim(*, session_id, run_seq: int) -> Lease | None:
     now = timezone.now()
     rows = {"pk": session_id, "status": Session.Status.RUNNING, "run_seq": run_seq}
     fields = {"lease_token": token, "lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    if _update(rows, fields, (), lease_free_at=now) is None:  # a bookkeeping write
+    free = Q(lease_token="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    if not _write(Session.objects.filter(free, **rows), session_id, fields, visible=False):
         return None
     return Lease(session_id=session_id, run_seq=run_seq, token=token)
 
@@ -527,18 +460,25 @@ def progress_set(lease: Lease, label: str) -> bool:
     return _write(lease.guard(), lease.session_id, fields)
 
 
-def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | None = None) -> bool:
-    """A tool call of the run is answered: its approval card is done when it was the pending
-    call (``clear_pending``: while running only the lease holder changes the pending tool), the
-    plan advances when given, and the model thinks next. Caller holds a transaction (with the
-    tool_result), so a watching client sees one change."""
+def answered_fields(*, clear_pending: bool, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a tool call's answer changes on the row: its approval card is done when it was the
+    pending call (``clear_pending``: while running only the lease holder changes the pending
+    tool), the plan advances when given, and the model thinks next."""
     now = timezone.now()
     fields: dict[str, Any] = {"progress": _progress("Thinking…", now), "heartbeat_at": now}
     if clear_pending:
         fields["pending_tool"] = None
     if plan is not None:
         fields["plan"] = plan
-    return _write(lease.guard(), lease.session_id, fields)
+    return fields
+
+
+def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | None = None) -> bool:
+    """A tool call of the run is answered (``answered_fields``). Caller holds a transaction
+    (with the tool_result), so a watching client sees one change."""
+    return _write(
+        lease.guard(), lease.session_id, answered_fields(clear_pending=clear_pending, plan=plan)
+    )
 
 
 def context_usage_predict(

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
-from . import plainsql, runstate
+from . import db, runstate
 from .conf import ahentic_settings
 from .models import Event, EventRow, Goal, PendingMessage, Session, Snapshot, TraceEvent
 from .tokens import estimate_tokens, tool_use_tokens
@@ -57,6 +56,7 @@ def events_append(
     items: Sequence[dict[str, Any]],
     lease: runstate.Lease | None = None,
     prune: bool = True,
+    session_fields: dict[str, Any] | None = None,
 ) -> list[Event] | None:
     """Append several events atomically (an assistant turn with its tool calls, say).
 
@@ -65,13 +65,16 @@ def events_append(
     With a ``lease`` the events are written only while it holds (checked under the row lock
     in the same transaction as the insert); None means the lease was lost and nothing was
     written. ``prune``: apply ``ENTRY_RETENTION`` (a tool's answer leaves it to the next
-    turn, so a step prunes once).
+    turn, so a step prunes once). ``session_fields``: more of the session row to write in the
+    UPDATE that reserves the seqs (``runstate.seq_allocate``).
     """
     if not items:
         return [] if lease is None or lease.holds() else None
     # No savepoint of its own inside a caller's transaction: an error rolls back the caller's.
-    with transaction.atomic(savepoint=False):
-        allocated = runstate.seq_allocate(session_id=session_id, count=len(items), lease=lease)
+    with db.atomic(savepoint=False):
+        allocated = runstate.seq_allocate(
+            session_id=session_id, count=len(items), lease=lease, fields=session_fields
+        )
         if allocated is None:
             return None
         first_seq, run_seq = allocated
@@ -100,11 +103,14 @@ def events_append(
 
 def _insert(model, instances: list) -> None:
     """Insert new ``instances`` of ``model`` (events or trace rows: ``(session, seq)`` is
-    unique) in plain SQL, since every step writes both (see ``plainsql``), with their keys."""
-    if plainsql.insert_new(instances):
+    unique) with their keys set: ``bulk_create`` returns them where the database can (not
+    MySQL/MariaDB), else they are read back from the write database by seq."""
+    model.objects.bulk_create(instances)
+    if instances[0].pk is not None:
         return
-    keys = (  # a database that returns no keys from a multi-row INSERT
-        model.objects.filter(
+    keys = (
+        db.primary(model)
+        .filter(
             session_id=instances[0].session_id,
             seq__gte=instances[0].seq,
             seq__lte=instances[-1].seq,
@@ -132,20 +138,14 @@ def events_prune(*, session_id, through_seq: int) -> int:
     Snapshots cover the session's events from the first one on, without gaps, up to the
     newest ``to_event_id`` (folds keep the range), so one bound decides.
     """
-    connection = plainsql.connection_for(Event, write=True)
-    key = plainsql.param(Event, "session", session_id, connection)
-    covered = plainsql.render(  # the newest event a snapshot covers
-        Snapshot,
-        "SELECT {to_event_id} FROM {table} WHERE {session} = %s"
-        " ORDER BY {to_event_id} DESC LIMIT 1",
-        connection,
+    covered = (  # the newest event a snapshot covers
+        Snapshot.objects.filter(session_id=session_id)
+        .order_by("-to_event_id")
+        .values("to_event_id")[:1]
     )
-    # Plain SQL (every step of a long chat runs it); nothing references an event row.
-    return plainsql.execute(
-        Event,
-        "DELETE FROM {table} WHERE {session} = %s AND {seq} <= %s AND {pk} <= (" + covered + ")",
-        [key, through_seq, key],
-    )
+    # Nothing references an event row: one DELETE statement.
+    events = Event.objects.filter(session_id=session_id, seq__lte=through_seq, pk__lte=covered)
+    return events.delete()[0]
 
 
 def event_append(
@@ -218,7 +218,7 @@ def trace_records(
     """
     if not items:
         return []
-    with transaction.atomic(savepoint=False):
+    with db.atomic(savepoint=False):
         last, run_seq, step_count = counted or runstate.trace_count_next(
             session_id=session_id, count=len(items)
         )
@@ -244,40 +244,24 @@ def trace_records(
 
 
 def _trace_collapse(session_id, last_seq: int) -> None:
-    """Apply the cap after rows up to ``last_seq`` were written (plain SQL: once the cap is
-    reached, every step of a long session runs it; see ``plainsql``)."""
+    """Apply the cap after rows up to ``last_seq`` were written (once the cap is reached, every
+    step of a long session runs it)."""
     cap, head = ahentic_settings.TRACE_CAP, ahentic_settings.TRACE_HEAD
     keep_tail = cap - head - 1  # the gap row takes one slot
     drop_to = last_seq - keep_tail  # drop ordinary rows head < seq <= drop_to
     if drop_to <= head:
         return
-    connection = plainsql.connection_for(TraceEvent, write=True)
-    key = plainsql.param(TraceEvent, "session", session_id, connection)
-    gaps = plainsql.select(
-        TraceEvent,
-        ("pk", "seq", "data"),
-        "SELECT {pk}, {seq}, {data} FROM {table} WHERE {session} = %s AND {type} = %s"
-        " ORDER BY {seq}",
-        [key, TraceEvent.GAP],
-    )
-    gap = gaps[0] if gaps else None
+    trace = db.primary(TraceEvent).filter(session_id=session_id)
+    gap = trace.filter(type=TraceEvent.GAP).order_by("seq").values_list("pk", "seq", "data").first()
     if gap is not None and gap[1] >= drop_to:
         return
-    deleted = plainsql.execute(
-        TraceEvent,
-        "DELETE FROM {table} WHERE {session} = %s AND {seq} > %s AND {seq} <= %s AND {type} <> %s",
-        [key, head, drop_to, TraceEvent.GAP],
-    )
+    dropped = trace.filter(seq__gt=head, seq__lte=drop_to).exclude(type=TraceEvent.GAP)
+    deleted = dropped.delete()[0]
     total = (int((gap[2] or {}).get("dropped", 0)) if gap else 0) + deleted
     summary = f"{total} events dropped (trace cap)"
     if gap is not None:
         # The gap moves to the newest dropped position so it always sorts between head and tail.
-        data = plainsql.saved(TraceEvent, "data", {"dropped": total}, connection)
-        plainsql.execute(
-            TraceEvent,
-            "UPDATE {table} SET {seq} = %s, {summary} = %s, {data} = %s WHERE {pk} = %s",
-            [drop_to, summary, data, gap[0]],
-        )
+        trace.filter(pk=gap[0]).update(seq=drop_to, summary=summary, data={"dropped": total})
     else:
         TraceEvent.objects.create(
             session_id=session_id,
@@ -314,7 +298,7 @@ class TraceBuffer:
 def pending_message_add(
     *, session_id, content: str, source_type: str = PendingMessage.SourceType.USER, source_name=""
 ) -> PendingMessage:
-    with transaction.atomic():
+    with db.atomic():
         pending = PendingMessage.objects.create(
             session_id=session_id,
             content=content,
@@ -327,7 +311,7 @@ def pending_message_add(
 
 def pending_message_recall(*, session_id, pending_id: int) -> bool:
     """Withdraw a pending message; False once it was promoted (or never existed)."""
-    with transaction.atomic():
+    with db.atomic():
         deleted, _ = PendingMessage.objects.filter(session_id=session_id, pk=pending_id).delete()
         if deleted:
             runstate.session_update(session_id=session_id)
@@ -340,26 +324,38 @@ def session_delete(*, session_id) -> None:
     Session.objects.filter(pk=session_id).delete()
 
 
+def event_edit(*, event_id, content: str) -> bool:
+    """A staff repair of what an event says (the admin's Event change form): its text and
+    token estimate, and a visible change of its session (clients and the payload cache see a
+    new version). The next request to the model carries it: a step reads its window from the
+    database every time. False when the event is gone."""
+    with db.atomic():
+        event = Event.objects.select_for_update().filter(pk=event_id).first()
+        if event is None:
+            return False
+        item = {"kind": event.kind, "content": content, "payload": event.payload}
+        Event.objects.filter(pk=event_id).update(
+            content=content, token_count=event_token_count(item)
+        )
+        runstate.session_update(session_id=event.session_id)
+    return True
+
+
 def event_payload_merge(*, event: Event, **values: Any) -> dict[str, Any]:
     """Merge bookkeeping keys into an event's payload (a tool call's ``started`` marker, the
     per-step context note of a user turn). What the event says is never rewritten. The caller
     is the event's only writer (the worker holding the session's lease), so the payload in
-    hand is current and one UPDATE suffices. Workers keep the rows of a window between steps
-    on the rule that only these two merges change an event (``orchestrator_app.window``)."""
+    hand is current and one UPDATE suffices."""
     event.payload = {**(event.payload or {}), **values}
     if isinstance(event, EventRow):
         event.parts = None  # what the request builder made of it is out of date
-    connection = plainsql.connection_for(Event, write=True)
-    payload = plainsql.saved(Event, "payload", event.payload, connection)
-    plainsql.execute(
-        Event, "UPDATE {table} SET {payload} = %s WHERE {pk} = %s", [payload, event.pk]
-    )
+    Event.objects.filter(pk=event.pk).update(payload=event.payload)
     return event.payload
 
 
 def goal_create(*, session_id, description: str, parent_id: int | None = None) -> Goal:
     """A goal, or a sub-goal of one of the session's root goals (two levels at most)."""
-    with transaction.atomic():
+    with db.atomic():
         if parent_id is not None:
             parent = Goal.objects.filter(session_id=session_id, pk=parent_id).first()
             if parent is None:
@@ -376,7 +372,7 @@ def goal_create(*, session_id, description: str, parent_id: int | None = None) -
 def goal_complete(*, session_id, goal_id: int) -> bool:
     """Complete an active goal (and its active sub-goals). False if there is no such goal."""
     now = timezone.now()
-    with transaction.atomic():
+    with db.atomic():
         rows = Goal.objects.filter(
             session_id=session_id, pk=goal_id, status=Goal.Status.ACTIVE
         ).update(status=Goal.Status.COMPLETED, completed_at=now)
@@ -392,7 +388,7 @@ def snapshot_add(
     *, session_id, level: int, from_event_id: int, to_event_id: int, text: str
 ) -> Snapshot | None:
     """Add a memory snapshot unless one already covers that range (a duplicate task)."""
-    with transaction.atomic():
+    with db.atomic():
         Session.objects.select_for_update().filter(pk=session_id).exists()
         if Snapshot.objects.filter(session_id=session_id, to_event_id__gte=from_event_id).exists():
             return None
@@ -410,7 +406,7 @@ def snapshot_add(
 
 def snapshots_fold(*, session_id, snapshot_ids: list[int], text: str) -> Snapshot | None:
     """Replace snapshots by one level-2 snapshot covering the same range."""
-    with transaction.atomic():
+    with db.atomic():
         Session.objects.select_for_update().filter(pk=session_id).exists()
         folded = list(
             Snapshot.objects.filter(session_id=session_id, pk__in=snapshot_ids).order_by(

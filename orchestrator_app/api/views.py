@@ -29,7 +29,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from artifacts_app import store
-from sessions_app import plainsql, runstate
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.models import LiveText, Session
 
@@ -53,8 +53,7 @@ from .permissions import (
     IsActiveUser,
     IsSessionOwner,
     SessionAuthentication401,
-    held_params,
-    held_sql,
+    holds_agent_permission,
     may_use_agent,
 )
 from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
@@ -116,18 +115,15 @@ def poll_read(user, pk: uuid.UUID) -> PollRow | None:
     """The addressed session of ``user``: its version and heartbeat, and whether the user
     holds the agent permission (``held_sql``), in one plain-SQL query read from the cursor:
     it runs on every poll, and a model instance cost more than the query."""
-    connection = plainsql.connection_for(Session)
-    rows = plainsql.select(
-        Session,
-        ("owner", "version", "heartbeat_at"),
-        "SELECT s.{owner}, s.{version}, s.{heartbeat_at}, " + held_sql() + " FROM {table} s"
-        " WHERE s.{pk} = %s AND s.{owner} = %s",
-        [*held_params(user), plainsql.param(Session, "pk", pk, connection), user.pk],
+    row = (
+        Session.objects.filter(pk=pk, owner_id=user.pk)
+        .values_list("owner_id", "version", "heartbeat_at")
+        .first()
     )
-    if not rows:
+    if row is None:
         return None
-    owner_id, version, heartbeat_at, held = rows[0]
-    return PollRow(pk, owner_id, version, heartbeat_at, bool(held))
+    owner_id, version, heartbeat_at = row
+    return PollRow(pk, owner_id, version, heartbeat_at, holds_agent_permission(user))
 
 
 class AhenticViewSet(viewsets.ViewSet):
