@@ -31,9 +31,8 @@ from sessions_app.models import Event, Session
 from sessions_app.runstate import Lease, PendingTool
 from sessions_app.services import TraceBuffer
 
-from . import llm
+from . import llm, usage
 from . import plan as plan_rules
-from . import usage
 from .heartbeat import LeaseHeartbeat
 from .models import ToolGrant
 from .toolcalls import result_text, tool_response_record
