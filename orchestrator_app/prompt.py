@@ -303,6 +303,16 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def stored_estimate(event: Event | EventRow, block: dict[str, Any]) -> int | None:
+    """The event's stored estimate (``event_token_count``) when it is ``block``'s, else None:
+    a tool call's tool_use block, or a block that carries the event's text unclipped. Measuring
+    every block of the window again would cost a step more than its queries."""
+    if event.kind == TOOL_CALL:
+        return event.token_count if "tool" in event.payload else None
+    text = block.get("text") if block.get("type") == "text" else block.get("content")
+    return event.token_count if text == event.content else None
+
+
 def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str, Any]]]:
     """The (role, block) pairs an event adds to a request, the step context stored with it
     after its user-role block. An ``EventRow`` keeps them (``parts``), so a step builds and
@@ -318,7 +328,7 @@ def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str
         pairs = [item] if item else []
     parts: list[tuple[str, dict[str, Any]]] = []
     for role, block in pairs:
-        parts.append((role, SizedBlock(block)))
+        parts.append((role, SizedBlock(block, stored_estimate(event, block))))
         if role == "user" and event.payload.get("context"):
             parts.append((role, {"type": "text", "text": event.payload["context"]}))
     if isinstance(event, EventRow):

@@ -30,7 +30,7 @@ from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from . import db
+from . import compiled, db
 from .conf import ahentic_settings
 from .models import STATUS_TRANSITIONS, LiveText, PendingMessage, Session
 
@@ -131,12 +131,14 @@ def _write_returning(
     if visible:
         fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
     if isinstance(rows, dict):
-        rows = Session.objects.filter(**rows)
-    values = {
-        name: _orm_add(name, value.amount) if isinstance(value, Add) else value
-        for name, value in fields.items()
-    }
-    if rows.update(**values) != 1:
+        changed = _update_compiled(rows, fields)
+    else:
+        values = {
+            name: _orm_add(name, value.amount) if isinstance(value, Add) else value
+            for name, value in fields.items()
+        }
+        changed = rows.update(**values)
+    if changed != 1:
         return None
     written: tuple[Any, ...] = ()
     if columns:
@@ -147,9 +149,36 @@ def _write_returning(
 
 
 def _orm_add(name: str, amount: Any) -> Combinable:
-    """``name + amount``, a NULL column counting as 0."""
+    """``name + amount`` (a value or an expression), a NULL column counting as 0."""
     field = Session._meta.get_field(name)
-    return Coalesce(F(name), Value(0), output_field=field) + Value(amount, output_field=field)
+    if not hasattr(amount, "resolve_expression"):
+        amount = Value(amount, output_field=field)
+    return Coalesce(F(name), Value(0), output_field=field) + amount
+
+
+def _update_compiled(where: dict[str, Any], fields: dict[str, Any]) -> int:
+    """``Session.objects.filter(**where).update(...)`` of ``fields`` (``Add`` values as
+    ``_orm_add``), compiled once per shape (``compiled``): the lease-guarded and counter
+    writes run several times in every step, and compiling each costs more than running it."""
+    shape = (tuple(where), tuple((name, isinstance(v, Add)) for name, v in fields.items()))
+
+    def build():
+        rows = Session.objects.filter(
+            **{
+                name: compiled.Param(f"w_{name}", compiled.model_field(Session, name))
+                for name in where
+            }
+        )
+        update = {}
+        for name, value in fields.items():
+            param = compiled.Param(f"s_{name}", compiled.model_field(Session, name), save=True)
+            update[name] = _orm_add(name, param) if isinstance(value, Add) else param
+        return rows, update
+
+    values = {f"w_{name}": value for name, value in where.items()}
+    for name, value in fields.items():
+        values[f"s_{name}"] = value.amount if isinstance(value, Add) else value
+    return compiled.update(shape, Session, build, values)
 
 
 def _write(
