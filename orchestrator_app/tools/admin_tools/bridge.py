@@ -390,6 +390,10 @@ def form_data(form, values: dict[str, Any]) -> MultiValueDict:
         if field.disabled:
             continue
         _put(data, name, field.widget, value)
+        if field.show_hidden_initial:
+            # A field with a callable default (date_joined) compares the value with the hidden
+            # initial the page carries; without it the field always counts as changed.
+            _put(data, form[name].html_initial_name, field.hidden_widget(), form[name].initial)
     return data
 
 
