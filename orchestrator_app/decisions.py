@@ -12,6 +12,7 @@ from typing import Any
 from artifacts_app import store
 from sessions_app import db, runstate
 from sessions_app import services as session_services
+from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event, Session
 from sessions_app.runstate import PendingTool
 
@@ -21,7 +22,7 @@ from .pipeline import check_call
 from .queue import enqueue_step
 from .runs import require_llm
 from .toolcalls import deny_turn, result_text, tool_response_record, unanswered_tool_calls
-from .tools import get_tool
+from .tools import ToolContext, get_tool
 from .tools.browser_tools import page_context_from_read
 
 DECISIONS = ("allow_once", "allow_session", "always_allow", "deny")
@@ -55,18 +56,25 @@ def approval_decide(
         )
     pending = _require_pending(session, Session.Status.AWAITING_HUMAN)
     tool = get_tool(pending.name)
+    if edited_input is not None and decision != "deny":
+        problem = tool.validate(edited_input) if tool else "unknown tool"
+        if problem:
+            raise AhenticError("ahentic_invalid_input", f"Edited input is invalid: {problem}", 400)
+    # What an allow covers: the tool, or the narrower scope its call names (one admin model);
+    # the input that will run decides, edited or not.
+    grant_key = (
+        tool.grant_key(edited_input if edited_input is not None else pending.input)
+        if tool is not None
+        else None
+    )
     if decision in ("allow_session", "always_allow") and (
-        pending.non_preallowable or (tool and tool.non_preallowable)
+        pending.non_preallowable or grant_key is None
     ):
         raise AhenticError(
             "ahentic_hitl_not_preallowable",
             f"{pending.name} must be approved every time.",
             400,
         )
-    if edited_input is not None and decision != "deny":
-        problem = tool.validate(edited_input) if tool else "unknown tool"
-        if problem:
-            raise AhenticError("ahentic_invalid_input", f"Edited input is invalid: {problem}", 400)
     with db.atomic():
         if decision == "deny":
             won = runstate.run_resume(
@@ -80,7 +88,7 @@ def approval_decide(
                 pending.edited_input = edited_input
             extra: dict[str, Any] = {}
             if decision == "allow_session":
-                extra["hitl_allows"] = sorted({*(session.hitl_allows or []), pending.name})
+                extra["hitl_allows"] = sorted({*(session.hitl_allows or []), grant_key})
             won = runstate.run_resume(
                 session_id=session.pk,
                 from_statuses=[Session.Status.AWAITING_HUMAN],
@@ -90,7 +98,7 @@ def approval_decide(
         if not won:  # a concurrent decision got there first
             raise AhenticError("ahentic_not_awaiting", "This call was already decided.", 409)
         if decision == "always_allow":
-            ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=pending.name)
+            ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=grant_key)
         if decision == "deny":
             # The rest of that turn is skipped so the model thinks again with the whole
             # picture instead of running on.
@@ -183,7 +191,22 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
         raise AhenticError(code, problem["message"], 400)
     assert tool is not None
     call_id = f"toolu_action_{uuid.uuid4().hex[:20]}"
-    summary = tool.summarize(tool_input)
+    # The label and the card's summary, computed as the user like the pipeline's. A refusal
+    # is the tool's to report: the worker runs the call through the pipeline and answers it
+    # with the tool error; until then the label reads only the input.
+    try:
+        summary = tool.describe(
+            ToolContext(
+                session=session,
+                user=session.owner,
+                call_id=call_id,
+                run=session.run_seq + 1,
+                step=session.step_count,
+            ),
+            tool_input,
+        )
+    except ModelFacingError:
+        summary = tool.summarize(tool_input)
     with db.atomic():
         run_seq = runstate.run_begin(
             session_id=session.pk,

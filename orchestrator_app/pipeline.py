@@ -158,12 +158,25 @@ def answer(
     return Outcome("answered")
 
 
-def is_preallowed(tool: Tool, session: Session) -> bool:
-    if tool.non_preallowable:
+def is_preallowed(tool: Tool, session: Session, tool_input: dict[str, Any]) -> bool:
+    """The session's allow list or the owner's ToolGrant names this call's grant key (the
+    tool, or what its ``grant_scope`` narrows it to, such as one admin model)."""
+    key = tool.grant_key(tool_input)
+    if key is None:
         return False
-    if tool.name in (session.hitl_allows or []):
+    if key in (session.hitl_allows or []):
         return True
-    return ToolGrant.objects.filter(user_id=session.owner_id, tool_name=tool.name).exists()
+    return ToolGrant.objects.filter(user_id=session.owner_id, tool_name=key).exists()
+
+
+def tool_context(lease: Lease, session: Session, call: Event) -> ToolContext:
+    return ToolContext(
+        session=session,
+        user=session.owner,
+        call_id=call.tool_use_id,
+        run=lease.run_seq,
+        step=session.step_count,
+    )
 
 
 STAGE_ARTIFACT = "stage_artifact"
@@ -247,9 +260,17 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
                     lease, tracer, call, exc.as_result(), False, clear_pending=clear_pending
                 )
 
+    # What the user sees of this call, computed as the user; a tool's preview may refuse the
+    # call here (permission, validation), before any card. Run again after an approval: the
+    # tool then checks the world as it is now.
+    try:
+        summary = tool.describe(tool_context(lease, session, call), tool_input)
+    except ModelFacingError as exc:
+        return answer(lease, tracer, call, exc.as_result(), False, clear_pending=clear_pending)
+
     approved = pending.approved if pending else None
     if tool.needs_approval(tool_input) and not approved:
-        if is_preallowed(tool, session):
+        if is_preallowed(tool, session, tool_input):
             approved = "preallowed"
         else:
             return pause(
@@ -259,6 +280,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
                 tool,
                 tool_input,
                 Session.Status.AWAITING_HUMAN,
+                summary=summary,
                 artifact=artifact,
             )
     if tool.runtime == "browser":
@@ -269,6 +291,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
             tool,
             tool_input,
             Session.Status.AWAITING_BROWSER,
+            summary=summary,
             approved=approved,
             artifact=artifact,
         )
@@ -279,6 +302,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
         call,
         tool,
         tool_input,
+        summary=summary,
         approved=approved,
         clear_pending=clear_pending,
     )
@@ -291,11 +315,11 @@ def pause(
     tool: Tool,
     tool_input: dict[str, Any],
     status: str,
+    summary: str,
     approved: str | None = None,
     artifact=None,
 ) -> Outcome:
     """Pause for the user or the browser. The stored input keeps ``from_memory`` as a key."""
-    summary = tool.summarize(tool_input)
     if artifact is not None:
         summary = " · ".join(p for p in (summary, artifact.title, f"{artifact.bytes} bytes") if p)
     pending = PendingTool(
@@ -305,7 +329,8 @@ def pause(
         summary=summary,
         runtime=tool.runtime,
         approved=approved,
-        non_preallowable=tool.non_preallowable,
+        # Per call: a tool's grant scope may refuse pre-allowing some inputs (auth.user...).
+        non_preallowable=tool.grant_key(tool_input) is None,
         paused_at=timezone.now().isoformat(),
         artifact_key=artifact.key if artifact is not None else None,
         # Pointer fields only: storage never holds any of the body (the card's excerpt is
@@ -337,6 +362,7 @@ def execute(
     call: Event,
     tool: Tool,
     tool_input: dict[str, Any],
+    summary: str,
     approved: str | None,
     clear_pending: bool,
 ) -> Outcome:
@@ -346,8 +372,7 @@ def execute(
     if tool.internal:
         held = runstate.lease_refresh(lease)
     else:
-        label = tool.summarize(tool_input)
-        held = progress(lease, tracer, label[:1].upper() + label[1:])
+        held = progress(lease, tracer, summary[:1].upper() + summary[1:])
     if not held:
         return Outcome("lost")
     artifact_key = None
@@ -370,17 +395,10 @@ def execute(
                 artifactKey=artifact_key,
             )
     mark_started(lease, call)
-    summary = tool.summarize(tool_input)
     tracer.add(
         "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
     )
-    ctx = ToolContext(
-        session=session,
-        user=session.owner,
-        call_id=call.tool_use_id,
-        run=lease.run_seq,
-        step=session.step_count,
-    )
+    ctx = tool_context(lease, session, call)
     ok = True
     try:
         # The heartbeat keeps the (short) lease fresh while the tool runs.

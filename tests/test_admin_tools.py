@@ -6,6 +6,7 @@ its next request. Writes are compared with posting the real admin forms with the
 """
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from django.contrib import admin
@@ -17,11 +18,13 @@ from django.contrib.sites.models import Site
 from django.core.checks import run_checks
 from django.test import Client
 
+from orchestrator_app.models import ToolGrant
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 
-from .conftest import API, payload_of, session_url
+from .conftest import API, payload_of, session_url, trace_types, transcript_of
 from .factories import SessionFactory, UserFactory
+from .models import Book, Shelf
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
@@ -34,6 +37,7 @@ ADMIN_TOOL_NAMES = [
     "admin_save",
 ]
 PAGES = "flatpages.flatpage"
+SHELVES = "ahentic_tests.shelf"
 
 
 @pytest.fixture(autouse=True)
@@ -50,6 +54,18 @@ def staff(username: str, *codenames: str, agent: bool = True):
 @pytest.fixture
 def editor(db):
     return staff("editor", "view_flatpage", "add_flatpage", "change_flatpage", "delete_flatpage")
+
+
+@pytest.fixture
+def shelves(settings, enabled, db):
+    """Shelves (character keys) and books enabled; ``shelves.user`` may do anything with
+    shelves and only view books."""
+    labels = [*settings.AHENTIC["ADMIN_TOOLS"], SHELVES, "ahentic_tests.book"]
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": labels}
+    user = staff(
+        "librarian", "view_shelf", "add_shelf", "change_shelf", "delete_shelf", "view_book"
+    )
+    return SimpleNamespace(user=user)
 
 
 @pytest.fixture
@@ -617,3 +633,512 @@ def test_the_system_check_accepts_the_demo_list_and_all(db, settings):
     for value in (["flatpages.flatpage", "auth.group"], "all", None):
         settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": value}
         assert check_ids() == set()
+
+
+# --- the card reads only what the write may touch (issue 22) ----------------------------------------
+# The approval card (pendingTool.summary, the progress label, the trace, the 202 body of POST
+# actions) is computed through the ModelAdmin path of the write, as the user.
+
+
+def everything_shown(agent, *responses) -> str:
+    """All the user can see of the session: the given responses' bodies, the payload, the full
+    trace with its data, and the transcript in the debug view."""
+    seen = [response.json() for response in responses]
+    seen.append(payload_of(agent.client, agent.session))
+    seen.append(agent.client.get(session_url(agent.session, "diagnostics")).json()["trace"])
+    seen.append(transcript_of(agent.client, agent.session))
+    return json.dumps(seen, ensure_ascii=False)
+
+
+def run_action(agent, name: str, input: dict):
+    """POST actions (202, the payload at that moment) and the run it starts, to its end."""
+    agent.llm.enqueue(text_reply("Done."))
+    response = agent.post("actions", {"name": name, "input": input})
+    assert response.status_code == 202, response.content
+    return response
+
+
+def action_result(agent) -> dict:
+    """The result of the run's first tool call (the action's)."""
+    responses = [
+        m for m in transcript_of(agent.client, agent.session) if m["kind"] == "tool_response"
+    ]
+    return json.loads(responses[0]["content"])
+
+
+def test_an_action_on_a_superusers_password_shows_no_hash_to_a_view_only_user(agent_for, db):
+    boss = UserFactory(username="boss", agent_permission=True, is_staff=True, is_superuser=True)
+    agent = agent_for(staff("viewer", "view_flatpage"))
+
+    response = run_action(
+        agent,
+        "admin_save",
+        {"model": "auth.user", "id": boss.pk, "values": {"password": "x"}},
+    )
+
+    body = response.json()
+    assert body["progress"]["label"] == f"Update auth.user #{boss.pk}"
+    assert body["pendingTool"]["summary"] == f"Update auth.user #{boss.pk}"
+    assert action_result(agent)["error"] == "admin_permission_denied"
+    shown = everything_shown(agent, response)
+    assert boss.password not in shown
+    assert boss.password.split("$")[-1] not in shown
+    boss.refresh_from_db()
+    assert boss.check_password("pw")
+
+
+def test_a_user_who_may_change_users_gets_an_error_not_a_card_for_a_password(agent_for, db):
+    boss = UserFactory(username="boss", agent_permission=True, is_staff=True, is_superuser=True)
+    agent = agent_for(staff("manager", "view_user", "change_user"))
+
+    result = agent.call(
+        "admin_save",
+        {"model": "auth.user", "id": boss.pk, "values": {"password": "x"}},
+        decision=None,
+    )
+
+    assert (result["error"], list(result["errors"])) == ("admin_invalid", ["password"])
+    assert "hitl_pause" not in trace_types(agent.client, agent.session)
+    assert boss.password not in everything_shown(agent)
+
+
+def secret_page(site, monkeypatch, where: str) -> tuple[FlatPage, str]:
+    """A page whose title (or content) the user may not view, and that secret."""
+    page = make_page(site, url="/secret/", title="SECRET-title", content="SECRET-content")
+    if where == "get_queryset":
+        original = FlatPageAdmin.get_queryset
+        monkeypatch.setattr(
+            FlatPageAdmin,
+            "get_queryset",
+            lambda self, request: original(self, request).exclude(url="/secret/"),
+        )
+    elif where == "ahentic_hidden_fields":
+        monkeypatch.setattr(FlatPageAdmin, "ahentic_hidden_fields", ("title",), raising=False)
+    elif where == "exclude":
+        monkeypatch.setattr(FlatPageAdmin, "exclude", ("title",), raising=False)
+        monkeypatch.setattr(
+            FlatPageAdmin,
+            "fieldsets",
+            ((None, {"fields": ("url", "content", "sites")}),),
+        )
+    return page, "SECRET-title"
+
+
+@pytest.mark.parametrize(
+    ("where", "error"),
+    [
+        ("get_queryset", "admin_object_not_found"),
+        ("ahentic_hidden_fields", "admin_invalid"),
+        ("exclude", "admin_invalid"),
+    ],
+)
+def test_a_card_for_a_field_or_row_the_admin_hides_shows_nothing_of_it(
+    agent_for, editor, site, monkeypatch, where, error
+):
+    page, secret = secret_page(site, monkeypatch, where)
+    agent = agent_for(editor)
+
+    response = run_action(
+        agent, "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "x"}}
+    )
+    result = agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "y"}}, decision=None
+    )
+
+    assert response.json()["progress"]["label"] == f"Update {PAGES} #{page.pk}"
+    assert action_result(agent)["error"] == result["error"] == error
+    assert secret not in everything_shown(agent, response)
+    assert row(page)["title"] == secret
+
+
+def test_a_card_for_a_model_not_in_admin_tools_reads_nothing(agent_for, editor, owner):
+    private = SessionFactory(owner=owner)
+    from sessions_app import services
+
+    services.event_append(session_id=private.pk, kind="user_message", content="SECRET-chat message")
+    event = private.events.get()
+    agent = agent_for(editor)
+
+    response = run_action(
+        agent,
+        "admin_save",
+        {"model": "sessions_app.event", "id": event.pk, "values": {"content": "x"}},
+    )
+
+    assert action_result(agent)["error"] == "admin_model_unknown"
+    assert "SECRET-chat" not in everything_shown(agent, response)
+
+
+def test_the_card_and_the_write_name_the_object_the_admin_url_names(agent_for, shelves, db):
+    colon = Shelf.objects.create(code=":", name="Colon shelf")
+    quoted = Shelf.objects.create(code="_3A", name="Quoted shelf")
+    agent = agent_for(shelves.user)
+
+    listed = agent.call("admin_list", {"model": SHELVES, "ordering": "code"})
+    assert [(r["id"], r["repr"]) for r in listed["rows"]] == [
+        ("_3A", "Colon shelf"),  # the admin's URL form of ":"
+        ("_5F3A", "Quoted shelf"),
+    ]
+    agent.call("admin_save", {"model": SHELVES, "id": "_3A", "values": {"name": "Renamed"}}, None)
+    summary = agent.pending()["summary"]
+    agent.post("approvals", {"decision": "allow_once"})
+
+    colon.refresh_from_db()
+    quoted.refresh_from_db()
+    assert (colon.name, quoted.name) == ("Renamed", "Quoted shelf")
+    assert summary == f"Update shelf “Colon shelf” (#:): name “Colon shelf” → “{colon.name}”"
+
+    agent.call("admin_delete", {"model": SHELVES, "id": "_5F3A"}, decision=None)
+    assert agent.pending()["summary"] == "Delete shelf “Quoted shelf” (#_3A)"
+    agent.post("approvals", {"decision": "allow_once"})
+    assert list(Shelf.objects.values_list("code", flat=True)) == [":"]
+    got = agent.call("admin_get", {"model": SHELVES, "id": "_3A"})
+    assert (got["id"], got["fields"]["name"]) == ("_3A", "Renamed")
+
+
+def test_the_checkbox_diff_is_what_the_form_saves(agent_for, editor, site):
+    page = make_page(site)
+    agent = agent_for(editor)
+
+    agent.call(
+        "admin_save",
+        {"model": PAGES, "id": page.pk, "values": {"registration_required": "no"}},
+        decision=None,
+    )
+    summary = agent.pending()["summary"]
+    agent.post("approvals", {"decision": "allow_once"})
+
+    saved = row(page)["registration_required"]
+    assert saved is True  # a checkbox posted with any text but "false" is checked
+    assert summary == (
+        f"Update flat page “/about/ -- Abut us” (#{page.pk}): "
+        f"registration_required false → {json.dumps(saved)}"
+    )
+
+
+def test_the_diff_keeps_whitespace_and_related_keys_as_saved(agent_for, editor, site):
+    page = make_page(site)
+    other = Site.objects.create(domain="other.example.com", name="Other")
+    agent = agent_for(editor)
+    title = "  About   us\tnow  "
+
+    agent.call(
+        "admin_save",
+        {"model": PAGES, "id": page.pk, "values": {"title": title, "sites": [other.pk, site.pk]}},
+        decision=None,
+    )
+    summary = agent.pending()["summary"]
+    agent.post("approvals", {"decision": "allow_once"})
+
+    saved = row(page)
+    assert saved["title"] == "About   us\tnow"  # the form strips the ends only
+    assert sorted(saved["sites"]) == [site.pk, other.pk]
+    assert summary == (
+        f"Update flat page “/about/ -- Abut us” (#{page.pk}): title “Abut us” → “About   us\\tnow”; "
+        f"sites [{site.pk}] → {json.dumps(sorted(saved['sites']))}"
+    )
+
+
+@pytest.mark.parametrize("value", [["About", "us"], {"text": "About us"}])
+def test_a_value_the_field_cannot_take_is_refused_before_the_card(agent_for, editor, site, value):
+    page = make_page(site)
+    agent = agent_for(editor)
+
+    result = agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": value}}, decision=None
+    )
+
+    assert (result["error"], list(result["errors"])) == ("admin_invalid", ["title"])
+    assert row(page)["title"] == "Abut us"
+
+
+def test_a_create_card_shows_the_cleaned_values_it_saves(agent_for, editor, site):
+    agent = agent_for(editor)
+    agent.call(
+        "admin_save",
+        {
+            "model": PAGES,
+            "values": {
+                "url": "/new/",
+                "title": " New ",
+                "sites": [site.pk],
+                "registration_required": "yes",
+            },
+        },
+        decision=None,
+    )
+    summary = agent.pending()["summary"]
+    agent.post("approvals", {"decision": "allow_once"})
+
+    page = FlatPage.objects.get(url="/new/")
+    assert (page.title, page.registration_required) == ("New", True)
+    assert summary == (
+        f"Create flat page: url “/new/”, title “{page.title}”, sites [{site.pk}], "
+        f"registration_required {json.dumps(page.registration_required)}"
+    )
+
+
+# --- grants for admin writes are scoped to the model ---------------------------------------------
+
+
+@pytest.fixture
+def manager(db):
+    """May edit pages and users (not a superuser)."""
+    return staff(
+        "manager",
+        "view_flatpage",
+        "change_flatpage",
+        "view_user",
+        "change_user",
+    )
+
+
+@pytest.mark.parametrize("decision", ["allow_session", "always_allow"])
+def test_allowing_page_saves_does_not_allow_saving_users(agent_for, manager, site, decision):
+    page = make_page(site)
+    agent = agent_for(manager)
+
+    agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "About us"}}, decision
+    )
+    # The same model again: pre-allowed, no card.
+    again = agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "About"}}, None
+    )
+    assert again["updated"] is True
+    assert row(page)["title"] == "About"
+
+    agent.call(
+        "admin_save",
+        {"model": "auth.user", "id": manager.pk, "values": {"is_superuser": True}},
+        decision=None,
+    )
+    pending = agent.pending()
+    assert pending["summary"] == (
+        f"Update user “manager” (#{manager.pk}): is_superuser false → true"
+    )
+    assert pending["nonPreallowable"] is True
+    refused = agent.post("approvals", {"decision": decision})
+    assert (refused.status_code, refused.json()["code"]) == (400, "ahentic_hitl_not_preallowable")
+    manager.refresh_from_db()
+    assert manager.is_superuser is False
+
+    agent.post("approvals", {"decision": "allow_once"})
+    manager.refresh_from_db()
+    assert manager.is_superuser is True  # what the card showed
+
+
+def test_an_always_allow_names_the_model_it_was_given_for(agent_for, manager, site):
+    page = make_page(site)
+    agent = agent_for(manager)
+    agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "A"}}, "always_allow"
+    )
+
+    assert list(ToolGrant.objects.values_list("tool_name", flat=True)) == [
+        "admin_save:flatpages.flatpage"
+    ]
+    fresh = agent_for(manager)  # a new chat of the same user
+    assert fresh.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "B"}}, None
+    )["updated"]
+    fresh.call(
+        "admin_save",
+        {"model": "auth.user", "id": manager.pk, "values": {"first_name": "M"}},
+        decision=None,
+    )
+    assert fresh.pending()["nonPreallowable"] is True
+
+
+def test_a_tool_wide_grant_from_before_no_longer_allows_admin_saves(agent_for, manager, site):
+    page = make_page(site)
+    ToolGrant.objects.create(user=manager, tool_name="admin_save")
+    agent = agent_for(manager)
+
+    agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "A"}}, decision=None
+    )
+
+    assert agent.pending()["name"] == "admin_save"
+
+
+# --- writes the user cannot do get no card --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("user_fixture", "name", "input_of", "error"),
+    [
+        (
+            "viewer",
+            "admin_save",
+            lambda page: {"model": PAGES, "id": page.pk, "values": {"title": "x"}},
+            "admin_permission_denied",
+        ),
+        (
+            "viewer",
+            "admin_delete",
+            lambda page: {"model": PAGES, "id": page.pk},
+            "admin_permission_denied",
+        ),
+        (
+            "editor",
+            "admin_save",
+            lambda page: {"model": PAGES, "id": page.pk, "values": {"url": "no-slash"}},
+            "admin_invalid",
+        ),
+        (
+            "editor",
+            "admin_save",
+            lambda page: {"model": PAGES, "id": page.pk + 1, "values": {"title": "x"}},
+            "admin_object_not_found",
+        ),
+        (
+            "editor",
+            "admin_action",
+            lambda page: {"model": PAGES, "action": "delete_selected", "ids": [page.pk, 999]},
+            "admin_object_not_found",
+        ),
+    ],
+)
+def test_a_write_that_would_fail_is_a_tool_error_before_any_card(
+    request, agent_for, site, user_fixture, name, input_of, error
+):
+    page = make_page(site)
+    user = (
+        staff("viewer", "view_flatpage")
+        if user_fixture == "viewer"
+        else request.getfixturevalue("editor")
+    )
+    agent = agent_for(user)
+
+    result = agent.call(name, input_of(page), decision=None)
+
+    assert (result["ok"], result["error"]) == (False, error)
+    assert "hitl_pause" not in trace_types(agent.client, agent.session)
+    assert row(page)["title"] == "Abut us"
+
+
+def test_a_row_get_queryset_hides_gets_no_card(agent_for, editor, site, monkeypatch):
+    page = make_page(site)
+    original = FlatPageAdmin.get_queryset
+    monkeypatch.setattr(
+        FlatPageAdmin, "get_queryset", lambda self, request: original(self, request).none()
+    )
+    agent = agent_for(editor)
+
+    for name, input in [
+        ("admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "x"}}),
+        ("admin_delete", {"model": PAGES, "id": page.pk}),
+    ]:
+        assert agent.call(name, input, decision=None)["error"] == "admin_object_not_found"
+    assert "hitl_pause" not in trace_types(agent.client, agent.session)
+
+
+# --- protected rows ---------------------------------------------------------------------------------
+
+
+def test_deleting_a_protected_row_is_admin_delete_protected(agent_for, shelves, db):
+    shelf = Shelf.objects.create(code="a:1", name="Front")
+    Book.objects.create(shelf=shelf, title="Dune")
+    agent = agent_for(shelves.user)  # may not delete books: still "protected"
+
+    deleted = agent.call("admin_delete", {"model": SHELVES, "id": "a_3A1"}, decision=None)
+    assert (deleted["error"], deleted["protected"]) == ("admin_delete_protected", ["Book: Dune"])
+    assert "hitl_pause" not in trace_types(agent.client, agent.session)
+
+    result = agent.call(
+        "admin_action", {"model": SHELVES, "action": "delete_selected", "ids": ["a_3A1"]}
+    )
+    assert (result["ok"], result["error"]) == (False, "admin_delete_protected")
+    assert result["response"] == {"status": 200, "contentType": "text/html; charset=utf-8"}
+    assert result["protected"] == ["Book: Dune"]
+    assert Shelf.objects.filter(pk="a:1").exists()
+    assert not LogEntry.objects.exists()
+
+
+def test_delete_selected_shows_its_card_then_deletes_an_unprotected_row(agent_for, shelves, db):
+    Shelf.objects.create(code="b:2", name="Back")
+    agent = agent_for(shelves.user)
+    input = {"model": SHELVES, "action": "delete_selected", "ids": ["b_3A2"]}
+
+    agent.call("admin_action", input, decision=None)
+    assert agent.pending()["summary"] == (
+        "Run the admin action “Delete selected shelfs” on 1 shelfs (#b_3A2)"
+    )
+    agent.post("approvals", {"decision": "allow_once"})
+
+    assert not Shelf.objects.exists()
+    assert LogEntry.objects.get().object_repr == "Back"
+
+
+# --- admin_list input the fields cannot take ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"registration_required": "maybe"},
+        {"registration_required": [True, False]},
+        {"sites": "x"},
+        {"sites__in": "1,x"},
+        {"sites__in": 3},
+        {"sites": 10**30},
+        {"registration_required__nope": True},
+    ],
+)
+def test_filter_values_the_fields_cannot_take_are_admin_invalid(agent_for, editor, site, filters):
+    make_page(site)
+    result = agent_for(editor).call("admin_list", {"model": PAGES, "filters": filters})
+    assert (result["ok"], result["error"], list(result["errors"])) == (
+        False,
+        "admin_invalid",
+        ["filters"],
+    )
+
+
+def test_list_filters_read_text_like_the_changelist_query_string(agent_for, editor, site):
+    one, two = make_page(site, url="/one/"), make_page(site, url="/two/")
+    other = Site.objects.create(domain="other.example.com", name="Other")
+    two.sites.set([other])
+    agent = agent_for(editor)
+
+    by_text = agent.call("admin_list", {"model": PAGES, "filters": {"sites__in": f"{site.pk}"}})
+    by_list = agent.call("admin_list", {"model": PAGES, "filters": {"sites__in": [other.pk]}})
+
+    assert [r["id"] for r in by_text["rows"]] == [one.pk]
+    assert [r["id"] for r in by_list["rows"]] == [two.pk]
+
+
+@pytest.mark.parametrize("ordering", ["--title", "sites", "title__length", "-", "?", "-?"])
+def test_odd_ordering_is_admin_invalid(agent_for, editor, site, ordering):
+    make_page(site)
+    result = agent_for(editor).call("admin_list", {"model": PAGES, "ordering": ordering})
+    assert (result["ok"], result["error"], list(result["errors"])) == (
+        False,
+        "admin_invalid",
+        ["ordering"],
+    )
+
+
+def nested(depth: int):
+    value: object = "x"
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_tool_input_nested_past_the_json_depth_limit_is_a_tool_error(agent_for, editor, site):
+    page = make_page(site)
+    agent = agent_for(editor)
+
+    result = agent.call(
+        "admin_save",
+        {"model": PAGES, "id": page.pk, "values": {"title": nested(80)}},
+        decision=None,
+    )
+
+    assert (result["ok"], result["error"]) == (False, "invalid_input")
+    assert "64" in result["message"]
+    body = payload_of(agent.client, agent.session)
+    assert (body["status"], body["lastErrorCode"]) == ("idle", "")
+    assert row(page)["title"] == "Abut us"

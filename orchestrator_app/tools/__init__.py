@@ -13,6 +13,14 @@ built-ins included (``orchestrator_app/ahentic_tools.py`` loads every module of 
 so a new built-in is one new file here).
 ``requires_approval`` defaults to ``not readonly``; ``runtime="browser"`` tools have no server
 body (the sidebar runs them); ``artifact_field`` lets the model pass ``{"from_memory": key}``.
+
+Two optional hooks decide what the user sees and grants for one call:
+
+- ``preview(ctx, input) -> str``: the approval card's summary computed as the user, before any
+  card. It may raise ``ToolError`` when the call cannot succeed (no permission, invalid input):
+  the pipeline answers with that error and shows no card. Without it, ``summary(input)`` is used.
+- ``grant_scope(input) -> str | None``: what "allow for this chat" and "always allow" cover for
+  this call (default: the tool's name); None means the call is never pre-allowed.
 """
 
 from __future__ import annotations
@@ -29,8 +37,13 @@ from django.utils.module_loading import autodiscover_modules
 from artifacts_app.store import FROM_MEMORY
 from sessions_app.errors import ModelFacingError
 
+from ..api.parsers import MAX_JSON_DEPTH, json_depth_exceeds
+
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 RUNTIMES = ("server", "browser")
+# A grant key is stored in ``ToolGrant.tool_name`` (64 characters): a longer one is never granted.
+GRANT_KEY_MAX = 64
+SUMMARY_MAX = 300
 
 
 class ToolError(ModelFacingError):
@@ -69,6 +82,8 @@ class Tool:
     permission: Callable[[Any], bool] | None = None
     timeout: float | None = None
     summary: Callable[[dict[str, Any]], str] | None = None
+    preview: Callable[[ToolContext, dict[str, Any]], str] | None = None
+    grant_scope: Callable[[dict[str, Any]], str | None] | None = None
     # Built-ins that always answer without approval even though they write session state.
     internal: bool = field(default=False, compare=False)
 
@@ -81,12 +96,39 @@ class Tool:
         return self.permission is None or bool(self.permission(user))
 
     def summarize(self, input: dict[str, Any]) -> str:
+        """The summary from the input alone (reads nothing the user may not see)."""
         if self.summary is not None:
             try:
-                return str(self.summary(input))[:300]
+                return str(self.summary(input))[:SUMMARY_MAX]
             except Exception:  # a summary must never break the pipeline
                 pass
         return self.name.replace("_", " ")
+
+    def describe(self, ctx: ToolContext, input: dict[str, Any]) -> str:
+        """The summary the user sees for this call: the approval card, the progress label and
+        the trace. With a ``preview`` it is computed as ``ctx.user`` and may raise a
+        ``ModelFacingError`` (the call cannot succeed; show no card)."""
+        if self.preview is None:
+            return self.summarize(input)
+        try:
+            return str(self.preview(ctx, input))[:SUMMARY_MAX]
+        except ModelFacingError:
+            raise
+        except Exception:  # a broken preview falls back to the input-only summary
+            return self.summarize(input)
+
+    def grant_key(self, input: dict[str, Any]) -> str | None:
+        """What a session allow or a ToolGrant must name to pre-allow this call, or None when
+        it must be approved every time."""
+        if self.non_preallowable:
+            return None
+        if self.grant_scope is None:
+            return self.name
+        try:
+            key = self.grant_scope(input)
+        except Exception:  # an unreadable input is never pre-allowed
+            return None
+        return key if key and len(key) <= GRANT_KEY_MAX else None
 
     def validate(self, input: Any, *, strict: bool = False) -> str | None:
         """The validator's message for invalid input, or None when it is valid.
@@ -94,6 +136,8 @@ class Tool:
         A call with ``from_memory`` is checked against the model-facing schema (the key stands
         in for the artifact field) until it is expanded; ``strict`` forces the tool's own.
         """
+        if json_depth_exceeds(input):
+            return f"The input nests deeper than {MAX_JSON_DEPTH} levels."
         relaxed = not strict and isinstance(input, dict) and FROM_MEMORY in input
         schema = self.api_schema()["input_schema"] if relaxed else self.input_schema
         validator = jsonschema.Draft202012Validator(schema)
@@ -137,6 +181,8 @@ def tool(
     permission: Callable[[Any], bool] | None = None,
     timeout: float | None = None,
     summary: Callable[[dict[str, Any]], str] | None = None,
+    preview: Callable[[ToolContext, dict[str, Any]], str] | None = None,
+    grant_scope: Callable[[dict[str, Any]], str | None] | None = None,
     internal: bool = False,
 ):
     """Register a tool. Used as a decorator; browser tools may decorate a stub."""
@@ -162,6 +208,8 @@ def tool(
             permission=permission,
             timeout=timeout,
             summary=summary,
+            preview=preview,
+            grant_scope=grant_scope,
             internal=internal,
         )
         existing = _registry.get(name)

@@ -16,12 +16,22 @@ Inlines are not handled: a save posts the main form only, like a change form wit
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.admin.utils import model_format_dict
-from django.core.exceptions import FieldDoesNotExist, FieldError, ValidationError
-from django.db import models, router, transaction
+from django.contrib.admin.utils import model_format_dict, prepare_lookup_value, unquote
+from django.core.exceptions import (
+    FieldDoesNotExist,
+    FieldError,
+    PermissionDenied,
+    ValidationError,
+)
+from django.db import DataError, models, router, transaction
 from django.http import HttpResponseBase
+from django.utils.html import strip_tags
+
+from artifacts_app import store
 
 from .. import ToolContext, ToolError, tool
 from . import bridge
@@ -55,77 +65,124 @@ class FromArtifact(str):
         return f"from artifact {super().__str__()}"
 
 
-def _short(value: Any, limit: int) -> str:
-    quoted = isinstance(value, str) and not isinstance(value, FromArtifact)
-    text = " ".join(str(value).split()) if quoted else str(value)
-    text = f"“{text}”" if quoted else text
+# Control characters are escaped on the card, so it stays one line and shows the value as saved
+# (whitespace is never collapsed: the card must not hide a difference the save makes).
+CONTROL_CHARS = {i: f"\\u{i:04x}" for i in (*range(32), 127)} | {
+    9: "\\t",
+    10: "\\n",
+    13: "\\r",
+}
+
+
+def _shown(value: Any, limit: int) -> str:
+    """A value on the approval card: text in quotes, other values as JSON."""
+    if isinstance(value, FromArtifact):
+        text = str(value)
+    elif isinstance(value, str):
+        text = f"“{value.translate(CONTROL_CHARS)}”"
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
 
 
-def _model_name(label: Any) -> tuple[Any, str]:
-    model = bridge.model_for_label(str(label or ""))
-    return model, (str(model._meta.verbose_name) if model else str(label))
+def _object_name(obj) -> str:
+    return f"{_shown(str(obj), 60)} (#{obj.pk})"
 
 
-def _current(model, object_id: Any):
-    try:
-        return model._default_manager.filter(pk=object_id).first()
-    except (ValueError, TypeError, ValidationError):
-        return None
-
-
-def _object_name(obj, object_id: Any) -> str:
-    return f"{_short(str(obj), 60)} (#{object_id})" if obj is not None else f"#{object_id}"
+# --- what a call may show before it runs ---------------------------------------------------------
+# The static summaries read the input only: they stand in when a call cannot be previewed (it
+# will fail with the preview's error). The previews compute the card through the same ModelAdmin
+# path as the write, as the user, and refuse the call before any card when the write would.
 
 
 def save_summary(input: dict[str, Any]) -> str:
-    """The approval card: model and object, and what changes (before -> after when updating)."""
-    model, name = _model_name(input.get("model"))
-    values = dict(input.get("values") or {})
-    field = input.get("body_field")
-    if field and "from_memory" in input:
-        values[field] = FromArtifact(input["from_memory"])
-    elif field and "body" in input:
-        values[field] = input["body"]
     object_id = input.get("id")
     if object_id in (None, ""):
-        head = f"Create {name}: "
-        each = max(16, (SUMMARY_CHARS - len(head)) // max(len(values), 1) - len(", "))
-        return head + ", ".join(f"{k} {_short(v, each)}" for k, v in values.items())
-    obj = _current(model, object_id) if model else None
-    head = f"Update {name} {_object_name(obj, object_id)}: "
-    changes = []
-    for key, after in values.items():
-        before = None
-        if obj is not None:
-            try:
-                before = bridge.field_data(obj._meta.get_field(key), obj)
-            except (FieldDoesNotExist, AttributeError):
-                before = None
-        if before is not None and bridge.to_json(after) == before:
-            continue
-        changes.append((key, before, after))
-    if not changes:
-        return head + "no changes"
-    each = max(12, (SUMMARY_CHARS - len(head)) // len(changes) // 2 - len(" → ") - 2)
-    return head + "; ".join(
-        f"{k} {_short(b, each) if b is not None else '?'} → {_short(a, each)}"
-        for k, b, a in changes
-    )
+        return f"Create {input.get('model')}"
+    return f"Update {input.get('model')} #{object_id}"
 
 
 def delete_summary(input: dict[str, Any]) -> str:
-    model, name = _model_name(input.get("model"))
-    obj = _current(model, input.get("id")) if model else None
-    return f"Delete {name} {_object_name(obj, input.get('id'))}"
+    return f"Delete {input.get('model')} #{input.get('id')}"
 
 
 def action_summary(input: dict[str, Any]) -> str:
-    model, _ = _model_name(input.get("model"))
     ids = list(input.get("ids") or [])
-    plural = str(model._meta.verbose_name_plural) if model else str(input.get("model"))
     shown = ", ".join(f"#{i}" for i in ids[:10]) + (", …" if len(ids) > 10 else "")
-    return f"Run the admin action {input.get('action')} on {len(ids)} {plural} ({shown})"
+    return (
+        f"Run the admin action {input.get('action')} on {len(ids)} of {input.get('model')} "
+        f"({shown})"
+    )
+
+
+def save_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
+    """The approval card of ``admin_save``: what the bound admin form will save (its
+    ``cleaned_data``), before -> after for an update, only fields the user may see."""
+    shown_body: Any = None
+    if store.FROM_MEMORY in input:
+        # The form validates the artifact's body; the card names the artifact.
+        input, key = store.apply_from_memory(ctx.session.pk, input, "body", TEXT_KINDS)
+        shown_body = FromArtifact(key)
+    bound = bound_save_form(ctx.user, input)
+    opts = bound.model_admin.opts
+    readable = set(bridge.readable_fields(bound.model_admin, bound.request, bound.obj))
+    given = [name for name in bound.values if name in bound.form.changed_data]
+    changed = given + [name for name in bound.form.changed_data if name not in given]
+    body_field = input.get("body_field")
+
+    def after(name: str) -> Any:
+        if name == body_field and shown_body is not None:
+            return shown_body
+        return bridge.cleaned_value(bound.form, name)
+
+    if bound.obj is None:
+        head = f"Create {opts.verbose_name}: "
+        each = max(16, (SUMMARY_CHARS - len(head)) // max(len(changed), 1) - len(", "))
+        return head + ", ".join(
+            f"{name} {_shown(after(name), each)}" if name in readable else f"{name} (hidden)"
+            for name in changed
+        )
+    head = f"Update {opts.verbose_name} {bound.obj_name}: "
+    if not changed:
+        return head + "no changes"
+    each = max(12, (SUMMARY_CHARS - len(head)) // len(changed) // 2 - len(" → ") - 2)
+    return head + "; ".join(
+        f"{name} {_shown(bridge.initial_value(bound.form, name), each)} → "
+        f"{_shown(after(name), each)}"
+        if name in readable
+        else f"{name} (hidden) changed"
+        for name in changed
+    )
+
+
+def delete_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
+    target = deletable(ctx.user, input)
+    return f"Delete {target.model_admin.opts.verbose_name} {_object_name(target.obj)}"
+
+
+def action_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
+    target = action_target(ctx.user, input)
+    opts = target.model_admin.opts
+    ids = [str(i) for i in input["ids"]]
+    shown = ", ".join(f"#{i}" for i in ids[:10]) + (", …" if len(ids) > 10 else "")
+    description = target.description % model_format_dict(opts)
+    return (
+        f"Run the admin action “{description}” on {len(ids)} {opts.verbose_name_plural} ({shown})"
+    )
+
+
+def admin_save_scope(input: dict[str, Any]) -> str | None:
+    """An allow for admin_save covers one model; never one that can grant permissions."""
+    label = str(input.get("model") or "").strip().lower()
+    model = bridge.model_for_label(label)
+    if model is None:
+        return None
+    fields = list(input.get("values") or {})
+    if input.get("body_field"):
+        fields.append(str(input["body_field"]))
+    if bridge.grants_permissions(model, fields):
+        return None
+    return f"admin_save:{label}"
 
 
 # --- describe -------------------------------------------------------------------------------------
@@ -257,6 +314,51 @@ def _invalid(message: str, errors: dict[str, Any], **data: Any) -> ToolError:
     return ToolError("admin_invalid", message, errors=errors, **data)
 
 
+# Lookups that take several values; every other lookup takes one.
+MULTI_VALUE_LOOKUPS = ("__in", "__range")
+
+
+def _lookup_value(key: str, value: Any) -> Any:
+    """A filter value as the change list reads its query string (``prepare_lookup_value``:
+    "a,b" for ``__in``, "false"/"0" for ``__isnull``); JSON numbers and booleans as they are."""
+    several = key.endswith(MULTI_VALUE_LOOKUPS)
+    if isinstance(value, list):
+        if not several or not all(isinstance(v, (str, int, float, bool)) for v in value):
+            raise _invalid(
+                f"{key} takes a single value.",
+                {
+                    "filters": [
+                        f"{key}: a list only for __in and __range lookups, of single values."
+                    ]
+                },
+            )
+        return value
+    if isinstance(value, str):
+        return prepare_lookup_value(key, value)
+    if several:
+        raise _invalid(f"{key} takes a list.", {"filters": [f"{key}: give a list of values."]})
+    return value
+
+
+def _ordering(model_admin, request, ordering: Any) -> list[str]:
+    """``ordering`` as one readable field of the model (``-`` for descending), or the admin's."""
+    if not ordering:
+        return list(model_admin.get_ordering(request) or model_admin.opts.ordering or [])
+    name = ordering[1:] if ordering.startswith("-") else ordering
+    orderable = {"pk"} | {
+        field.name
+        for field in model_admin.opts.concrete_fields
+        if field.name in bridge.readable_fields(model_admin, request)
+    }
+    if name not in orderable:
+        raise _invalid(
+            f"Cannot order by {ordering!r}.",
+            {"ordering": ["Order by one field of the model, with - for descending."]},
+            orderable=sorted(orderable),
+        )
+    return [ordering]
+
+
 @tool(
     name="admin_list",
     description="List objects of an admin model, as the admin's change list shows them to the "
@@ -300,35 +402,30 @@ def admin_list(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
                 {"filters": [f"Unknown filter {key!r}."]},
                 filters=paths,
             )
-        queryset = queryset.filter(**{key: value})
-    if input.get("search"):
-        queryset, may_have_duplicates = model_admin.get_search_results(
-            request, queryset, input["search"]
-        )
-        if may_have_duplicates:
-            queryset = queryset.distinct()
-    readable = bridge.readable_fields(model_admin, request)
-    ordering = input.get("ordering")
-    if ordering:
-        if ordering.lstrip("-") not in readable + ["pk"]:
-            raise _invalid(
-                f"Cannot order by {ordering!r}.", {"ordering": ["Order by a field of the model."]}
-            )
-        order = [ordering]
-    else:
-        order = list(model_admin.get_ordering(request) or model_admin.opts.ordering or [])
-    queryset = queryset.order_by(*order, "-pk")  # the primary key makes pages deterministic
+    order = _ordering(model_admin, request, input.get("ordering"))
     limit = int(input.get("limit") or DEFAULT_LIMIT)
     offset = int(input.get("offset") or 0)
     try:
-        total = queryset.count()
-        objects = list(queryset[offset : offset + limit])
-    except (ValidationError, ValueError, TypeError, FieldError) as exc:
+        # Values the field cannot take fail here (filter, or the query): the model's mistake.
+        with transaction.atomic(using=router.db_for_read(model_admin.model)):
+            for key, value in sorted(filters.items()):
+                queryset = queryset.filter(**{key: _lookup_value(key, value)})
+            if input.get("search"):
+                queryset, may_have_duplicates = model_admin.get_search_results(
+                    request, queryset, input["search"]
+                )
+                if may_have_duplicates:
+                    queryset = queryset.distinct()
+            # The primary key makes pages deterministic.
+            queryset = queryset.order_by(*order, "-pk")
+            total = queryset.count()
+            objects = list(queryset[offset : offset + limit])
+    except (ValidationError, ValueError, TypeError, OverflowError, FieldError, DataError) as exc:
         raise _invalid("The filters do not fit the fields.", {"filters": [str(exc)]}) from exc
     columns = _columns(model_admin, request)
     rows = [
         {
-            "id": bridge.to_json(obj.pk),
+            "id": bridge.object_id(obj),
             "repr": str(obj),
             **{c: bridge.column_text(model_admin, obj, c) for c in columns},
         }
@@ -344,7 +441,7 @@ def admin_list(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 def _object_json(model_admin, request, obj) -> dict[str, Any]:
     data: dict[str, Any] = {
         "model": bridge.model_label(model_admin.model),
-        "id": bridge.to_json(obj.pk),
+        "id": bridge.object_id(obj),
         "repr": str(obj),
     }
     if hasattr(obj, "get_absolute_url"):
@@ -382,6 +479,66 @@ def admin_get(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 # --- writes: one transaction each, logged like the admin's views ---------------------------------
 
 
+def _write_db(input: dict[str, Any]) -> str | None:
+    model = bridge.model_for_label(str(input.get("model") or "").strip().lower())
+    return router.db_for_write(model) if model is not None else None
+
+
+@dataclass
+class BoundSave:
+    """One admin_save call as the admin's change (or add) view would handle its POST: the
+    ModelAdmin, the request, the object (None when adding) and the validated form."""
+
+    model_admin: Any
+    request: Any
+    obj: Any
+    form: Any
+    values: dict[str, Any]
+    # The object as it was, named before validation set the new values on it.
+    obj_name: str
+
+    @property
+    def add(self) -> bool:
+        return self.obj is None
+
+
+def bound_save_form(user, input: dict[str, Any]) -> BoundSave:
+    """The ModelAdmin path of admin_save up to a valid bound form (the card and the write both
+    go through it): the enabled model, ``get_object`` with the admin's ``unquote`` and
+    ``get_queryset``, ``has_add_permission`` / ``has_change_permission``, the form's writable
+    fields, and its validation. Raises ToolError."""
+    model_admin, request = bridge.model_admin_for(user, input["model"])
+    values = dict(input.get("values") or {})
+    if input.get("body") is not None:
+        if not input.get("body_field"):
+            raise _invalid(
+                "`body` needs `body_field`, the field it fills.",
+                {"body_field": ["Name the text field the body goes into."]},
+            )
+        values[input["body_field"]] = input["body"]
+    add = input.get("id") in (None, "")
+    obj = None if add else bridge.get_object(model_admin, request, input["id"])
+    bridge.require(model_admin, request, "add" if add else "change", obj)
+    form_class = bridge.form_class(model_admin, request, obj)
+    current = form_class(instance=obj)
+    writable = bridge.writable_fields(current, model_admin)
+    refused = sorted(set(values) - set(writable))
+    if refused:
+        raise _invalid(
+            "Some fields cannot be written: " + ", ".join(refused) + ".",
+            {name: ["Not an editable field of the admin form."] for name in refused},
+            writable=writable,
+        )
+    misfits = bridge.value_errors(current, values)
+    if misfits:
+        raise _invalid("Some values do not fit their fields.", misfits)
+    obj_name = _object_name(obj) if obj is not None else ""
+    form = form_class(bridge.form_data(current, values), {}, instance=obj)
+    if not form.is_valid():
+        raise _invalid("The admin form refused the values.", bridge.field_errors(form))
+    return BoundSave(model_admin, request, obj, form, values, obj_name)
+
+
 @tool(
     name="admin_save",
     description="Create (no `id`) or update (with `id`) an object through its admin change "
@@ -405,35 +562,22 @@ def admin_get(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     artifact_kinds=TEXT_KINDS,
     permission=may_use_admin_tools,
     summary=save_summary,
+    preview=save_preview,
+    grant_scope=admin_save_scope,
 )
 def admin_save(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    model_admin, request = bridge.model_admin_for(ctx.user, input["model"])
-    values = dict(input.get("values") or {})
-    if input.get("body") is not None:
-        if not input.get("body_field"):
-            raise _invalid(
-                "`body` needs `body_field`, the field it fills.",
-                {"body_field": ["Name the text field the body goes into."]},
-            )
-        values[input["body_field"]] = input["body"]
-    add = input.get("id") in (None, "")
-    obj = None if add else bridge.get_object(model_admin, request, input["id"])
-    bridge.require(model_admin, request, "add" if add else "change", obj)
-    form_class = bridge.form_class(model_admin, request, obj)
-    current = form_class(instance=obj)
-    writable = bridge.writable_fields(current, model_admin)
-    refused = sorted(set(values) - set(writable))
-    if refused:
-        raise _invalid(
-            "Some fields cannot be written: " + ", ".join(refused) + ".",
-            {name: ["Not an editable field of the admin form."] for name in refused},
-            writable=writable,
-        )
-    form = form_class(bridge.form_data(current, values), {}, instance=obj)
+    using = _write_db(input)
     try:
-        with transaction.atomic(using=router.db_for_write(model_admin.model)):
-            if not form.is_valid():
-                raise _invalid("The admin form refused the values.", bridge.field_errors(form))
+        # As the admin's changeform_view: the object is read and the form validated in the
+        # transaction that saves it.
+        with transaction.atomic(using=using):
+            bound = bound_save_form(ctx.user, input)
+            model_admin, request, form, add = (
+                bound.model_admin,
+                bound.request,
+                bound.form,
+                bound.add,
+            )
             new_object = model_admin.save_form(request, form, change=not add)
             model_admin.save_model(request, new_object, form, not add)
             model_admin.save_related(request, form, [], not add)
@@ -454,6 +598,39 @@ def admin_save(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Deletable:
+    model_admin: Any
+    request: Any
+    obj: Any
+    counts: dict[str, int]
+
+
+def deletable(user, input: dict[str, Any]) -> Deletable:
+    """The admin's delete view up to its confirmation: the object through ``get_queryset``,
+    ``has_delete_permission``, then ``get_deleted_objects``. A protected object cannot be
+    deleted by anyone (``admin_delete_protected``, even when the user also lacks permission on
+    the protecting objects); otherwise every cascaded object needs the user's permission."""
+    model_admin, request = bridge.model_admin_for(user, input["model"])
+    obj = bridge.get_object(model_admin, request, input["id"])
+    bridge.require(model_admin, request, "delete", obj)
+    _, model_count, perms_needed, protected = model_admin.get_deleted_objects([obj], request)
+    if protected:
+        raise ToolError(
+            "admin_delete_protected",
+            "Protected related objects prevent the deletion.",
+            protected=[strip_tags(str(p)) for p in protected][:20],
+        )
+    if perms_needed:
+        raise ToolError(
+            "admin_permission_denied",
+            "Deleting it would delete related objects the user may not delete: "
+            + ", ".join(sorted(map(str, perms_needed)))
+            + ".",
+        )
+    return Deletable(model_admin, request, obj, {str(k): v for k, v in sorted(model_count.items())})
+
+
 @tool(
     name="admin_delete",
     description="Delete one object the way the admin's delete page does (related objects that "
@@ -467,31 +644,65 @@ def admin_save(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     non_preallowable=True,
     permission=may_use_admin_tools,
     summary=delete_summary,
+    preview=delete_preview,
 )
 def admin_delete(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    model_admin, request = bridge.model_admin_for(ctx.user, input["model"])
-    obj = bridge.get_object(model_admin, request, input["id"])
-    bridge.require(model_admin, request, "delete", obj)
-    _, model_count, perms_needed, protected = model_admin.get_deleted_objects([obj], request)
-    if perms_needed:
-        raise ToolError(
-            "admin_permission_denied",
-            "Deleting it would delete related objects the user may not delete: "
-            + ", ".join(sorted(map(str, perms_needed)))
-            + ".",
-        )
-    if protected:
-        raise ToolError(
-            "admin_delete_protected",
-            "Protected related objects prevent the deletion.",
-            protected=[str(p) for p in protected][:20],
-        )
-    result = {"ok": True, "deleted": True, **_object_json(model_admin, request, obj)}
-    with transaction.atomic(using=router.db_for_write(model_admin.model)):
+    using = _write_db(input)
+    with transaction.atomic(using=using):
+        target = deletable(ctx.user, input)
+        model_admin, request, obj = target.model_admin, target.request, target.obj
+        result = {"ok": True, "deleted": True, **_object_json(model_admin, request, obj)}
         model_admin.log_deletions(request, [obj])
         model_admin.delete_model(request, obj)
-    result["counts"] = {str(k): v for k, v in sorted(model_count.items())}
+    result["counts"] = target.counts
     return result
+
+
+@dataclass
+class ActionTarget:
+    model_admin: Any
+    request: Any
+    func: Any
+    description: str
+    queryset: Any
+    count: int
+
+
+def action_target(user, input: dict[str, Any]) -> ActionTarget:
+    """A change list POST with the objects selected and the action's confirmation given
+    (``delete_selected`` deletes at once when "post" is set): the action as ``get_actions``
+    offers it to the user, and the selection through ``get_queryset``."""
+    ids = [str(i) for i in input["ids"]]
+    model_admin, request = bridge.model_admin_for(user, input["model"])
+    bridge.require(model_admin, request, "view")
+    request = bridge.admin_request(
+        user, {"action": input["action"], "_selected_action": ids, "post": "yes"}
+    )
+    actions = model_admin.get_actions(request)
+    if input["action"] not in actions:
+        raise ToolError(
+            "admin_action_unknown",
+            f"{input['model']} has no admin action {input['action']!r} for this user.",
+            actions=sorted(actions),
+        )
+    func, _, description = actions[input["action"]]
+    # The ids as the admin's URLs carry them (``quote``d), read back with ``unquote``.
+    keys: dict[str, Any] = {}
+    try:
+        for given in ids:
+            keys[given] = model_admin.opts.pk.to_python(unquote(given))
+        queryset = model_admin.get_queryset(request).filter(pk__in=list(keys.values()))
+        found = set(queryset.values_list("pk", flat=True))
+    except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+        raise _invalid("Invalid ids.", {"ids": [str(exc)]}) from exc
+    missing = [given for given, key in keys.items() if key not in found]
+    if missing:
+        raise ToolError(
+            "admin_object_not_found",
+            f"No {model_admin.opts.verbose_name_plural} with ids {', '.join(missing)} that "
+            "this user can see.",
+        )
+    return ActionTarget(model_admin, request, func, str(description), queryset, len(found))
 
 
 @tool(
@@ -517,43 +728,23 @@ def admin_delete(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     non_preallowable=True,
     permission=may_use_admin_tools,
     summary=action_summary,
+    preview=action_preview,
 )
 def admin_action(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    ids = [str(i) for i in input["ids"]]
-    model_admin, request = bridge.model_admin_for(ctx.user, input["model"])
-    bridge.require(model_admin, request, "view")
-    # The POST of a change list with the objects selected and the action's confirmation given
-    # (delete_selected deletes at once when "post" is set).
-    request = bridge.admin_request(
-        ctx.user, {"action": input["action"], "_selected_action": ids, "post": "yes"}
-    )
-    actions = model_admin.get_actions(request)
-    if input["action"] not in actions:
-        raise ToolError(
-            "admin_action_unknown",
-            f"{input['model']} has no admin action {input['action']!r} for this user.",
-            actions=sorted(actions),
-        )
-    func = actions[input["action"]][0]
-    try:
-        queryset = model_admin.get_queryset(request).filter(pk__in=ids)
-        found = {str(pk) for pk in queryset.values_list("pk", flat=True)}
-    except (ValidationError, ValueError, TypeError) as exc:
-        raise _invalid("Invalid ids.", {"ids": [str(exc)]}) from exc
-    missing = [i for i in ids if i not in found]
-    if missing:
-        raise ToolError(
-            "admin_object_not_found",
-            f"No {model_admin.opts.verbose_name_plural} with ids {', '.join(missing)} that "
-            "this user can see.",
-        )
-    with transaction.atomic(using=router.db_for_write(model_admin.model)):
-        response = func(model_admin, request, queryset)
+    using = _write_db(input)
+    with transaction.atomic(using=using):
+        target = action_target(ctx.user, input)
+        try:
+            response = target.func(target.model_admin, target.request, target.queryset)
+        except PermissionDenied as exc:  # delete_selected, confirmed without the permissions
+            raise ToolError(
+                "admin_permission_denied", str(exc) or "The user may not run this action."
+            ) from exc
     result: dict[str, Any] = {
         "ok": True,
         "action": input["action"],
-        "count": len(found),
-        "messages": request._messages.collected,
+        "count": target.count,
+        "messages": target.request._messages.collected,
     }
     if isinstance(response, HttpResponseBase):
         # A download or an intermediate page: its body is for a browser, not for the model.
@@ -561,4 +752,22 @@ def admin_action(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
             "status": response.status_code,
             "contentType": response.get("Content-Type", ""),
         }
+        # An action that asks again instead of acting (delete_selected's confirmation page when
+        # protected objects or missing permissions stop it) says why in its context.
+        context = getattr(response, "context_data", None) or {}
+        if context.get("protected"):
+            raise ToolError(
+                "admin_delete_protected",
+                "Protected related objects prevent the deletion.",
+                protected=[strip_tags(str(p)) for p in context["protected"]][:20],
+                response=result["response"],
+            )
+        if context.get("perms_lacking"):
+            raise ToolError(
+                "admin_permission_denied",
+                "The action would delete related objects the user may not delete: "
+                + ", ".join(sorted(map(str, context["perms_lacking"])))
+                + ".",
+                response=result["response"],
+            )
     return result

@@ -23,13 +23,16 @@ from django.contrib.admin.utils import (
     display_for_value,
     flatten_fieldsets,
     lookup_field,
+    quote,
     unquote,
 )
 from django.contrib.admin.widgets import RelatedFieldWidgetWrapper
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.contrib.messages.storage.base import BaseStorage
 from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
 from django.db import models
-from django.forms import MultiWidget, PasswordInput
+from django.forms import JSONField, MultiWidget, PasswordInput
 from django.http import HttpRequest, QueryDict
 from django.urls import Resolver404, resolve
 from django.utils.datastructures import MultiValueDict
@@ -81,8 +84,15 @@ def admin_request(user, post: dict[str, Any] | None = None) -> AgentRequest:
     request.method = "POST"
     request.user = user
     request.path = request.path_info = "/"
-    request.META["SERVER_NAME"] = "ahentic.agent"
-    request.META["SERVER_PORT"] = "80"
+    # What a WSGI server always sets: the admin's pages read SCRIPT_NAME (each_context), so an
+    # action that answers with a page (delete_selected's confirmation) needs it.
+    request.META.update(
+        SERVER_NAME="ahentic.agent",
+        SERVER_PORT="80",
+        REQUEST_METHOD="POST",
+        SCRIPT_NAME="",
+        PATH_INFO="/",
+    )
     request.POST = QueryDict(mutable=True)
     for key, value in (post or {}).items():
         if isinstance(value, list):
@@ -178,6 +188,13 @@ def require(model_admin, request, permission: str, obj=None) -> None:
             + (f" (object {obj.pk})" if obj is not None else "")
             + ".",
         )
+
+
+def object_id(obj) -> Any:
+    """An object's id as the tools hand it out and take it back: the admin's URL form
+    (``quote``: a key ``:`` is ``_3A``), which ``get_object`` reads with ``unquote``. Keys that
+    need no quoting keep their JSON type (an integer stays an integer)."""
+    return to_json(quote(obj.pk))
 
 
 def get_object(model_admin, request, object_id: Any):
@@ -340,6 +357,31 @@ def _put(data: MultiValueDict, name: str, widget, value: Any) -> None:
     data[name] = value
 
 
+SCALARS = (str, int, float, bool, type(None))
+
+
+def value_errors(form, values: dict[str, Any]) -> dict[str, list[str]]:
+    """Values a browser could not post into their field: a list only where the widget takes
+    several values (many-to-many, a split date and time), an object only for a JSON field.
+    Without this check the form would read a list as its text and save that."""
+    errors = {}
+    for name, value in values.items():
+        field = form.fields[name]
+        widget = _unwrapped(field.widget)
+        if isinstance(field, JSONField):
+            continue
+        several = getattr(widget, "allow_multiple_selected", False) or isinstance(
+            widget, MultiWidget
+        )
+        if isinstance(value, list) and several:
+            if all(isinstance(item, SCALARS) for item in value):
+                continue
+            errors[name] = ["Give a list of single values (ids)."]
+        elif not isinstance(value, SCALARS):
+            errors[name] = ["Give a single value (text, number, true/false or null)."]
+    return errors
+
+
 def form_data(form, values: dict[str, Any]) -> MultiValueDict:
     """The POST a browser would send: the form's current values with ``values`` on top."""
     data = MultiValueDict()
@@ -348,7 +390,33 @@ def form_data(form, values: dict[str, Any]) -> MultiValueDict:
         if field.disabled:
             continue
         _put(data, name, field.widget, value)
+        if field.show_hidden_initial:
+            # A field with a callable default (date_joined) compares the value with the hidden
+            # initial the page carries; without it the field always counts as changed.
+            _put(data, form[name].html_initial_name, field.hidden_widget(), form[name].initial)
     return data
+
+
+def cleaned_value(form, name: str) -> Any:
+    """What a valid bound form will save in ``name``, as JSON (as ``field_data`` reads it back:
+    related objects by key, many-to-many keys in key order)."""
+    value = form.cleaned_data.get(name)
+    if isinstance(value, models.QuerySet):
+        value = value.order_by("pk")
+    return to_json(value)
+
+
+def initial_value(form, name: str) -> Any:
+    """The value ``name`` has before the save, as ``field_data`` reads it. The form's initial
+    data, taken when it was built: validating a model form already sets the new values on its
+    instance. Many-to-many relations are only written by the save, so they are read."""
+    try:
+        field = form.instance._meta.get_field(name)
+    except FieldDoesNotExist:
+        field = None
+    if field is not None and field.many_to_many:
+        return field_data(field, form.instance)
+    return to_json(form.get_initial_for_field(form.fields[name], name))
 
 
 def field_errors(form) -> dict[str, list[str]]:
@@ -376,9 +444,32 @@ def admin_page(user, url: Any) -> dict[str, Any] | None:
     page: dict[str, Any] = {"model": label}
     view = (match.url_name or "").rsplit("_", 1)[-1]
     if view in ("change", "delete", "history") and "object_id" in match.kwargs:
-        page["id"] = unquote(match.kwargs["object_id"])
+        page["id"] = match.kwargs["object_id"]  # quoted, as every admin tool takes it
     page["view"] = view
     return page
+
+
+# Fields that confer permissions on a model of their own (a custom user model names its flags
+# the same way).
+PERMISSION_FLAGS = ("is_superuser", "is_staff")
+
+
+def grants_permissions(model, field_names: list[str]) -> bool:
+    """True for a write that can give someone permissions: on the user model, a group or a
+    permission, or to a field that is a permission flag or relates to groups or permissions."""
+    if issubclass(model, (get_user_model(), Group, Permission)):
+        return True
+    for name in field_names:
+        if name in PERMISSION_FLAGS:
+            return True
+        try:
+            field = model._meta.get_field(name)
+        except FieldDoesNotExist:
+            continue
+        related = field.related_model if field.is_relation else None
+        if isinstance(related, type) and issubclass(related, (Group, Permission)):
+            return True
+    return False
 
 
 def model_for_label(label: str):
