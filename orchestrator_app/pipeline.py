@@ -105,7 +105,12 @@ def load_session(lease: Lease, *, queued: bool = False) -> Session:
     query."""
     if not queued:
         return runstate.session_load(lease.session_id)
-    return runstate.session_load(lease.session_id, queued=True, **usage.daily_tokens_annotation())
+    return runstate.session_load(
+        lease.session_id,
+        queued=True,
+        annotations=usage.daily_tokens_annotation,
+        **usage.daily_tokens_values(),
+    )
 
 
 def answer(

@@ -21,6 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from artifacts_app import store
+from sessions_app import compiled
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
@@ -114,11 +115,16 @@ def expertise_text(session: Session) -> str:
 def goals_text(session: Session) -> str:
     """Active goals, and completed ones until 5 conversation messages have passed (a section
     of the step context)."""
-    goals = list(
-        Goal.objects.filter(session_id=session.pk)
-        .exclude(status=Goal.Status.ABANDONED)
-        .order_by("pk")
-    )
+
+    def build():
+        goals = Goal.objects.filter(
+            session=compiled.Param("session", Goal._meta.get_field("session"))
+        )
+        goals = goals.exclude(status=Goal.Status.ABANDONED).order_by("pk")
+        return goals.values_list(*compiled.attnames(Goal))
+
+    # Every step reads them: the SQL Django compiled is kept (``sessions_app.compiled``).
+    goals = compiled.instances("goals_text", Goal, build, {"session": session.pk})
     completed = [
         g.completed_at for g in goals if g.status == Goal.Status.COMPLETED and g.completed_at
     ]

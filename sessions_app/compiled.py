@@ -89,12 +89,16 @@ def update(key, model: type[Model], build: Callable[[], tuple[QuerySet, dict]], 
         return cursor.rowcount
 
 
+def _read_alias(model: type[Model], write: bool) -> str:
+    return router.db_for_write(model) if write else router.db_for_read(model)
+
+
 def rows(key, model: type[Model], build: Callable[[], QuerySet], values, *, write: bool = False):
     """The rows of the ``values_list`` queryset ``build()`` makes (with ``Param``
     placeholders), compiled once per ``key``, with ``values`` (by placeholder name), converted
     as the queryset converts them. ``write``: read from the write database (a worker reads
     what it is about to act on)."""
-    alias = router.db_for_write(model) if write else router.db_for_read(model)
+    alias = _read_alias(model, write)
     connection = connections[alias]
 
     def compile() -> tuple:
@@ -107,3 +111,26 @@ def rows(key, model: type[Model], build: Callable[[], QuerySet], values, *, writ
         cursor.execute(sql, _params(params, values, connection))
         fetched = cursor.fetchall()
     return list(compiler.results_iter([fetched], tuple_expected=True))
+
+
+def attnames(model: type[Model], *, defer: tuple[str, ...] = ()) -> list[str]:
+    """The attribute names of ``model``'s concrete fields in order, but ``defer``."""
+    return [f.attname for f in model._meta.concrete_fields if f.name not in defer]
+
+
+def instances(
+    key,
+    model: type[Model],
+    build: Callable[[], QuerySet],
+    values,
+    *,
+    defer: tuple[str, ...] = (),
+    write: bool = False,
+) -> list[Model]:
+    """``rows`` of ``model``'s fields (``attnames``: ``build()`` selects them in that order)
+    as model instances, built the way a queryset builds them (``Model.from_db``; the fields of
+    ``defer`` are deferred)."""
+    names = attnames(model, defer=defer)
+    alias = _read_alias(model, write)
+    found = rows(key, model, build, values, write=write)
+    return [model.from_db(alias, names, row) for row in found]

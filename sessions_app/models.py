@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from . import db
+from . import compiled, db
 
 
 class SessionQuerySet(models.QuerySet):
@@ -227,16 +227,12 @@ class EventRow:
 EVENT_ROW_COLUMNS = ("pk", "seq", "kind", "content", "payload", "tool_use_id", "run", "token_count")
 
 
-def _event_rows(session_id, events: models.QuerySet) -> list[EventRow]:
-    """``events`` (of the session ``session_id``) by seq, as ``EventRow``s: plain rows from
-    ``values_list``, not model instances (a step reads its whole window). The worker reads
-    from the write database (``db.primary``): it acts on what it just wrote."""
+def _as_event_rows(session_id, rows) -> list[EventRow]:
+    """``EventRow``s of the session ``session_id`` from rows of ``EVENT_ROW_COLUMNS``."""
     session_id = Session._meta.pk.to_python(session_id)  # a task passes it as text
     return [
         EventRow(pk, session_id, seq, kind, content, payload, tool_use_id, run, token_count)
-        for pk, seq, kind, content, payload, tool_use_id, run, token_count in events.order_by(
-            "seq"
-        ).values_list(*EVENT_ROW_COLUMNS)
+        for pk, seq, kind, content, payload, tool_use_id, run, token_count in rows
     ]
 
 
@@ -251,11 +247,21 @@ def event_rows(
     ``through_id``, by seq, as ``EventRow``s (a step's window, what it appended, the parent
     history a sub-agent inherits)."""
     bounds = {"pk__gte": from_id, "pk__gt": after_id, "pk__lte": through_id}
-    events = db.primary(Event).filter(
-        session_id=session_id,
-        **{lookup: bound for lookup, bound in bounds.items() if bound is not None},
+    used = tuple(lookup for lookup, bound in bounds.items() if bound is not None)
+
+    def build() -> models.QuerySet:
+        pk = compiled.model_field(Event, "pk")
+        events = db.primary(Event).filter(
+            session=compiled.Param("session", compiled.model_field(Event, "session")),
+            **{lookup: compiled.Param(lookup, pk) for lookup in used},
+        )
+        return events.order_by("seq").values_list(*EVENT_ROW_COLUMNS)
+
+    values = {"session": session_id, **{lookup: bounds[lookup] for lookup in used}}
+    # Every step reads its window: the SQL Django compiled for it is kept (``compiled``).
+    return _as_event_rows(
+        session_id, compiled.rows(("event_rows", used), Event, build, values, write=True)
     )
-    return _event_rows(session_id, events)
 
 
 def open_calls(rows: list[EventRow]) -> list[EventRow]:
@@ -273,7 +279,7 @@ def open_tool_call_rows(session_id, *, from_id: int = 0) -> list[EventRow]:
     events = db.primary(Event).filter(session_id=session_id, pk__gte=from_id)
     answered = events.filter(kind=Event.Kind.TOOL_RESPONSE).values("tool_use_id")
     calls = events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered)
-    return _event_rows(session_id, calls)
+    return _as_event_rows(session_id, calls.order_by("seq").values_list(*EVENT_ROW_COLUMNS))
 
 
 class Event(models.Model):

@@ -252,23 +252,62 @@ def session_rename_auto(*, session_id, title: str, named_at_messages: int) -> bo
 # --- the worker's reads of the row -------------------------------------------------------------
 
 
-def session_load(session_id, *, queued: bool = False, **annotations: Any) -> Session:
+def session_load(
+    session_id,
+    *,
+    queued: bool = False,
+    annotations: Callable[[], dict[str, Any]] | None = None,
+    **values: Any,
+) -> Session:
     """The session with its owner (one query, on the write database: a worker acts on it);
-    with ``queued``, also whether messages wait in the queue (``has_queued``), and any other
-    ``annotations``, in the same query. Raises ``Session.DoesNotExist``."""
-    sessions = db.primary(Session).select_related("owner").annotate(**annotations)
+    with ``queued``, also whether messages wait in the queue (``has_queued``), and with
+    ``annotations`` (a function building them, with ``compiled.Param`` placeholders for
+    ``values``), those too, in the same query. Raises ``Session.DoesNotExist``.
+
+    Every step starts with it: the SQL Django compiled for each shape is kept (``compiled``),
+    and the instances are built as a queryset builds them (``Model.from_db``)."""
+    owner_model = Session._meta.get_field("owner").related_model
+    session_names, owner_names = compiled.attnames(Session), compiled.attnames(owner_model)
+    extra = list(annotations()) if annotations is not None else []
     if queued:
-        waiting = PendingMessage.objects.filter(session_id=OuterRef("pk"))
-        sessions = sessions.annotate(has_queued=Exists(waiting))
-    return sessions.get(pk=session_id)
+        extra.append("has_queued")
+
+    def build() -> QuerySet:
+        sessions = db.primary(Session).annotate(**(annotations() if annotations else {}))
+        if queued:
+            waiting = PendingMessage.objects.filter(session_id=OuterRef("pk"))
+            sessions = sessions.annotate(has_queued=Exists(waiting))
+        sessions = sessions.filter(pk=compiled.Param("pk", Session._meta.pk))
+        owner = [f"owner__{name}" for name in owner_names]
+        return sessions.values_list(*session_names, *owner, *extra)
+
+    key = ("session_load", queued, annotations)
+    found = compiled.rows(key, Session, build, {"pk": session_id, **values}, write=True)
+    if not found:
+        raise Session.DoesNotExist(f"Session {session_id} does not exist.")
+    row, split, alias = found[0], len(session_names), db.write_alias(Session)
+    session = Session.from_db(alias, session_names, row[:split])
+    owner = owner_model.from_db(alias, owner_names, row[split : split + len(owner_names)])
+    Session._meta.get_field("owner").set_cached_value(session, owner)
+    for name, value in zip(extra, row[split + len(owner_names) :], strict=True):
+        setattr(session, name, value)
+    return session
 
 
 def session_refresh(session: Session, names: Sequence[str]) -> None:
     """Read ``names`` of the session's row again into ``session`` (as ``refresh_from_db``)."""
-    values = db.primary(Session).filter(pk=session.pk).values_list(*names).first()
-    if values is None:
+    names = tuple(names)
+
+    def build() -> QuerySet:
+        rows = db.primary(Session).filter(pk=compiled.Param("pk", Session._meta.pk))
+        return rows.values_list(*names)
+
+    found = compiled.rows(
+        ("session_refresh", names), Session, build, {"pk": session.pk}, write=True
+    )
+    if not found:
         raise Session.DoesNotExist(f"Session {session.pk} does not exist.")
-    for name, value in zip(names, values, strict=True):
+    for name, value in zip(names, found[0], strict=True):
         setattr(session, Session._meta.get_field(name).attname, value)
 
 
