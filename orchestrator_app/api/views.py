@@ -21,7 +21,6 @@ from django.http import Http404, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404
@@ -283,7 +282,7 @@ class SessionViewSet(AhenticViewSet):
 
     # --- the collection ---------------------------------------------------------------------
 
-    @extend_schema(**docs.session_list)
+    @docs.described(docs.session_list)
     def list(self, request):
         query = self.validated(s.SessionListQuerySerializer, request.query_params.dict())
         sessions = self.get_queryset().roots()
@@ -296,7 +295,7 @@ class SessionViewSet(AhenticViewSet):
         )
         return self.get_paginated_response(s.SessionRowSerializer(rows, many=True).data)
 
-    @extend_schema(**docs.session_create)
+    @docs.described(docs.session_create)
     def create(self, request):
         data = self.validated(s.SessionCreateSerializer, request.data)
         session = session_services.session_create(
@@ -308,7 +307,7 @@ class SessionViewSet(AhenticViewSet):
 
     # --- one session ------------------------------------------------------------------------
 
-    @extend_schema(**docs.session_retrieve)
+    @docs.described(docs.session_retrieve)
     def retrieve(self, request, session_id=None):
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
         return self.conditional_payload(self.poll_row(), include_artifacts=include_artifacts)
@@ -327,7 +326,7 @@ class SessionViewSet(AhenticViewSet):
         self.check_object_permissions(self.request, session)
         return session
 
-    @extend_schema(**docs.session_update)
+    @docs.described(docs.session_update)
     def partial_update(self, request, session_id=None):
         session = self.get_object()
         data = self.validated(s.SessionUpdateSerializer, request.data, strict=True)
@@ -367,7 +366,7 @@ class SessionViewSet(AhenticViewSet):
             runstate.session_update(session_id=session.pk, **fields)
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.session_destroy)
+    @docs.described(docs.session_destroy)
     def destroy(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
         runs.run_cancel(session_id=session.pk)
@@ -376,7 +375,7 @@ class SessionViewSet(AhenticViewSet):
 
     # --- the transcript and the queue ---------------------------------------------------------
 
-    @extend_schema(**docs.messages_list)
+    @docs.described(docs.messages_list)
     @action(detail=True, methods=["get"])
     def messages(self, request, session_id=None):
         session = self.get_object()
@@ -399,7 +398,7 @@ class SessionViewSet(AhenticViewSet):
         page = {"messages": rows, "has_more": has_more}
         return Response(s.MessagePageSerializer(page, context={"view_mode": view_mode}).data)
 
-    @extend_schema(**docs.message_post)
+    @docs.described(docs.message_post)
     @messages.mapping.post
     def message_post(self, request, session_id=None):
         session = self.get_object()
@@ -416,7 +415,7 @@ class SessionViewSet(AhenticViewSet):
             return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
         return self.payload_response(session.pk, status.HTTP_200_OK, pending_message=pending)
 
-    @extend_schema(**docs.pending_recall)
+    @docs.described(docs.pending_recall)
     @action(
         detail=True,
         methods=["delete"],
@@ -435,21 +434,21 @@ class SessionViewSet(AhenticViewSet):
 
     # --- run control ------------------------------------------------------------------------
 
-    @extend_schema(**docs.run_cancel)
+    @docs.described(docs.run_cancel)
     @action(detail=True, methods=["post"])
     def cancel(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
         runs.run_cancel(session_id=session.pk)
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.run_continue)
+    @docs.described(docs.run_continue)
     @action(detail=True, methods=["post"], url_path="continue", url_name="continue")
     def continue_run(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
         runs.run_continue(session_id=session.pk)
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.approvals)
+    @docs.described(docs.approvals)
     @action(detail=True, methods=["post"])
     def approvals(self, request, session_id=None):
         session = self.get_object()
@@ -462,7 +461,7 @@ class SessionViewSet(AhenticViewSet):
         )
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.browser_results)
+    @docs.described(docs.browser_results)
     @action(detail=True, methods=["post"], url_path="browser-results", url_name="browser-results")
     def browser_results(self, request, session_id=None):
         session = self.get_object()
@@ -478,7 +477,7 @@ class SessionViewSet(AhenticViewSet):
         )
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.actions)
+    @docs.described(docs.actions)
     @action(detail=True, methods=["post"])
     def actions(self, request, session_id=None):
         session = self.get_object()
@@ -488,12 +487,12 @@ class SessionViewSet(AhenticViewSet):
 
     # --- read-only sub-resources ------------------------------------------------------------
 
-    @extend_schema(**docs.diagnostics)
+    @docs.described(docs.diagnostics)
     @action(detail=True, methods=["get"])
     def diagnostics(self, request, session_id=None):
         return Response(s.DiagnosticsSerializer(session_diagnostics(self.get_object())).data)
 
-    @extend_schema(**docs.live_text)
+    @docs.described(docs.live_text)
     @action(detail=True, methods=["get"])
     def live(self, request, session_id=None):
         """The reply being streamed: cheap (one indexed read besides the session's), no ETag;
@@ -508,14 +507,14 @@ class SessionViewSet(AhenticViewSet):
             live = {"text": "", "run": None, "updated_at": None}
         return Response(s.LiveTextSerializer(live).data)
 
-    @extend_schema(**docs.artifacts_list)
+    @docs.described(docs.artifacts_list)
     @action(detail=True, methods=["get"])
     def artifacts(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
         artifacts = {"artifacts": store.pointers(session.pk)}
         return Response(s.ArtifactListSerializer(artifacts).data)
 
-    @extend_schema(**docs.artifact_detail)
+    @docs.described(docs.artifact_detail)
     @action(
         detail=True,
         methods=["get"],
@@ -538,7 +537,7 @@ class ToolViewSet(AhenticViewSet):
 
     serializer_class = s.ToolSerializer
 
-    @extend_schema(**docs.tools_list)
+    @docs.described(docs.tools_list)
     def list(self, request):
         tools = [t for t in all_tools() if t.allowed_for(request.user)]
         return Response(self.get_serializer(tools, many=True).data)
@@ -547,7 +546,7 @@ class ToolViewSet(AhenticViewSet):
 class SkillViewSet(AhenticViewSet):
     serializer_class = s.CatalogItemSerializer
 
-    @extend_schema(**docs.skills_list)
+    @docs.described(docs.skills_list)
     def list(self, request):
         return Response(self.get_serializer(skills.catalog(skills.skills()), many=True).data)
 
@@ -555,7 +554,7 @@ class SkillViewSet(AhenticViewSet):
 class WorkflowViewSet(AhenticViewSet):
     serializer_class = s.CatalogItemSerializer
 
-    @extend_schema(**docs.workflows_list)
+    @docs.described(docs.workflows_list)
     def list(self, request):
         return Response(self.get_serializer(skills.catalog(skills.workflows()), many=True).data)
 
@@ -565,7 +564,7 @@ class TokenStatsViewSet(AhenticViewSet):
 
     serializer_class = s.TokenSeriesSerializer
 
-    @extend_schema(**docs.token_stats)
+    @docs.described(docs.token_stats)
     def list(self, request):
         query = self.validated(s.TokenStatsQuerySerializer, request.query_params.dict())
         days = query["days"]
