@@ -2,7 +2,7 @@
 
 Every API request runs ``HasAgentPermission`` (two indexed EXISTS that start from the user,
 then ``user.has_perm`` when both say no), and every poll runs the same two EXISTS inside its
-single raw-SQL read (``poll_read``). Neither should cost more when a permission has many
+single read of the session (``poll_read``), both built with the ORM. Neither should cost more when a permission has many
 holders. This script measures both in one database, in one run, for two populations holding
 the agent permission (``AHENTIC["PERMISSION"]``, default ``sessions_app.use_agent``):
 
@@ -22,7 +22,8 @@ scanned every holder of the permission would cost both columns and fail the abso
 For each check and user: the median and p95 of ``time.perf_counter()`` over ``--reps`` calls
 after ``--warmup`` calls, in milliseconds, and the ratio large/small of the medians. Each call
 checks the answer (granted or denied) against the user's kind. ``HasAgentPermission``'s time
-includes building and compiling its ORM queries; ``poll_read``'s is one raw-SQL query. It then
+runs the SQL Django compiled once for its queryset (``orchestrator_app/api/compiled.py``), and
+so does ``poll_read``'s. It then
 prints the query plans of the two EXISTS for the large group member.
 
 Target (issue "Fast at any size"): permission check, 50 direct grantees + a 20,000-member
@@ -200,21 +201,16 @@ def measure(measured: dict, reps: int, warmup: int) -> dict:
 
 
 def print_plans(user_id: int) -> None:
-    """The plan of ``held_sql`` (the two EXISTS that ``HasAgentPermission`` and the poll
-    run), to see which indexes they use."""
+    """The plan of ``HasAgentPermission``'s query (the two EXISTS that the poll runs too), to
+    see which indexes they use."""
     from django.contrib.auth import get_user_model
-    from django.db import connection
 
-    from orchestrator_app.api.permissions import held_params, held_sql
+    from orchestrator_app.api.permissions import agent_permission_held
 
-    user = get_user_model().objects.get(pk=user_id)
-    explain = "EXPLAIN QUERY PLAN" if connection.vendor == "sqlite" else "EXPLAIN"
-    with connection.cursor() as cursor:
-        cursor.execute(f"{explain} SELECT {held_sql()}", held_params(user))
-        rows = cursor.fetchall()
+    users = get_user_model()._base_manager.filter(agent_permission_held("pk"), pk=user_id)
     print("query plan, large group member:")
-    for row in rows:
-        print(f"    {row[-1]}")
+    for line in users.explain().splitlines():
+        print(f"    {line}")
 
 
 def main() -> None:

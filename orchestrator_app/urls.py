@@ -6,8 +6,15 @@ prefix is a JSON 404 ``ahentic_not_found``.
 """
 
 from django.urls import re_path
-from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiYamlRenderer
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.renderers import (
+    OpenApiJsonRenderer,
+    OpenApiJsonRenderer2,
+    OpenApiYamlRenderer,
+    OpenApiYamlRenderer2,
+)
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
 from .api import views
@@ -23,14 +30,28 @@ class OptionalSlashRouter(SimpleRouter):
 
 class SchemaView(SpectacularAPIView):
     """The OpenAPI schema of this API only (not the host site's other DRF views), with the
-    mount point as its server URL; same access as the API."""
+    mount point as its server URL; same access as the API.
+
+    Every policy is set here, none read from the host's REST_FRAMEWORK or
+    SPECTACULAR_SETTINGS: a host that only followed the README serves it (the viewsets set
+    drf-spectacular's ``AutoSchema`` themselves)."""
 
     authentication_classes = [SessionAuthentication401]
     permission_classes = [HasAgentPermission]
+    content_negotiation_class = DefaultContentNegotiation
+    generator_class = SchemaGenerator
     urlconf = "orchestrator_app.urls"
+    serve_public = True
     schema = None  # not part of the API it describes
-    # JSON first, like every other route (errors included); ?format=yaml for YAML.
-    renderer_classes = [OpenApiJsonRenderer, OpenApiYamlRenderer]
+    # JSON first, like every other route (errors included), also for Accept:
+    # application/json; YAML for Accept: application/vnd.oai.openapi (or application/yaml)
+    # and ?format=yaml.
+    renderer_classes = [
+        OpenApiJsonRenderer,
+        OpenApiJsonRenderer2,
+        OpenApiYamlRenderer,
+        OpenApiYamlRenderer2,
+    ]
 
     def get_exception_handler(self):
         return exception_handler

@@ -84,8 +84,9 @@ def update(key, model: type[Model], build: Callable[[], tuple[QuerySet, dict]], 
         return query.get_compiler(alias).as_sql()
 
     sql, params = _kept(connection, ("update", key), compile)
+    params = _params(params, values, connection)  # a value the field refuses raises here
     with transaction.mark_for_rollback_on_error(alias), connection.cursor() as cursor:
-        cursor.execute(sql, _params(params, values, connection))
+        cursor.execute(sql, params)
         return cursor.rowcount
 
 
@@ -107,8 +108,9 @@ def rows(key, model: type[Model], build: Callable[[], QuerySet], values, *, writ
         return sql, params, compiler
 
     sql, params, compiler = _kept(connection, ("rows", key), compile)
+    params = _params(params, values, connection)  # a value the field refuses raises here
     with transaction.mark_for_rollback_on_error(alias), connection.cursor() as cursor:
-        cursor.execute(sql, _params(params, values, connection))
+        cursor.execute(sql, params)
         fetched = cursor.fetchall()
     return list(compiler.results_iter([fetched], tuple_expected=True))
 

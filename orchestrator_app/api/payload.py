@@ -1,4 +1,5 @@
-"""The session payload (the sidebar's poll target) and message serialization.
+"""The session payload (the sidebar's poll target): what it reads. ``serializers.py`` renders
+it (``SessionPayloadSerializer``).
 
 ``session_payload`` runs a fixed number of queries whatever the session's size: one per child
 table, each bounded by a window (``MESSAGES_WINDOW``, ``TRACE_POLL_WINDOW``).
@@ -6,9 +7,10 @@ table, each bounded by a window (``MESSAGES_WINDOW``, ``TRACE_POLL_WINDOW``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Case, Q, When
+from django.db.models import Case, F, Q, When
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
@@ -17,17 +19,9 @@ from sessions_app.models import Event, Goal, PendingMessage, Session, TraceEvent
 from sessions_app.runstate import PendingTool
 
 from .. import context
-from ..diagnostics import iso, trace_envelope
 from ..tools import get_tool
+from .serializers import SessionPayloadSerializer
 
-ROLE_BY_KIND = {
-    Event.Kind.USER_MESSAGE: "user",
-    Event.Kind.AGENT_MESSAGE: "assistant",
-    Event.Kind.TOOL_CALL: "assistant",
-    Event.Kind.TOOL_RESPONSE: "tool",
-    Event.Kind.SYSTEM_MESSAGE: "event",
-    Event.Kind.SUBAGENT_MESSAGE: "user",
-}
 # Basic view: conversation text and system events, no tool traffic.
 BASIC_KINDS = [
     Event.Kind.USER_MESSAGE,
@@ -41,17 +35,6 @@ USER_DECISIONS = ("allow_once", "allow_session", "always_allow")
 DECISION_RESULTS = Q(kind=Event.Kind.TOOL_RESPONSE) & (
     Q(payload__has_key="denied") | Q(payload__approved__in=USER_DECISIONS)
 )
-VERBOSE_CUT = 500
-TOOL_RESULT_META_KEYS = (
-    "ok",
-    "error",
-    "browser",
-    "approved",
-    "artifactKey",
-    "denied",
-    "skipped",
-    "reason",
-)
 
 
 def events_for_view(session_id, view_mode: str):
@@ -64,41 +47,6 @@ def events_for_view(session_id, view_mode: str):
             kind=Event.Kind.USER_MESSAGE, payload__has_key="synthetic"
         )
     return events
-
-
-def message_json(event: Event, view_mode: str) -> dict[str, Any]:
-    payload = event.payload or {}
-    content = event.content
-    if event.kind == Event.Kind.TOOL_CALL:
-        meta = {
-            "tool": payload.get("tool"),
-            "callId": event.tool_use_id,
-            "input": payload.get("input"),
-        }
-    elif event.kind == Event.Kind.TOOL_RESPONSE:
-        meta = {"tool": payload.get("tool"), "callId": event.tool_use_id}
-        meta.update({k: payload[k] for k in TOOL_RESULT_META_KEYS if k in payload})
-    elif event.kind == Event.Kind.SUBAGENT_MESSAGE:
-        meta = {"source": "subagent", "name": payload.get("name", ""), **payload.get("meta", {})}
-    else:
-        meta = dict(payload.get("meta", {}))
-    if view_mode == Session.ViewMode.BASIC and event.kind == Event.Kind.TOOL_RESPONSE:
-        content = ""  # a decision line: the result itself is tool traffic
-    elif view_mode == Session.ViewMode.VERBOSE and event.kind in (
-        Event.Kind.TOOL_CALL,
-        Event.Kind.TOOL_RESPONSE,
-    ):
-        if len(content) > VERBOSE_CUT:
-            content = content[:VERBOSE_CUT] + "…"
-    return {
-        "id": event.pk,
-        "seq": event.seq,
-        "role": ROLE_BY_KIND.get(event.kind, "event"),
-        "kind": event.kind,
-        "content": content,
-        "createdAt": iso(event.created_at),
-        "meta": meta,
-    }
 
 
 def pending_tool_json(stored: dict | None, session: Session) -> dict | None:
@@ -151,34 +99,6 @@ def context_usage_json(stored: dict | None) -> dict[str, Any]:
     }
 
 
-def artifact_pointer_json(artifact: Artifact, *, with_payload: bool = False) -> dict[str, Any]:
-    data = {**store.pointer_json(artifact), "updatedAt": iso(artifact.updated_at)}
-    if with_payload:
-        data["payload"] = artifact.payload
-        data["source"] = artifact.source
-        data["createdAt"] = iso(artifact.created_at)
-    return data
-
-
-def goals_json(goals: list[Goal]) -> list[dict[str, Any]]:
-    by_parent: dict[int | None, list[Goal]] = {}
-    for goal in goals:
-        by_parent.setdefault(goal.parent_id, []).append(goal)
-
-    def node(goal: Goal) -> dict[str, Any]:
-        return {
-            "id": goal.pk,
-            "description": goal.description,
-            "status": goal.status,
-            "subGoals": [node(child) for child in by_parent.get(goal.pk, [])],
-        }
-
-    # A sub-goal whose parent is not shown stands at the top level.
-    shown = {goal.pk for goal in goals}
-    tops = [goal for goal in goals if goal.parent_id is None or goal.parent_id not in shown]
-    return [node(goal) for goal in tops]
-
-
 # Completed goals the payload shows besides the active ones (the most recently completed).
 COMPLETED_GOALS_SHOWN = 5
 
@@ -197,85 +117,87 @@ def goals_shown(session_id) -> list[Goal]:
     return sorted(active + completed, key=lambda goal: goal.pk)
 
 
-def pending_message_json(pending: PendingMessage) -> dict[str, Any]:
-    return {
-        "id": pending.pk,
-        "content": pending.content,
-        "sourceType": pending.source_type,
-        "createdAt": iso(pending.created_at),
-    }
+@dataclass
+class PayloadSource:
+    """What ``SessionPayloadSerializer`` renders: the session row and the bounded windows read
+    with it, in a fixed number of queries whatever the session's size."""
+
+    session: Session
+    messages: list[Event]
+    has_more: bool
+    pending_messages: list[PendingMessage]
+    trace: list[TraceEvent]
+    children: list[dict[str, Any]]
+    artifacts: list[Artifact]
+    goals: list[Goal]  # the top-level ones; ``sub_goals`` holds the rest by parent id
+    sub_goals: dict[int | None, list[Goal]] = field(repr=False)
+    progress: dict | None
+    plan: dict | None
+    pending_tool: dict | None
+    active_skills: list[str]
+    active_workflow: str | None
+    context_usage: dict[str, Any]
+    # Set by POST messages when the message was queued (``pendingMessage``); absent otherwise.
+    # pending_message: PendingMessage
 
 
-def decimal_json(value) -> float | None:
-    return None if value is None else float(value)
-
-
-def session_payload(session: Session, *, include_artifacts: bool = False) -> dict[str, Any]:
+def payload_source(session: Session, *, include_artifacts: bool = False) -> PayloadSource:
     window = ahentic_settings.MESSAGES_WINDOW
     recent = list(events_for_view(session.pk, session.view_mode).order_by("-seq")[: window + 1])
-    has_more = len(recent) > window
-    messages = [message_json(e, session.view_mode) for e in reversed(recent[:window])]
-    trace = list(
+    trace = (
         TraceEvent.objects.filter(session_id=session.pk)
         .order_by("-seq")
         .defer("data")[: ahentic_settings.TRACE_POLL_WINDOW]
     )
-    pending = list(session.pending_messages.order_by("id")[: ahentic_settings.MAX_PENDING_MESSAGES])
-    children = list(
-        Session.objects.filter(parent_id=session.pk).values(
-            "id", "title", "status", "tokens_in", "tokens_out"
-        )
-    )
     artifacts = Artifact.objects.filter(session_id=session.pk)
     if not include_artifacts:
         artifacts = artifacts.defer("payload")
-    goals = goals_shown(session.pk)
-    progress = session.progress or None
-    return {
-        "id": str(session.pk),
-        "title": session.title,
-        "autoTitle": session.auto_title,
-        "status": session.status,
-        "mode": session.mode,
-        "viewMode": session.view_mode,
-        "parentId": str(session.parent_id) if session.parent_id else None,
-        "children": [
-            {
-                "id": str(c["id"]),
-                "title": c["title"],
-                "status": c["status"],
-                "tokensUsed": c["tokens_in"] + c["tokens_out"],
-            }
-            for c in children
-        ],
-        "messages": messages,
-        "hasMore": has_more,
-        "pendingMessages": [pending_message_json(p) for p in pending],
-        "trace": [trace_envelope(t) for t in reversed(trace)],
-        "traceCount": session.trace_count,
-        "progress": progress,
-        "heartbeatAt": iso(session.heartbeat_at),
-        "plan": session.plan or None,
-        "pendingTool": pending_tool_json(session.pending_tool, session),
-        "artifacts": [artifact_pointer_json(a, with_payload=include_artifacts) for a in artifacts],
-        "goals": goals_json(goals),
-        "activeSkills": list(session.active_skills or []),
-        "activeWorkflow": session.active_workflow or None,
-        "tokensIn": session.tokens_in,
-        "tokensOut": session.tokens_out,
-        "tokensUsed": session.tokens_used,
-        "cacheReadTokens": session.cache_read_tokens,
-        "cacheWriteTokens": session.cache_write_tokens,
-        "costUsd": decimal_json(session.cost_usd),
-        "contextUsage": context_usage_json(session.context_usage),
-        "stepCount": session.step_count,
-        "runSeq": session.run_seq,
-        "lastError": session.last_error,
-        "lastErrorCode": session.last_error_code,
-        "jobResumable": session.job_resumable,
-        "contentWork": session.content_work,
-        "browserPausedAt": iso(session.browser_paused_at),
-        "version": session.version,
-        "createdAt": iso(session.created_at),
-        "modifiedAt": iso(session.updated_at),
+    by_parent = sub_goals(goals_shown(session.pk))
+    return PayloadSource(
+        session=session,
+        messages=recent[:window][::-1],
+        has_more=len(recent) > window,
+        pending_messages=list(
+            session.pending_messages.order_by("id")[: ahentic_settings.MAX_PENDING_MESSAGES]
+        ),
+        trace=list(trace)[::-1],
+        children=list(
+            Session.objects.filter(parent_id=session.pk)
+            .annotate(tokens_used=F("tokens_in") + F("tokens_out"))
+            .values("id", "title", "status", "tokens_used")
+        ),
+        artifacts=list(artifacts),
+        goals=by_parent.get(None, []),
+        sub_goals=by_parent,
+        progress=session.progress or None,
+        plan=session.plan or None,
+        pending_tool=pending_tool_json(session.pending_tool, session),
+        active_skills=list(session.active_skills or []),
+        active_workflow=session.active_workflow or None,
+        context_usage=context_usage_json(session.context_usage),
+    )
+
+
+def session_payload(session: Session, *, include_artifacts: bool = False, **extra) -> dict:
+    """The payload of ``session`` (``SessionPayloadSerializer``); ``extra`` sets attributes of
+    its source (``pending_message``)."""
+    source = payload_source(session, include_artifacts=include_artifacts)
+    for name, value in extra.items():
+        setattr(source, name, value)
+    context = {
+        "view_mode": session.view_mode,
+        "include_artifacts": include_artifacts,
+        "sub_goals": source.sub_goals,
     }
+    return SessionPayloadSerializer(source, context=context).data
+
+
+def sub_goals(goals: list[Goal]) -> dict[int | None, list[Goal]]:
+    """Parent id -> shown goals; a sub-goal whose parent is not shown stands at the top level
+    (key None), where ``SessionPayloadSerializer`` starts."""
+    shown = {goal.pk for goal in goals}
+    by_parent: dict[int | None, list[Goal]] = {}
+    for goal in goals:
+        parent = goal.parent_id if goal.parent_id in shown else None
+        by_parent.setdefault(parent, []).append(goal)
+    return by_parent

@@ -1,233 +1,18 @@
-"""The API's OpenAPI description (drf-spectacular): response shapes, error responses and the
-``extend_schema`` arguments of every route, kept out of the viewsets so they stay readable.
+"""The API's OpenAPI description (drf-spectacular): the ``extend_schema`` arguments of every
+route (operation id, summary, request and response serializers, error responses), kept out of
+the viewsets so they stay readable.
 
-The shapes here are documentation and the fuzzing leg's oracle (``.ci/fuzz-leg`` checks every
-response against them); the payload itself is built in ``payload.py``.
+The shapes are the serializers in ``serializers.py``, the same classes that render the answers;
+the document is the fuzzing leg's oracle (``.ci/fuzz-leg`` checks every response against it).
 """
 
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from rest_framework import serializers
-
-from sessions_app.models import Event, Session
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from . import serializers as s
-
-# --- shapes -----------------------------------------------------------------------------------
-
-
-def any_json(**kwargs) -> serializers.JSONField:
-    return serializers.JSONField(**kwargs)
-
-
-def shape(name: str, fields: dict[str, serializers.Field]) -> type[serializers.Serializer]:
-    """A named response shape (an OpenAPI component); never used to serialize."""
-    return type(name, (serializers.Serializer,), fields)
-
-
-Error = shape(
-    "Error",
-    {
-        "code": serializers.CharField(help_text="Stable code, for example ahentic_invalid_input."),
-        "detail": serializers.CharField(help_text="Human text."),
-        "fields": serializers.DictField(
-            required=False, help_text="Field errors of a 400 (camelCase field names)."
-        ),
-    },
-)
-
-Message = shape(
-    "Message",
-    {
-        "id": serializers.IntegerField(),
-        "seq": serializers.IntegerField(),
-        "role": serializers.ChoiceField(choices=["user", "assistant", "tool", "event"]),
-        "kind": serializers.ChoiceField(choices=Event.Kind.choices),
-        "content": serializers.CharField(allow_blank=True),
-        "createdAt": serializers.DateTimeField(),
-        "meta": serializers.DictField(),
-    },
-)
-
-PendingMessage = shape(
-    "PendingMessage",
-    {
-        "id": serializers.IntegerField(),
-        "content": serializers.CharField(),
-        "sourceType": serializers.CharField(),
-        "createdAt": serializers.DateTimeField(),
-    },
-)
-
-SESSION_STATUS = serializers.ChoiceField(choices=Session.Status.choices)
-
-SessionPayload = shape(
-    "SessionPayload",
-    {
-        "id": serializers.UUIDField(),
-        "title": serializers.CharField(allow_blank=True),
-        "autoTitle": serializers.BooleanField(),
-        "status": SESSION_STATUS,
-        "mode": serializers.ChoiceField(choices=Session.Mode.choices),
-        "viewMode": serializers.ChoiceField(choices=Session.ViewMode.choices),
-        "parentId": serializers.UUIDField(allow_null=True),
-        "children": serializers.ListField(child=serializers.DictField()),
-        "messages": Message(many=True),
-        "hasMore": serializers.BooleanField(),
-        "pendingMessages": PendingMessage(many=True),
-        "trace": serializers.ListField(
-            child=serializers.DictField(), help_text="Last TRACE_POLL_WINDOW envelopes, no data."
-        ),
-        "traceCount": serializers.IntegerField(),
-        "progress": serializers.DictField(allow_null=True),
-        "heartbeatAt": serializers.DateTimeField(allow_null=True),
-        "plan": serializers.DictField(allow_null=True),
-        "pendingTool": serializers.DictField(allow_null=True),
-        "artifacts": serializers.ListField(child=serializers.DictField()),
-        "goals": serializers.ListField(
-            child=serializers.DictField(),
-            help_text="Active goals and the most recent completed ones (bounded).",
-        ),
-        "activeSkills": serializers.ListField(child=serializers.CharField()),
-        "activeWorkflow": serializers.CharField(allow_null=True),
-        "tokensIn": serializers.IntegerField(),
-        "tokensOut": serializers.IntegerField(),
-        "tokensUsed": serializers.IntegerField(),
-        "cacheReadTokens": serializers.IntegerField(),
-        "cacheWriteTokens": serializers.IntegerField(),
-        "costUsd": serializers.FloatField(allow_null=True),
-        "contextUsage": serializers.DictField(),
-        "stepCount": serializers.IntegerField(),
-        "runSeq": serializers.IntegerField(),
-        "lastError": serializers.CharField(allow_blank=True),
-        "lastErrorCode": serializers.CharField(allow_blank=True),
-        "jobResumable": serializers.BooleanField(),
-        "contentWork": serializers.BooleanField(),
-        "browserPausedAt": serializers.DateTimeField(allow_null=True),
-        "version": serializers.IntegerField(),
-        "createdAt": serializers.DateTimeField(),
-        "modifiedAt": serializers.DateTimeField(),
-        "pendingMessage": PendingMessage(
-            required=False, help_text="Only in a 200 answer to POST messages: the queued message."
-        ),
-    },
-)
-PAYLOAD_KEYS = [key for key in SessionPayload._declared_fields if key != "pendingMessage"]
-
-SessionRow = shape(
-    "SessionRow",
-    {
-        "id": serializers.UUIDField(),
-        "title": serializers.CharField(allow_blank=True),
-        "status": SESSION_STATUS,
-        "mode": serializers.ChoiceField(choices=Session.Mode.choices),
-        "tokensUsed": serializers.IntegerField(),
-        "parentId": serializers.UUIDField(allow_null=True),
-        "modifiedAt": serializers.DateTimeField(),
-    },
-)
-
-SessionList = shape(
-    "SessionList",
-    {
-        "sessions": SessionRow(many=True),
-        "hasMore": serializers.BooleanField(),
-        "nextCursor": serializers.CharField(
-            help_text="Pass as ?cursor= for older.", allow_null=True
-        ),
-    },
-)
-
-MessagePage = shape(
-    "MessagePage",
-    {"messages": Message(many=True), "hasMore": serializers.BooleanField()},
-)
-
-
-def pointer_fields() -> dict[str, serializers.Field]:
-    """An artifact's pointer (``store.pointer_json`` plus ``updatedAt``); fresh field
-    instances for each shape that holds them."""
-    return {
-        "key": serializers.CharField(),
-        "kind": serializers.CharField(),
-        "status": serializers.CharField(),
-        "title": serializers.CharField(allow_blank=True),
-        "bytes": serializers.IntegerField(),
-        "blockCount": serializers.IntegerField(),
-        "step": serializers.IntegerField(allow_null=True),
-        "updatedAt": serializers.DateTimeField(),
-    }
-
-
-ArtifactPointer = shape("ArtifactPointer", pointer_fields())
-
-ArtifactList = shape("ArtifactList", {"artifacts": ArtifactPointer(many=True)})
-LiveText = shape(
-    "LiveText",
-    {
-        "text": serializers.CharField(allow_blank=True),
-        "run": serializers.IntegerField(allow_null=True),
-        "updatedAt": serializers.DateTimeField(allow_null=True),
-    },
-)
-
-Artifact = shape(
-    "Artifact",
-    {
-        **pointer_fields(),
-        "payload": any_json(),
-        "source": any_json(),
-        "createdAt": serializers.DateTimeField(),
-    },
-)
-
-Diagnostics = shape(
-    "Diagnostics",
-    {
-        "id": serializers.UUIDField(),
-        "title": serializers.CharField(allow_blank=True),
-        "exportedAt": serializers.DateTimeField(),
-        "environment": serializers.DictField(),
-        "session": serializers.DictField(),
-        "state": serializers.DictField(),
-        "trace": serializers.ListField(child=serializers.DictField()),
-    },
-)
-
-Tool = shape(
-    "Tool",
-    {
-        "name": serializers.CharField(),
-        "description": serializers.CharField(allow_blank=True),
-        "readonly": serializers.BooleanField(),
-        "runtime": serializers.ChoiceField(choices=["server", "browser"]),
-        "requiresApproval": serializers.BooleanField(),
-        "nonPreallowable": serializers.BooleanField(),
-    },
-)
-
-CatalogItem = shape(
-    "CatalogItem",
-    {"name": serializers.CharField(), "description": serializers.CharField(allow_blank=True)},
-)
-
-TokenDay = shape(
-    "TokenDay",
-    {
-        "date": serializers.DateField(),
-        "in": serializers.IntegerField(),
-        "out": serializers.IntegerField(),
-        "cacheRead": serializers.IntegerField(),
-        "cacheWrite": serializers.IntegerField(),
-        "total": serializers.IntegerField(),
-        "costUsd": serializers.FloatField(
-            help_text="0 without calls; null when a call had no price.", allow_null=True
-        ),
-    },
-)
-TokenSeries = shape("TokenSeries", {"series": TokenDay(many=True)})
 
 # --- error responses --------------------------------------------------------------------------
 
@@ -248,7 +33,13 @@ WRITE_ERRORS = (*READ_ERRORS, 413, 415)
 
 
 def responses(ok: dict, *errors: int) -> dict:
-    return {**ok, **{code: OpenApiResponse(Error, description=ERROR_TEXT[code]) for code in errors}}
+    return {
+        **ok,
+        **{
+            code: OpenApiResponse(s.ErrorSerializer, description=ERROR_TEXT[code])
+            for code in errors
+        },
+    }
 
 
 def describe(operation_id: str, summary: str, ok: dict, errors=READ_ERRORS, **kwargs) -> dict:
@@ -260,20 +51,21 @@ def describe(operation_id: str, summary: str, ok: dict, errors=READ_ERRORS, **kw
     }
 
 
-# ``list`` routes that answer one object (drf-spectacular assumes a ``list`` action answers an
-# array of its response shape).
-WRAPPED_LISTS = {"session_list", "token_stats"}
+def described(description: dict):
+    """``extend_schema(**description)`` based on drf-spectacular's ``AutoSchema`` whatever the
+    host's ``DEFAULT_SCHEMA_CLASS`` (``extend_schema`` subclasses that setting unless the
+    method names its schema class; DRF's own there made ``GET schema`` a 500)."""
+
+    def decorate(view_method):
+        view_method.schema = AutoSchema
+        return extend_schema(**description)(view_method)
+
+    return decorate
 
 
 def postprocess(result, generator, request, public):
-    """Postprocessing hook: paths as documented (``sessions/{session_id}``, both forms answer),
-    and the wrapped lists as the object they are."""
+    """Postprocessing hook: paths as documented (``sessions/{session_id}``; both forms answer)."""
     result["paths"] = {path.rstrip("/") or "/": item for path, item in result["paths"].items()}
-    for item in result["paths"].values():
-        for operation in item.values():
-            if operation.get("operationId") in WRAPPED_LISTS:
-                content = operation["responses"]["200"]["content"]["application/json"]
-                content["schema"] = content["schema"]["items"]
     return result
 
 
@@ -285,7 +77,7 @@ class SessionCookieScheme(OpenApiAuthenticationExtension):
         return {"type": "apiKey", "in": "cookie", "name": "sessionid"}
 
 
-PAYLOAD = {200: SessionPayload}
+PAYLOAD = {200: s.SessionPayloadSerializer}
 SESSION_ID = OpenApiParameter(
     "session_id", str, OpenApiParameter.PATH, description="The session's UUID."
 )
@@ -293,13 +85,13 @@ SESSION_ID = OpenApiParameter(
 session_list = describe(
     "session_list",
     "List own root sessions, newest first",
-    {200: SessionList},
+    {200: s.SessionRowSerializer},
     parameters=[s.SessionListQuerySerializer],
 )
 session_create = describe(
     "session_create",
     "Create a session",
-    {201: SessionPayload},
+    {201: s.SessionPayloadSerializer},
     (*WRITE_ERRORS, 429),
     request=s.SessionCreateSerializer,
 )
@@ -307,7 +99,7 @@ session_retrieve = describe(
     "session_retrieve",
     "The session payload (ETag; If-None-Match -> 304)",
     {
-        200: SessionPayload,
+        200: s.SessionPayloadSerializer,
         304: OpenApiResponse(description="Not modified: If-None-Match holds the current ETag."),
     },
     parameters=[
@@ -335,13 +127,13 @@ session_destroy = describe(
 messages_list = describe(
     "messages_list",
     "Page the transcript (chronological)",
-    {200: MessagePage},
+    {200: s.MessagePageSerializer},
     parameters=[SESSION_ID, s.MessagesQuerySerializer],
 )
 message_post = describe(
     "message_post",
     "Post a message: 202 a run started, 200 queued while busy",
-    {202: SessionPayload, 200: SessionPayload},
+    {202: s.SessionPayloadSerializer, 200: s.SessionPayloadSerializer},
     (*WRITE_ERRORS, 409, 429, 503),
     request=s.MessageCreateSerializer,
     parameters=[SESSION_ID],
@@ -385,35 +177,38 @@ browser_results = describe(
 actions = describe(
     "actions",
     "Run one tool as a suggested action (idle sessions only)",
-    {202: SessionPayload},
+    {202: s.SessionPayloadSerializer},
     (*WRITE_ERRORS, 409, 429, 503),
     request=s.ActionSerializer,
     parameters=[SESSION_ID],
 )
 diagnostics = describe(
-    "diagnostics", "The full trace and state", {200: Diagnostics}, parameters=[SESSION_ID]
+    "diagnostics",
+    "The full trace and state",
+    {200: s.DiagnosticsSerializer},
+    parameters=[SESSION_ID],
 )
 live_text = describe(
     "live_text",
     "The reply the model is streaming now (empty when none); polled only while running",
-    {200: LiveText},
+    {200: s.LiveTextSerializer},
     parameters=[SESSION_ID],
 )
 artifacts_list = describe(
-    "artifacts_list", "Artifact pointers", {200: ArtifactList}, parameters=[SESSION_ID]
+    "artifacts_list", "Artifact pointers", {200: s.ArtifactListSerializer}, parameters=[SESSION_ID]
 )
 artifact_detail = describe(
     "artifact_detail",
     "One artifact with its payload",
-    {200: Artifact},
+    {200: s.ArtifactSerializer},
     parameters=[SESSION_ID, OpenApiParameter("key", str, OpenApiParameter.PATH)],
 )
-tools_list = describe("tools_list", "The tools the user may use", {200: Tool(many=True)})
-skills_list = describe("skills_list", "Skills", {200: CatalogItem(many=True)})
-workflows_list = describe("workflows_list", "Workflows", {200: CatalogItem(many=True)})
+tools_list = describe("tools_list", "The tools the user may use", {200: s.ToolSerializer})
+skills_list = describe("skills_list", "Skills", {200: s.CatalogItemSerializer})
+workflows_list = describe("workflows_list", "Workflows", {200: s.CatalogItemSerializer})
 token_stats = describe(
     "token_stats",
     "The user's daily token series, zero-filled, oldest first",
-    {200: TokenSeries},
+    {200: s.TokenSeriesSerializer},
     parameters=[s.TokenStatsQuerySerializer],
 )

@@ -1,10 +1,15 @@
-"""Input serializers. Output shapes live in ``payload.py`` (plain dicts, camelCase)."""
+"""The API's serializers: input (validation) first, then output (camelCase through
+``source=``), which both render the answers and document them (drf-spectacular reads them)."""
 
 from __future__ import annotations
 
-from rest_framework import serializers
+from datetime import UTC
+from typing import Any
 
-from sessions_app.models import Session
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import ISO_8601, serializers
+
+from sessions_app.models import Event, Goal, Session
 
 
 class StrictCharField(serializers.CharField):
@@ -112,3 +117,369 @@ class BrowserResultSerializer(serializers.Serializer):
 class ActionSerializer(serializers.Serializer):
     name = StrictCharField(max_length=64)
     input = JSONObjectField(required=False, allow_null=True)
+
+
+# --- output: what the routes answer, rendered and documented by the same classes -----------------
+#
+# Every timestamp is ISO 8601 in UTC with a ``Z`` and every policy is explicit, so a host's
+# REST_FRAMEWORK (DATETIME_FORMAT) or TIME_ZONE cannot change the payload's bytes.
+
+
+class IsoDateTimeField(serializers.DateTimeField):
+    def __init__(self, **kwargs):
+        super().__init__(format=ISO_8601, default_timezone=UTC, **kwargs)
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error body (``errors.exception_handler`` builds it)."""
+
+    code = serializers.CharField(help_text="Stable code, for example ahentic_invalid_input.")
+    detail = serializers.CharField(help_text="Human text.")
+    fields = serializers.DictField(
+        required=False, help_text="Field errors of a 400 (camelCase field names)."
+    )
+
+    class Meta:
+        ref_name = "Error"
+
+
+ROLE_BY_KIND = {
+    Event.Kind.USER_MESSAGE: "user",
+    Event.Kind.AGENT_MESSAGE: "assistant",
+    Event.Kind.TOOL_CALL: "assistant",
+    Event.Kind.TOOL_RESPONSE: "tool",
+    Event.Kind.SYSTEM_MESSAGE: "event",
+    Event.Kind.SUBAGENT_MESSAGE: "user",
+}
+ROLES = ["user", "assistant", "tool", "event"]
+# Tool calls and results longer than this are cut in the verbose view.
+VERBOSE_CUT = 500
+TOOL_RESULT_META_KEYS = (
+    "ok",
+    "error",
+    "browser",
+    "approved",
+    "artifactKey",
+    "denied",
+    "skipped",
+    "reason",
+)
+
+
+class MessageSerializer(serializers.Serializer):
+    """One transcript event as the sidebar shows it in ``context["view_mode"]``."""
+
+    id = serializers.IntegerField(source="pk")
+    seq = serializers.IntegerField()
+    role = serializers.SerializerMethodField()
+    kind = serializers.ChoiceField(choices=Event.Kind.choices)
+    content = serializers.SerializerMethodField()
+    createdAt = IsoDateTimeField(source="created_at")
+    meta = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "Message"
+
+    @extend_schema_field(serializers.ChoiceField(choices=ROLES))
+    def get_role(self, event: Event) -> str:
+        return ROLE_BY_KIND.get(event.kind, "event")
+
+    def get_content(self, event: Event) -> str:
+        view_mode = self.context["view_mode"]
+        if view_mode == Session.ViewMode.BASIC and event.kind == Event.Kind.TOOL_RESPONSE:
+            return ""  # a decision line: the result itself is tool traffic
+        if (
+            view_mode == Session.ViewMode.VERBOSE
+            and event.kind in (Event.Kind.TOOL_CALL, Event.Kind.TOOL_RESPONSE)
+            and len(event.content) > VERBOSE_CUT
+        ):
+            return event.content[:VERBOSE_CUT] + "…"
+        return event.content
+
+    def get_meta(self, event: Event) -> dict[str, Any]:
+        payload = event.payload or {}
+        if event.kind == Event.Kind.TOOL_CALL:
+            return {
+                "tool": payload.get("tool"),
+                "callId": event.tool_use_id,
+                "input": payload.get("input"),
+            }
+        if event.kind == Event.Kind.TOOL_RESPONSE:
+            meta = {"tool": payload.get("tool"), "callId": event.tool_use_id}
+            meta.update({k: payload[k] for k in TOOL_RESULT_META_KEYS if k in payload})
+            return meta
+        if event.kind == Event.Kind.SUBAGENT_MESSAGE:
+            return {
+                "source": "subagent",
+                "name": payload.get("name", ""),
+                **payload.get("meta", {}),
+            }
+        return dict(payload.get("meta", {}))
+
+
+class MessagePageSerializer(serializers.Serializer):
+    messages = MessageSerializer(many=True)
+    hasMore = serializers.BooleanField(source="has_more")
+
+    class Meta:
+        ref_name = "MessagePage"
+
+
+class PendingMessageSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    content = serializers.CharField()
+    sourceType = serializers.CharField(source="source_type")
+    createdAt = IsoDateTimeField(source="created_at")
+
+    class Meta:
+        ref_name = "PendingMessage"
+
+
+class TraceEnvelopeSerializer(serializers.Serializer):
+    """A trace row without its data (the payload's window). The diagnostics export, which the
+    admin serves without the REST layer, builds the same envelope with ``data``
+    (``diagnostics.trace_envelope``)."""
+
+    id = serializers.IntegerField(source="pk")
+    at = IsoDateTimeField()
+    ms = serializers.IntegerField()
+    run = serializers.IntegerField()
+    type = serializers.CharField()
+    step = serializers.IntegerField()
+    summary = serializers.CharField(allow_blank=True)
+
+    class Meta:
+        ref_name = "TraceEnvelope"
+
+
+class ChildSessionSerializer(serializers.Serializer):
+    """A sub-agent session (a ``values()`` row with ``tokens_used``)."""
+
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=Session.Status.choices)
+    tokensUsed = serializers.IntegerField(source="tokens_used")
+
+    class Meta:
+        ref_name = "ChildSession"
+
+
+class SessionRowSerializer(serializers.Serializer):
+    """A row of the session list (a ``values()`` row with ``tokens_used``)."""
+
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    status = serializers.ChoiceField(choices=Session.Status.choices)
+    mode = serializers.ChoiceField(choices=Session.Mode.choices)
+    tokensUsed = serializers.IntegerField(source="tokens_used")
+    parentId = serializers.UUIDField(source="parent_id", allow_null=True)
+    modifiedAt = IsoDateTimeField(source="updated_at")
+
+    class Meta:
+        ref_name = "SessionRow"
+
+
+class ArtifactPointerSerializer(serializers.Serializer):
+    """An artifact without its body: ``store.pointer_json`` plus ``updatedAt``."""
+
+    key = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    title = serializers.CharField(allow_blank=True)
+    bytes = serializers.IntegerField()
+    blockCount = serializers.IntegerField(source="block_count")
+    step = serializers.IntegerField(allow_null=True)
+    updatedAt = IsoDateTimeField(source="updated_at")
+
+    class Meta:
+        ref_name = "ArtifactPointer"
+
+
+class ArtifactSerializer(ArtifactPointerSerializer):
+    payload = serializers.JSONField()
+    source = serializers.CharField(allow_blank=True)
+    createdAt = IsoDateTimeField(source="created_at")
+
+    class Meta:
+        ref_name = "Artifact"
+
+
+class ArtifactListSerializer(serializers.Serializer):
+    artifacts = ArtifactPointerSerializer(many=True)
+
+    class Meta:
+        ref_name = "ArtifactList"
+
+
+class GoalSerializer(serializers.Serializer):
+    """A goal and its shown sub-goals (``context["sub_goals"]``: parent id -> goals)."""
+
+    id = serializers.IntegerField(source="pk")
+    description = serializers.CharField()
+    status = serializers.ChoiceField(choices=Goal.Status.choices)
+    subGoals = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "Goal"
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_subGoals(self, goal: Goal) -> list:
+        children = self.context["sub_goals"].get(goal.pk, [])
+        return GoalSerializer(children, many=True, context=self.context).data
+
+
+class SessionPayloadSerializer(serializers.Serializer):
+    """The session payload (the sidebar's poll target): a ``payload.PayloadSource``, whose
+    ``session`` is the row and whose other attributes are the bounded windows read with it."""
+
+    id = serializers.UUIDField(source="session.pk")
+    title = serializers.CharField(source="session.title", allow_blank=True)
+    autoTitle = serializers.BooleanField(source="session.auto_title")
+    status = serializers.ChoiceField(source="session.status", choices=Session.Status.choices)
+    mode = serializers.ChoiceField(source="session.mode", choices=Session.Mode.choices)
+    viewMode = serializers.ChoiceField(source="session.view_mode", choices=Session.ViewMode.choices)
+    parentId = serializers.UUIDField(source="session.parent_id", allow_null=True)
+    children = ChildSessionSerializer(many=True)
+    messages = MessageSerializer(many=True)
+    hasMore = serializers.BooleanField(source="has_more")
+    pendingMessages = PendingMessageSerializer(source="pending_messages", many=True)
+    trace = TraceEnvelopeSerializer(
+        many=True, help_text="The last TRACE_POLL_WINDOW trace rows, without data."
+    )
+    traceCount = serializers.IntegerField(source="session.trace_count")
+    progress = serializers.DictField(allow_null=True)
+    heartbeatAt = IsoDateTimeField(source="session.heartbeat_at", allow_null=True)
+    plan = serializers.DictField(allow_null=True)
+    pendingTool = serializers.DictField(source="pending_tool", allow_null=True)
+    artifacts = ArtifactPointerSerializer(
+        many=True, help_text="Pointers; with ?include=artifacts, each Artifact with its body."
+    )
+    goals = GoalSerializer(
+        many=True, help_text="Active goals and the most recent completed ones (bounded)."
+    )
+    activeSkills = serializers.ListField(source="active_skills", child=serializers.CharField())
+    activeWorkflow = serializers.CharField(source="active_workflow", allow_null=True)
+    tokensIn = serializers.IntegerField(source="session.tokens_in")
+    tokensOut = serializers.IntegerField(source="session.tokens_out")
+    tokensUsed = serializers.IntegerField(source="session.tokens_used")
+    cacheReadTokens = serializers.IntegerField(source="session.cache_read_tokens")
+    cacheWriteTokens = serializers.IntegerField(source="session.cache_write_tokens")
+    costUsd = serializers.FloatField(source="session.cost_usd", allow_null=True)
+    contextUsage = serializers.DictField(source="context_usage")
+    stepCount = serializers.IntegerField(source="session.step_count")
+    runSeq = serializers.IntegerField(source="session.run_seq")
+    lastError = serializers.CharField(source="session.last_error", allow_blank=True)
+    lastErrorCode = serializers.CharField(source="session.last_error_code", allow_blank=True)
+    jobResumable = serializers.BooleanField(source="session.job_resumable")
+    contentWork = serializers.BooleanField(source="session.content_work")
+    browserPausedAt = IsoDateTimeField(source="session.browser_paused_at", allow_null=True)
+    version = serializers.IntegerField(source="session.version")
+    createdAt = IsoDateTimeField(source="session.created_at")
+    modifiedAt = IsoDateTimeField(source="session.updated_at")
+    # Only in a 200 answer to POST messages, which sets it (absent elsewhere, so skipped).
+    pendingMessage = PendingMessageSerializer(
+        source="pending_message",
+        required=False,
+        help_text="Only in a 200 answer to POST messages: the queued message.",
+    )
+
+    class Meta:
+        ref_name = "SessionPayload"
+
+    def get_fields(self):
+        fields = super().get_fields()
+        if self.context.get("include_artifacts"):
+            fields["artifacts"] = ArtifactSerializer(many=True)
+        return fields
+
+
+# The keys every payload has (``pendingMessage`` is the message route's addition).
+PAYLOAD_KEYS = tuple(
+    name for name in SessionPayloadSerializer._declared_fields if name != "pendingMessage"
+)
+
+
+class LiveTextSerializer(serializers.Serializer):
+    text = serializers.CharField(allow_blank=True)
+    run = serializers.IntegerField(allow_null=True)
+    updatedAt = IsoDateTimeField(source="updated_at", allow_null=True)
+
+    class Meta:
+        ref_name = "LiveText"
+
+
+class DiagnosticsSerializer(serializers.Serializer):
+    """``diagnostics.session_diagnostics``: an export bundle of nested objects, the same
+    document the admin's "Export diagnostics" action downloads."""
+
+    id = serializers.UUIDField()
+    title = serializers.CharField(allow_blank=True)
+    exportedAt = IsoDateTimeField()
+    environment = serializers.DictField()
+    session = serializers.DictField()
+    state = serializers.DictField()
+    trace = serializers.ListField(
+        child=serializers.DictField(), help_text="Every trace row with its data, oldest first."
+    )
+
+    class Meta:
+        ref_name = "Diagnostics"
+
+
+class ToolSerializer(serializers.Serializer):
+    """A tool of the catalog (``tools.Tool``)."""
+
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    readonly = serializers.BooleanField()
+    runtime = serializers.ChoiceField(choices=["server", "browser"])
+    requiresApproval = serializers.SerializerMethodField()
+    nonPreallowable = serializers.BooleanField(source="non_preallowable")
+
+    class Meta:
+        ref_name = "Tool"
+
+    def get_requiresApproval(self, tool) -> bool:
+        # An input-aware policy (a callable) counts as "may ask".
+        return bool(tool.requires_approval)
+
+
+class CatalogItemSerializer(serializers.Serializer):
+    """A skill or a workflow (``skills.catalog``)."""
+
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+
+    class Meta:
+        ref_name = "CatalogItem"
+
+
+# "in" is a Python keyword, so this shape is built with type(); fields keep their order.
+TokenDaySerializer = type(
+    "TokenDaySerializer",
+    (serializers.Serializer,),
+    {
+        "__doc__": "One day of the user's token series (``TokenStatsViewSet``).",
+        "__module__": __name__,
+        "date": serializers.DateField(format=ISO_8601),
+        "in": serializers.IntegerField(source="tokens_in"),
+        "out": serializers.IntegerField(source="tokens_out"),
+        "cacheRead": serializers.IntegerField(source="cache_read"),
+        "cacheWrite": serializers.IntegerField(source="cache_write"),
+        "total": serializers.IntegerField(),
+        "costUsd": serializers.FloatField(
+            source="cost",
+            allow_null=True,
+            help_text="0 without calls; null when a call had no price.",
+        ),
+        "Meta": type("Meta", (), {"ref_name": "TokenDay"}),
+    },
+)
+
+
+@extend_schema_serializer(many=False)
+class TokenSeriesSerializer(serializers.Serializer):
+    series = TokenDaySerializer(many=True)
+
+    class Meta:
+        ref_name = "TokenSeries"

@@ -7,29 +7,29 @@ serializers), call a service, answer the payload. Every policy is set explicitly
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.cache import cache
-from django.db.models import Count, Q, Sum
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
 from django.db.models.functions import TruncDate
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.utils import timezone
+from django.utils.cache import get_conditional_response
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.generics import get_object_or_404
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from artifacts_app import store
-from sessions_app import runstate
+from sessions_app import compiled, runstate
 from sessions_app import services as session_services
 from sessions_app.models import LiveText, Session
 
@@ -40,21 +40,17 @@ from ..tools import all_tools
 from . import schema as docs
 from . import serializers as s
 from .errors import ApiError, exception_handler, session_not_found
+from .pagination import SessionListPagination
 from .parsers import AhenticJSONParser
-from .payload import (
-    artifact_pointer_json,
-    events_for_view,
-    message_json,
-    pending_message_json,
-    session_payload,
-)
+from .payload import events_for_view, session_payload
 from .permissions import (
     HasAgentPermission,
     IsActiveUser,
     IsSessionOwner,
     SessionAuthentication401,
-    holds_agent_permission,
+    agent_permission_held,
     may_use_agent,
+    permission_key,
 )
 from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
 
@@ -65,7 +61,7 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 PENDING_ID = re.compile(r"[0-9]{1,18}")
 ARTIFACT_KEY = re.compile(r"[a-z0-9_-]{1,64}")
 # PATCH refuses these by name: they are the payload's, not the client's, to set.
-READ_ONLY_FIELDS = frozenset(docs.PAYLOAD_KEYS) - frozenset(s.SessionUpdateSerializer().fields)
+READ_ONLY_FIELDS = frozenset(s.PAYLOAD_KEYS) - frozenset(s.SessionUpdateSerializer().fields)
 
 
 def etag_for(version: int, *, include_artifacts: bool = False) -> str:
@@ -94,46 +90,64 @@ def cache_payload_json(pk, version: int, body: bytes, *, include_artifacts: bool
     cache.set(_payload_cache_key(pk, version, include_artifacts), body, timeout=300)
 
 
-def etag_matches(header: str, etag: str) -> bool:
-    """If-None-Match: a list of tags, weak ones included (proxies that gzip weaken them)."""
-    tags = [tag.strip().removeprefix("W/") for tag in header.split(",") if tag.strip()]
-    return "*" in tags or etag in tags
-
-
-@dataclass(frozen=True)
-class PollRow:
+class PollRow(NamedTuple):
     """What the poll reads of a session (``poll_read``)."""
 
     pk: uuid.UUID
     owner_id: Any
     version: int
     heartbeat_at: datetime | None
-    held: bool  # the user holds the agent permission
+    held: bool | None  # the user holds the agent permission (None: not read)
 
 
-def poll_read(user, pk: uuid.UUID) -> PollRow | None:
-    """The addressed session of ``user``: its version and heartbeat, and whether the user
-    holds the agent permission (``held_sql``), in one plain-SQL query read from the cursor:
-    it runs on every poll, and a model instance cost more than the query."""
-    row = (
-        Session.objects.filter(pk=pk, owner_id=user.pk)
-        .values_list("owner_id", "version", "heartbeat_at")
-        .first()
+POLL_COLUMNS = ("version", "heartbeat_at")
+
+
+def _poll_queryset():
+    sessions = Session.objects.filter(
+        owner=compiled.Param("owner", Session._meta.get_field("owner")),
+        pk=compiled.Param("pk", Session._meta.pk),
     )
-    if row is None:
+    held = agent_permission_held("owner")
+    if held is None:  # a user model without permission tables
+        return sessions.values_list(*POLL_COLUMNS)[:1]
+    held = ExpressionWrapper(held, output_field=BooleanField())
+    return sessions.annotate(held=held).values_list(*POLL_COLUMNS, "held")[:1]
+
+
+def poll_read(user, pk) -> PollRow | None:
+    """The session ``pk`` of ``user``: its version and heartbeat, and whether the user holds
+    the agent permission (``agent_permission_held``), in one query. None when there is no
+    such session of theirs or ``pk`` is not a UUID. The scope is ``Session.objects.for_user``'s
+    (the owner), written here as the compiled query's parameter."""
+    # Every poll runs it: the SQL Django compiled is kept (``sessions_app.compiled``).
+    key = ("poll", *permission_key())
+    try:
+        rows = compiled.rows(key, Session, _poll_queryset, {"owner": user.pk, "pk": pk})
+    except DjangoValidationError:  # not a UUID
         return None
-    owner_id, version, heartbeat_at = row
-    return PollRow(pk, owner_id, version, heartbeat_at, holds_agent_permission(user))
+    if not rows:
+        return None
+    version, heartbeat_at, *held = rows[0]
+    return PollRow(
+        uuid.UUID(str(pk)), user.pk, version, heartbeat_at, bool(held[0]) if held else None
+    )
 
 
-class AhenticViewSet(viewsets.ViewSet):
-    """Base viewset: every policy set explicitly."""
+class AhenticViewSet(viewsets.GenericViewSet):
+    """Base viewset: every policy set explicitly, none read from the host's REST_FRAMEWORK."""
 
     authentication_classes = [SessionAuthentication401]
     permission_classes = [HasAgentPermission]
     parser_classes = [AhenticJSONParser]
     renderer_classes = [JSONRenderer]
+    content_negotiation_class = DefaultContentNegotiation
     throttle_classes: list = []
+    filter_backends: list = []
+    pagination_class = None
+    versioning_class = None
+    # drf-spectacular's, set here: a host that did not configure DEFAULT_SCHEMA_CLASS still
+    # serves the schema (GET schema).
     schema = AutoSchema()
     # action name -> throttles (see throttles.py); a rate of None is off.
     throttles_by_action: dict[str, tuple] = {}
@@ -182,7 +196,11 @@ class SessionViewSet(AhenticViewSet):
     """Sessions and their sub-resources. Ownership: the queryset is the user's own sessions
     (another user's is a 404), and ``IsSessionOwner`` checks every object a route loads."""
 
+    queryset = Session.objects.all()
+    serializer_class = s.SessionPayloadSerializer
+    pagination_class = SessionListPagination
     permission_classes = [HasAgentPermission, IsSessionOwner]
+    lookup_field = "pk"
     lookup_url_kwarg = "session_id"
     lookup_value_regex = "[^/]+"
     throttles_by_action = {
@@ -202,103 +220,76 @@ class SessionViewSet(AhenticViewSet):
         return super().get_permissions()
 
     def get_object(self, *fields: str) -> Session:
-        """The addressed session (only ``fields`` when given); 404 when it is not the user's."""
-        try:
-            pk = uuid.UUID(str(self.kwargs[self.lookup_url_kwarg]))
-        except ValueError:
-            raise session_not_found() from None
-        rows = self.get_queryset().filter(pk=pk)
+        """The addressed session (only ``fields`` when given); 404 when it is not the user's
+        or the id is not a UUID."""
+        queryset = self.get_queryset()
         if fields:
-            rows = rows.only(*fields)
-        session = rows.first()
-        if session is None:
-            raise session_not_found()
+            queryset = queryset.only(*fields)
+        lookup = {self.lookup_field: self.kwargs[self.lookup_url_kwarg]}
+        try:
+            session = get_object_or_404(queryset, **lookup)
+        except Http404:
+            raise session_not_found() from None
         self.check_object_permissions(self.request, session)
         return session
 
-    def payload_session(self, session_id) -> Session:
-        """The user's session as its payload reads it; 404 once it is gone."""
+    def payload_response(
+        self, session_id, status_code=status.HTTP_200_OK, *, include_artifacts=False, **extra
+    ) -> Response:
+        """The payload of the user's session ``session_id``, with its ETag; 404 once it is
+        gone. ``extra``: see ``payload.session_payload``."""
         session = self.get_queryset().filter(pk=session_id).first()
         if session is None:
             raise session_not_found()
-        return session
-
-    def payload_response(self, session_id, status_code=status.HTTP_200_OK, **kwargs) -> Response:
-        session = self.payload_session(session_id)
         return Response(
-            session_payload(session, **kwargs),
+            session_payload(session, include_artifacts=include_artifacts, **extra),
             status=status_code,
-            headers={"ETag": etag_for(session.version, **kwargs)},
+            headers={"ETag": etag_for(session.version, include_artifacts=include_artifacts)},
         )
 
     def conditional_payload(self, session: PollRow, *, include_artifacts: bool):
-        """The poll: 304 when ``If-None-Match`` holds the current version's tag, else the
-        payload, served from the payload cache when another poll already built this version.
-        ``session`` holds the version and heartbeat only (one indexed read)."""
+        """The poll: 304 when ``If-None-Match`` holds the current version's tag (Django's
+        ``get_conditional_response``: weak tags and ``*`` match), else the payload, served
+        from the payload cache when another poll already built this version. ``session``
+        holds the version and heartbeat only (one indexed read)."""
         etag = etag_for(session.version, include_artifacts=include_artifacts)
         # The heartbeat is bookkeeping (it does not move the ETag); the sidebar's stall
         # detection reads it here, on the 304 as on the 200.
-        headers = {"ETag": etag, HEARTBEAT_HEADER: iso(session.heartbeat_at) or ""}
-        if etag_matches(self.request.headers.get("If-None-Match", ""), etag):
-            # A plain response: nothing to render.
-            return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
+        heartbeat = iso(session.heartbeat_at) or ""
+        not_modified = get_conditional_response(self.request, etag=etag)
+        if not_modified is not None:
+            not_modified["ETag"] = etag
+            not_modified[HEARTBEAT_HEADER] = heartbeat
+            return not_modified
         body = cached_payload_json(session.pk, session.version, include_artifacts=include_artifacts)
         if body is None:
-            full = self.payload_session(session.pk)
-            body = JSONRenderer().render(session_payload(full, include_artifacts=include_artifacts))
-            cache_payload_json(full.pk, full.version, body, include_artifacts=include_artifacts)
-            headers["ETag"] = etag_for(full.version, include_artifacts=include_artifacts)
+            # Rendered once per version (the JSON renderer the API uses), then served as bytes.
+            fresh = self.payload_response(session.pk, include_artifacts=include_artifacts)
+            body = JSONRenderer().render(fresh.data)
+            etag = fresh["ETag"]
+            version = fresh.data["version"]
+            cache_payload_json(session.pk, version, body, include_artifacts=include_artifacts)
         response = HttpResponse(body, content_type="application/json")
-        for name, value in headers.items():
-            response[name] = value
+        response["ETag"] = etag
+        response[HEARTBEAT_HEADER] = heartbeat
         return response
 
     # --- the collection ---------------------------------------------------------------------
 
-    @extend_schema(**docs.session_list)
+    @docs.described(docs.session_list)
     def list(self, request):
         query = self.validated(s.SessionListQuerySerializer, request.query_params.dict())
-        sessions = self.get_queryset().roots().order_by("-updated_at", "-id")
+        sessions = self.get_queryset().roots()
         if query.get("status"):
             sessions = sessions.filter(status=query["status"])
-        if query.get("cursor"):
-            at, pk = decode_cursor(query["cursor"])
-            sessions = sessions.filter(Q(updated_at__lt=at) | Q(updated_at=at, id__lt=pk))
-        limit = query["limit"]
-        rows = list(
-            sessions.values(
-                "id",
-                "title",
-                "status",
-                "mode",
-                "tokens_in",
-                "tokens_out",
-                "parent_id",
-                "updated_at",
-            )[: limit + 1]
+        rows = self.paginate_queryset(
+            sessions.annotate(tokens_used=F("tokens_in") + F("tokens_out")).values(
+                "id", "title", "status", "mode", "tokens_used", "parent_id", "updated_at"
+            )
         )
-        has_more = len(rows) > limit
-        rows = rows[:limit]
-        return Response(
-            {
-                "sessions": [
-                    {
-                        "id": str(r["id"]),
-                        "title": r["title"],
-                        "status": r["status"],
-                        "mode": r["mode"],
-                        "tokensUsed": r["tokens_in"] + r["tokens_out"],
-                        "parentId": str(r["parent_id"]) if r["parent_id"] else None,
-                        "modifiedAt": iso(r["updated_at"]),
-                    }
-                    for r in rows
-                ],
-                "hasMore": has_more,
-                "nextCursor": encode_cursor(rows[-1]) if has_more else None,
-            }
-        )
+        return self.get_paginated_response(s.SessionRowSerializer(rows, many=True).data)
 
-    @extend_schema(**docs.session_create)
+    @docs.described(docs.session_create)
     def create(self, request):
         data = self.validated(s.SessionCreateSerializer, request.data)
         session = session_services.session_create(
@@ -310,22 +301,17 @@ class SessionViewSet(AhenticViewSet):
 
     # --- one session ------------------------------------------------------------------------
 
-    @extend_schema(**docs.session_retrieve)
+    @docs.described(docs.session_retrieve)
     def retrieve(self, request, session_id=None):
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
         return self.conditional_payload(self.poll_row(), include_artifacts=include_artifacts)
 
     def poll_row(self) -> PollRow:
         """The poll's one query (besides authentication): the session's version and heartbeat,
-        and whether the user holds the agent permission (``held_sql``). 403
-        without the permission and 404 for an unknown or foreign session, the same answers as
-        every other route."""
+        and whether the user holds the agent permission. 403 without the permission and 404
+        for an unknown or foreign session, the same answers as every other route."""
         user = self.request.user
-        try:
-            pk = uuid.UUID(str(self.kwargs[self.lookup_url_kwarg]))
-        except ValueError:
-            pk = None
-        session = poll_read(user, pk) if pk else None
+        session = poll_read(user, self.kwargs[self.lookup_url_kwarg])
         # An unknown or foreign session: 404 for a user who may use the agent, else 403.
         if not may_use_agent(user, held=session.held if session is not None else None):
             raise exceptions.PermissionDenied(HasAgentPermission.message)
@@ -334,7 +320,7 @@ class SessionViewSet(AhenticViewSet):
         self.check_object_permissions(self.request, session)
         return session
 
-    @extend_schema(**docs.session_update)
+    @docs.described(docs.session_update)
     def partial_update(self, request, session_id=None):
         session = self.get_object()
         data = self.validated(s.SessionUpdateSerializer, request.data, strict=True)
@@ -374,7 +360,7 @@ class SessionViewSet(AhenticViewSet):
             runstate.session_update(session_id=session.pk, **fields)
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.session_destroy)
+    @docs.described(docs.session_destroy)
     def destroy(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
         runs.run_cancel(session_id=session.pk)
@@ -383,7 +369,7 @@ class SessionViewSet(AhenticViewSet):
 
     # --- the transcript and the queue ---------------------------------------------------------
 
-    @extend_schema(**docs.messages_list)
+    @docs.described(docs.messages_list)
     @action(detail=True, methods=["get"])
     def messages(self, request, session_id=None):
         session = self.get_object()
@@ -403,11 +389,10 @@ class SessionViewSet(AhenticViewSet):
             rows = list(events.order_by("-seq")[: limit + 1])
             has_more = len(rows) > limit
             rows = list(reversed(rows[:limit]))
-        return Response(
-            {"messages": [message_json(e, view_mode) for e in rows], "hasMore": has_more}
-        )
+        page = {"messages": rows, "has_more": has_more}
+        return Response(s.MessagePageSerializer(page, context={"view_mode": view_mode}).data)
 
-    @extend_schema(**docs.message_post)
+    @docs.described(docs.message_post)
     @messages.mapping.post
     def message_post(self, request, session_id=None):
         session = self.get_object()
@@ -422,11 +407,9 @@ class SessionViewSet(AhenticViewSet):
         )
         if pending is None:
             return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
-        response = self.payload_response(session.pk, status.HTTP_200_OK)
-        response.data["pendingMessage"] = pending_message_json(pending)
-        return response
+        return self.payload_response(session.pk, status.HTTP_200_OK, pending_message=pending)
 
-    @extend_schema(**docs.pending_recall)
+    @docs.described(docs.pending_recall)
     @action(
         detail=True,
         methods=["delete"],
@@ -445,21 +428,21 @@ class SessionViewSet(AhenticViewSet):
 
     # --- run control ------------------------------------------------------------------------
 
-    @extend_schema(**docs.run_cancel)
+    @docs.described(docs.run_cancel)
     @action(detail=True, methods=["post"])
     def cancel(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
         runs.run_cancel(session_id=session.pk)
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.run_continue)
+    @docs.described(docs.run_continue)
     @action(detail=True, methods=["post"], url_path="continue", url_name="continue")
     def continue_run(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
         runs.run_continue(session_id=session.pk)
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.approvals)
+    @docs.described(docs.approvals)
     @action(detail=True, methods=["post"])
     def approvals(self, request, session_id=None):
         session = self.get_object()
@@ -472,7 +455,7 @@ class SessionViewSet(AhenticViewSet):
         )
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.browser_results)
+    @docs.described(docs.browser_results)
     @action(detail=True, methods=["post"], url_path="browser-results", url_name="browser-results")
     def browser_results(self, request, session_id=None):
         session = self.get_object()
@@ -488,7 +471,7 @@ class SessionViewSet(AhenticViewSet):
         )
         return self.payload_response(session.pk)
 
-    @extend_schema(**docs.actions)
+    @docs.described(docs.actions)
     @action(detail=True, methods=["post"])
     def actions(self, request, session_id=None):
         session = self.get_object()
@@ -498,12 +481,12 @@ class SessionViewSet(AhenticViewSet):
 
     # --- read-only sub-resources ------------------------------------------------------------
 
-    @extend_schema(**docs.diagnostics)
+    @docs.described(docs.diagnostics)
     @action(detail=True, methods=["get"])
     def diagnostics(self, request, session_id=None):
-        return Response(session_diagnostics(self.get_object()))
+        return Response(s.DiagnosticsSerializer(session_diagnostics(self.get_object())).data)
 
-    @extend_schema(**docs.live_text)
+    @docs.described(docs.live_text)
     @action(detail=True, methods=["get"])
     def live(self, request, session_id=None):
         """The reply being streamed: cheap (one indexed read besides the session's), no ETag;
@@ -515,18 +498,17 @@ class SessionViewSet(AhenticViewSet):
             else None
         )
         if live is None:
-            return Response({"text": "", "run": None, "updatedAt": None})
-        return Response({"text": live.text, "run": live.run, "updatedAt": iso(live.updated_at)})
+            live = {"text": "", "run": None, "updated_at": None}
+        return Response(s.LiveTextSerializer(live).data)
 
-    @extend_schema(**docs.artifacts_list)
+    @docs.described(docs.artifacts_list)
     @action(detail=True, methods=["get"])
     def artifacts(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        return Response(
-            {"artifacts": [artifact_pointer_json(a) for a in store.pointers(session.pk)]}
-        )
+        artifacts = {"artifacts": store.pointers(session.pk)}
+        return Response(s.ArtifactListSerializer(artifacts).data)
 
-    @extend_schema(**docs.artifact_detail)
+    @docs.described(docs.artifact_detail)
     @action(
         detail=True,
         methods=["get"],
@@ -541,69 +523,42 @@ class SessionViewSet(AhenticViewSet):
             artifact = store.get(session.pk, key)
         except store.ArtifactError as exc:
             raise ApiError("artifact_missing", exc.message, 404) from None
-        return Response(artifact_pointer_json(artifact, with_payload=True))
-
-
-def encode_cursor(row: dict) -> str:
-    raw = f"{row['updated_at'].isoformat()}|{row['id']}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    """A session list cursor (opaque to clients): the last row's modification time and id."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        at, _, pk = raw.partition("|")
-        moment = datetime.fromisoformat(at)
-        if timezone.is_naive(moment):
-            raise ValueError("naive")
-        return moment, uuid.UUID(pk)
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise ApiError(
-            "ahentic_invalid_input",
-            "Invalid cursor: pass nextCursor from the previous page.",
-            fields={"cursor": ["invalid"]},
-        ) from None
+        return Response(s.ArtifactSerializer(artifact).data)
 
 
 class ToolViewSet(AhenticViewSet):
     """The tools catalog the user may use."""
 
-    @extend_schema(**docs.tools_list)
+    serializer_class = s.ToolSerializer
+
+    @docs.described(docs.tools_list)
     def list(self, request):
-        return Response(
-            [
-                {
-                    "name": t.name,
-                    "description": t.description,
-                    "readonly": t.readonly,
-                    "runtime": t.runtime,
-                    # Input-aware policies count as "may ask".
-                    "requiresApproval": bool(t.requires_approval),
-                    "nonPreallowable": t.non_preallowable,
-                }
-                for t in all_tools()
-                if t.allowed_for(request.user)
-            ]
-        )
+        tools = [t for t in all_tools() if t.allowed_for(request.user)]
+        return Response(self.get_serializer(tools, many=True).data)
 
 
 class SkillViewSet(AhenticViewSet):
-    @extend_schema(**docs.skills_list)
+    serializer_class = s.CatalogItemSerializer
+
+    @docs.described(docs.skills_list)
     def list(self, request):
-        return Response(skills.catalog(skills.skills()))
+        return Response(self.get_serializer(skills.catalog(skills.skills()), many=True).data)
 
 
 class WorkflowViewSet(AhenticViewSet):
-    @extend_schema(**docs.workflows_list)
+    serializer_class = s.CatalogItemSerializer
+
+    @docs.described(docs.workflows_list)
     def list(self, request):
-        return Response(skills.catalog(skills.workflows()))
+        return Response(self.get_serializer(skills.catalog(skills.workflows()), many=True).data)
 
 
 class TokenStatsViewSet(AhenticViewSet):
     """Daily token series of the requesting user's model calls, zero-filled, oldest first."""
 
-    @extend_schema(**docs.token_stats)
+    serializer_class = s.TokenSeriesSerializer
+
+    @docs.described(docs.token_stats)
     def list(self, request):
         query = self.validated(s.TokenStatsQuerySerializer, request.query_params.dict())
         days = query["days"]
@@ -638,13 +593,13 @@ class TokenStatsViewSet(AhenticViewSet):
                 cost = None if row["unpriced"] else row["cost"]
             series.append(
                 {
-                    "date": day.isoformat(),
-                    "in": tokens_in,
-                    "out": tokens_out,
-                    "cacheRead": cache_read,
-                    "cacheWrite": cache_write,
+                    "date": day,
+                    "tokens_in": tokens_in,
+                    "tokens_out": tokens_out,
+                    "cache_read": cache_read,
+                    "cache_write": cache_write,
                     "total": tokens_in + tokens_out,
-                    "costUsd": float(cost) if cost is not None else None,
+                    "cost": cost,
                 }
             )
-        return Response({"series": series})
+        return Response(self.get_serializer({"series": series}).data)
