@@ -66,7 +66,7 @@ def sql_in(path: Path) -> list[str]:
             )
         if text is not None:
             if STATEMENT.search(text) and path not in CONFIGURATION:
-                if STATEMENT.findall(text) != [MAINTENANCE.get(path)]:
+                if set(STATEMENT.findall(text)) != {MAINTENANCE.get(path)}:
                     found.append(f"{name}:{node.lineno}: {text[:60]!r}")
         elif isinstance(node, ast.Call) and path not in RUNS_COMPILED_SQL:
             runs = runs_sql_text(node)
