@@ -310,8 +310,6 @@ PERSONAS = {
 }
 GRANTED = ("use_agent", "view_session")  # sessions_app's: the API, and the Session admin
 
-# (host, persona, step) -> why it fails today. Such a step must fail: once it passes, it is
-# reported as XPASS and fails the run, so the entry is removed with the fix.
 # Issue 19's findings, until the permission check and the prompt stop assuming auth.User.
 M2M_COLUMNS = (
     "orchestrator_app/api/permissions.py's SQL names the user's many-to-many column user_id "
@@ -325,6 +323,9 @@ NO_FULL_NAME = (
     "orchestrator_app/prompt.py calls owner.get_full_name(), which AbstractBaseUser does not "
     "define: the run fails"
 )
+# (host, persona, step) -> why it fails today. Such a step must fail: once it passes, it is
+# reported as XPASS and fails the run, so the entry goes with the fix. A step not reached (after
+# a failed create) is neither.
 KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
     **{
         (host, persona, step): why
@@ -396,7 +397,7 @@ def host_env() -> dict[str, str]:
     # manage.py only sets a default: a caller's settings module (pytest's) must not leak in.
     for name in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH"):
         env.pop(name, None)
-    # Install step 5: the key is in the environment (no model is called here).
+    # Install step 5: the key is in the environment (the smoke run's model is a local server).
     env["ANTHROPIC_API_KEY"] = "sk-ant-host-site"
     return env
 
@@ -607,6 +608,8 @@ def make_persona(name: str, host: Host):
     login = login_name(name)
     manager = user_model._default_manager
     fields = {user_model.USERNAME_FIELD: login, "password": "host-password"}
+    if any(f.name == "nickname" for f in user_model._meta.get_fields()):
+        fields["nickname"] = f"The {name} persona"  # Member's __str__, not its login name
     if spec["grant"] == "superuser":
         return manager.create_superuser(**fields), login
     user = manager.create_user(**fields, is_staff=spec["staff"])
@@ -717,6 +720,9 @@ def run_persona(matrix: Matrix, base: str, name: str, others: dict) -> None:
             )
             matrix.expect(name, f"{site} search finds the session", found == {session_id},
                           f"found {sorted(found)}")  # fmt: skip
+            # The owner column is get_username(), whatever the user model's __str__ says.
+            shown = f">{login}<" in response[1]
+            matrix.expect(name, f"{site} list shows the owner's login name", shown, login)
         if spec["grant"] == "superuser":
             response = browser.fetch(f"{changelist}{session_id}/change/")
             if matrix.status(name, f"{site} session page", response, 200):

@@ -57,3 +57,19 @@ def test_a_readme_snippet_that_does_not_work_pasted_fails_the_build(tmp_path):
 
     assert result.returncode == 1
     assert "NameError: name 'include' is not defined" in result.stderr
+
+
+def test_the_host_matrix_holds_its_known_failures_strictly(monkeypatch):
+    from . import host_project
+
+    monkeypatch.setattr(
+        host_project, "KNOWN_FAILURES", {("member", "direct", "create"): "issue 19"}
+    )
+    matrix = host_project.Matrix(host_project.HOSTS["member"])
+
+    assert matrix.expect("direct", "create", False, "HTTP 500") is False
+    assert matrix.failures == [] and matrix.xfailed == ["direct: create"]
+    matrix.expect("group", "create", False, "HTTP 500")  # not listed: a failure
+    assert matrix.failures == ["group: create: HTTP 500"]
+    matrix.expect("direct", "create", True, "")  # listed, and passing: XPASS fails the run
+    assert "direct: create: XPASS (listed as failing: issue 19)" in matrix.failures
