@@ -16,14 +16,14 @@ from sessions_app.admin import (
 from .models import Artifact
 
 
-def artifacts_table(session) -> SafeString:
+def artifacts_table(session, site_name: str = "admin") -> SafeString:
     """The session's artifacts as an HTML table (for the Session admin page)."""
     artifacts = Artifact.objects.filter(session=session).defer("payload").order_by("created_at")
     return html_table(
         ["key", "kind", "status", "title", "bytes", "blocks", "step", "updated"],
         (
             (
-                admin_link(a, a.key),
+                admin_link(a, a.key, site_name),
                 a.kind,
                 a.status,
                 a.title,

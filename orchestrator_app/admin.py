@@ -12,7 +12,7 @@ import json
 from django.contrib import admin, messages
 from django.http import HttpResponse
 
-from sessions_app.admin import ReadOnlyAdmin, extend_session_admin
+from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, extend_session_admin
 
 from . import runs, toolcalls
 from .diagnostics import session_diagnostics
@@ -72,7 +72,7 @@ extend_session_admin(
 class UsageRecordAdmin(ReadOnlyAdmin):
     list_display = [
         "created_at",
-        "user",
+        "user_name",
         "session",
         "model",
         "purpose",
@@ -84,7 +84,8 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "duration_ms",
     ]
     list_filter = ["purpose", "model", "created_at"]
-    search_fields = ["model", "user__username", "session__title"]
+    search_fields = ["model", "session__title"]
+    user_relations = ["user"]
     list_select_related = ["user", "session"]
     date_hierarchy = "created_at"
     fields = [
@@ -94,17 +95,20 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"),
         "cost_usd",
     ]
+    user_name = UsernameColumn("user")
 
 
 @admin.register(ToolGrant)
 class ToolGrantAdmin(ReadOnlyAdmin):
     """Grants are made from the chat ("always allow"); an admin may only revoke them."""
 
-    list_display = ["user", "tool_name", "created_at"]
+    list_display = ["user_name", "tool_name", "created_at"]
     list_filter = ["tool_name"]
-    search_fields = ["user__username", "tool_name"]
+    search_fields = ["tool_name"]
+    user_relations = ["user"]
     list_select_related = ["user"]
     fields = ["user", "tool_name", "created_at"]
+    user_name = UsernameColumn("user")
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return admin.ModelAdmin.has_delete_permission(self, request, obj)

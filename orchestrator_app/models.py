@@ -74,7 +74,7 @@ class ToolGrant(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user} always allows {self.tool_name}"
+        return f"{self.user.get_username()} always allows {self.tool_name}"
 
 
 class DailyUsage(models.Model):

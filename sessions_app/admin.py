@@ -20,6 +20,8 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Count, F
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -61,9 +63,61 @@ def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> SafeStr
     return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
 
 
-def admin_link(obj, text: Any) -> SafeString:
-    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+def admin_link(obj, text: Any, site_name: str = "admin") -> SafeString:
+    """A link to ``obj``'s change page on the admin site named ``site_name`` (a host may
+    register these models on its own ``AdminSite`` too)."""
+    url = reverse(
+        f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change",
+        args=[obj.pk],
+        current_app=site_name,
+    )
     return format_html('<a href="{}">{}</a>', url, text)
+
+
+def user_search_fields(relation: str) -> list[str]:
+    """The search lookups for a relation to the user model, named from the user model itself:
+    its ``USERNAME_FIELD``, and its email field when it has one. Never ``username``: a host's
+    user model need not have one (``AbstractBaseUser`` is all the app requires)."""
+    user_model = get_user_model()
+    names = [user_model.USERNAME_FIELD]
+    email = user_model.get_email_field_name()
+    if email not in names:
+        try:
+            user_model._meta.get_field(email)
+        except FieldDoesNotExist:
+            pass
+        else:
+            names.append(email)
+    return [f"{relation}__{name}" for name in names]
+
+
+class UserColumnsAdmin(admin.ModelAdmin):
+    """An admin whose ``user_relations`` (foreign keys to the user model) are searched by
+    ``user_search_fields``; show them with ``UsernameColumn``."""
+
+    user_relations: Sequence[str] = ()
+
+    def get_search_fields(self, request):
+        user_fields = [f for r in self.user_relations for f in user_search_fields(r)]
+        return [*super().get_search_fields(request), *user_fields]
+
+
+class UsernameColumn:
+    """A list column, ``owner_name = UsernameColumn("owner")``: the related user's
+    ``get_username()`` (its ``__str__`` may be anything the host chose), sorted by the user
+    model's ``USERNAME_FIELD``. Both are read from the user model when used, not at import."""
+
+    def __init__(self, relation: str):
+        self.relation = relation
+        self.short_description = relation.replace("_", " ")
+
+    @property
+    def admin_order_field(self) -> str:
+        return f"{self.relation}__{get_user_model().USERNAME_FIELD}"
+
+    def __call__(self, obj) -> str:
+        user = getattr(obj, self.relation)
+        return user.get_username() if user is not None else "-"
 
 
 def json_column(field: str):
@@ -76,7 +130,7 @@ def json_column(field: str):
     return render
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(UserColumnsAdmin):
     """View-only: the list and the detail open, nothing can be added, edited or deleted."""
 
     def get_readonly_fields(self, request, obj=None):
@@ -97,7 +151,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class SessionAdmin(ReadOnlyAdmin):
     list_display = [
         "title",
-        "owner",
+        "owner_name",
         "status",
         "mode",
         "tokens_used",
@@ -107,8 +161,9 @@ class SessionAdmin(ReadOnlyAdmin):
         "updated_at",
     ]
     list_filter = ["status", "mode", "view_mode", "updated_at"]
-    search_fields = ["title", "owner__username", "owner__email"]
-    search_help_text = "Title, owner username or email, or a session id."
+    search_fields = ["title"]
+    user_relations = ["owner"]
+    search_help_text = "Title, the owner's user name or email, or a session id."
     list_select_related = ["owner"]
     # Filled by ``extend_session_admin`` (the run actions of orchestrator_app).
     actions: list = []
@@ -231,6 +286,8 @@ class SessionAdmin(ReadOnlyAdmin):
 
     # List columns
 
+    owner_name = UsernameColumn("owner")
+
     @admin.display(description="tokens used", ordering=F("tokens_in") + F("tokens_out"))
     def tokens_used(self, obj: Session) -> int:
         return obj.tokens_used
@@ -256,7 +313,15 @@ class SessionAdmin(ReadOnlyAdmin):
         children = obj.children.order_by("created_at")
         return html_table(
             ["title", "status", "tokens used", "updated"],
-            ((admin_link(c, c.title), c.status, c.tokens_used, c.updated_at) for c in children),
+            (
+                (
+                    admin_link(c, c.title, self.admin_site.name),
+                    c.status,
+                    c.tokens_used,
+                    c.updated_at,
+                )
+                for c in children
+            ),
         )
 
     @admin.display(description="goals")
@@ -295,7 +360,7 @@ class SessionAdmin(ReadOnlyAdmin):
             ["seq", "kind", "content", "tool", "run", "created"],
             (
                 (
-                    admin_link(e, e.seq),
+                    admin_link(e, e.seq, self.admin_site.name),
                     e.kind,
                     excerpt(e.content),
                     (e.payload or {}).get("tool") or "-",
@@ -311,7 +376,7 @@ class SessionAdmin(ReadOnlyAdmin):
         return html_table(
             ["seq", "type", "step", "summary", "run", "at"],
             (
-                (admin_link(t, t.seq), t.type, t.step, t.summary, t.run, t.at)
+                (admin_link(t, t.seq, self.admin_site.name), t.type, t.step, t.summary, t.run, t.at)
                 for t in obj.trace_events.order_by("seq").defer("data")
             ),
         )
@@ -336,13 +401,14 @@ class SessionAdmin(ReadOnlyAdmin):
 def extend_session_admin(
     *,
     actions: Sequence[Callable] = (),
-    sections: Sequence[tuple[str, str, Callable[[Session], SafeString]]] = (),
+    sections: Sequence[tuple[str, str, Callable[[Session, str], SafeString]]] = (),
     before_delete: Callable[[Any], None] | None = None,
 ) -> None:
     """The hook the apps above this one use to add to the Session admin, from their admin.py.
 
     ``actions``: admin actions (declare ``allowed_permissions``). ``sections``: read-only
-    sections ``(name, title, render(session))`` shown before the event timeline.
+    sections ``(name, title, render(session, site_name))`` shown before the event timeline
+    (``site_name``: the admin site's, for ``admin_link``).
     ``before_delete``: called with a session id before the session is deleted.
     """
     SessionAdmin.actions = [*SessionAdmin.actions, *actions]
@@ -351,7 +417,7 @@ def extend_session_admin(
             SessionAdmin,
             name,
             admin.display(description=title.lower())(
-                lambda model_admin, obj, render=render: render(obj)
+                lambda model_admin, obj, render=render: render(obj, model_admin.admin_site.name)
             ),
         )
         at = next(i for i, s in enumerate(SessionAdmin.fieldsets) if s[0] == "Timeline")

@@ -270,7 +270,7 @@ APP_DIRS = tuple(
     str(ROOT / app) + os.sep for app in ("sessions_app", "artifacts_app", "orchestrator_app")
 )
 SESSION_WRITER = str(ROOT / "sessions_app" / "runstate.py")
-SESSION_UPDATE = re.compile(r'^\s*UPDATE\s+"?sessions_app_session"?\s', re.IGNORECASE)
+SESSION_UPDATE = re.compile(r'^\s*UPDATE\s+["`]?sessions_app_session["`]?\s', re.IGNORECASE)
 
 
 COMPILED = str(ROOT / "sessions_app" / "compiled.py")

@@ -24,6 +24,20 @@ if os.environ.get("AHENTIC_TEST_DB") == "postgres":
             "PORT": os.environ.get("PGPORT", "5432"),
         }
     }
+elif os.environ.get("AHENTIC_TEST_DB") == "mysql":
+    # The MariaDB leg (.ci/mariadb-leg): MySQL's backend (mysqlclient) on a server it started.
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": os.environ.get("MYSQL_DATABASE", "ahentic"),
+            "USER": os.environ.get("MYSQL_USER", "ahentic"),
+            "PASSWORD": os.environ.get("MYSQL_PASSWORD", ""),
+            "HOST": os.environ.get("MYSQL_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("MYSQL_PORT", "3306"),
+            "OPTIONS": {"charset": "utf8mb4"},
+            "TEST": {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
+        }
+    }
 else:
     DATABASES = {"default": sqlite_database(os.path.join(_TEST_DIR, "test.sqlite3"))}
     DATABASES["default"]["TEST"] = {"NAME": os.path.join(_TEST_DIR, "test.sqlite3")}

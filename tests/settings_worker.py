@@ -20,7 +20,7 @@ Q_CLUSTER = {**Q_CLUSTER, "sync": False, "workers": 1, "poll": 0.1}
 _default = dict(DATABASES["default"])
 if os.environ.get("AHENTIC_TEST_DB_NAME"):
     _default["NAME"] = os.environ["AHENTIC_TEST_DB_NAME"]
-elif _default["ENGINE"].endswith("postgresql"):
+elif not _default["ENGINE"].endswith("sqlite3"):  # PostgreSQL, MySQL/MariaDB
     _default["NAME"] = "test_" + _default["NAME"]
 else:
     _default["NAME"] = _default["TEST"]["NAME"]

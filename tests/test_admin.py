@@ -3,16 +3,23 @@
 ``admin_client`` (pytest-django) is a logged-in superuser.
 """
 
+import re
+from pathlib import Path
+
 import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from orchestrator_app.models import ToolGrant
+from orchestrator_app.models import ToolGrant, UsageRecord
 from sessions_app import runstate, services
 from sessions_app.models import Event, Session, TraceEvent
 
 from .factories import ArtifactFactory, GoalFactory, SessionFactory, UsageRecordFactory
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def url(model, view, *args):
@@ -350,3 +357,90 @@ def test_the_export_action_downloads_the_diagnostics_bundle(admin_client, inspec
     assert bundle["id"] == str(inspected.pk)
     assert [t["type"] for t in bundle["trace"]] == ["run_start"]
     assert bundle["trace"][0]["data"] == {}
+
+
+# --- any user model: search and columns by USERNAME_FIELD / get_username() -----------------------
+
+USER_ADMINS = [(Session, "owner"), (UsageRecord, "user"), (ToolGrant, "user")]
+
+
+def user_row(model, user):
+    if model is Session:
+        return SessionFactory(owner=user, title="Quarterly report")
+    if model is UsageRecord:
+        return UsageRecordFactory(session=SessionFactory(owner=user))
+    return ToolGrant.objects.create(user=user, tool_name="create_page")
+
+
+@pytest.mark.parametrize(("model", "relation"), USER_ADMINS)
+def test_user_search_fields_come_from_the_user_model(rf, admin_user, model, relation, monkeypatch):
+    model_admin = admin.site._registry[model]
+    request = rf.get("/")
+    request.user = admin_user
+
+    assert f"{relation}__username" in model_admin.get_search_fields(request)
+    # A host whose user model logs in by email and has no username field.
+    monkeypatch.setattr(User, "USERNAME_FIELD", "email")
+    fields = model_admin.get_search_fields(request)
+    assert f"{relation}__email" in fields
+    assert not any("username" in f for f in fields)
+    assert fields.count(f"{relation}__email") == 1
+
+
+def test_no_admin_names_a_username_field():
+    for app in ("sessions_app", "orchestrator_app", "artifacts_app"):
+        source = (ROOT / app / "admin.py").read_text(encoding="utf-8")
+        assert "__username" not in source, app
+        assert '"username"' not in source, app
+
+
+@pytest.mark.parametrize(("model", "relation"), USER_ADMINS)
+def test_the_user_column_shows_and_sorts_by_get_username(
+    admin_client, owner, other, model, relation, monkeypatch
+):
+    monkeypatch.setattr(User, "USERNAME_FIELD", "email")  # get_username() is the email
+    monkeypatch.setattr(User, "__str__", lambda user: "A host's own __str__")
+    owner.email, other.email = "zed@example.com", "amy@example.com"
+    owner.save(), other.save()
+    user_row(model, owner), user_row(model, other)
+    column = list(admin.site._registry[model].list_display).index(f"{relation}_name")
+
+    response = admin_client.get(url(model, "changelist"), {"o": str(column + 1)})
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.index("amy@example.com") < html.index("zed@example.com")
+    assert "A host&#x27;s own __str__" not in html
+
+
+@pytest.mark.parametrize(("model", "relation"), USER_ADMINS)
+def test_the_admin_search_finds_rows_by_the_users_login_name(
+    admin_client, owner, other, model, relation, monkeypatch
+):
+    wanted, _ = user_row(model, owner), user_row(model, other)
+    monkeypatch.setattr(User, "USERNAME_FIELD", "email")
+    owner.email = "ada@example.org"
+    owner.save()
+
+    response = admin_client.get(url(model, "changelist"), {"q": "ada@example"})
+
+    assert response.status_code == 200
+    assert [r.pk for r in response.context["cl"].result_list] == [wanted.pk]
+
+
+# --- a second AdminSite ---------------------------------------------------------------------------
+
+
+@pytest.mark.urls("tests.second_admin_site")
+def test_a_second_admin_site_lists_searches_and_links_to_itself(admin_client, inspected):
+    changelist = reverse("ops:sessions_app_session_changelist")
+    listing = admin_client.get(changelist, {"q": "owner"})
+    page = admin_client.get(reverse("ops:sessions_app_session_change", args=[inspected.pk]))
+
+    assert listing.status_code == page.status_code == 200
+    assert [s.pk for s in listing.context["cl"].result_list] == [inspected.pk]
+    html = page.content.decode()
+    assert reverse("ops:sessions_app_event_changelist") + str(inspected.events.first().pk) in html
+    for path in re.findall(r'href="(/[^"]*/(?:event|traceevent|artifact)/[^"]*)"', html):
+        assert path.startswith("/ops/"), path
+    assert f'action="{changelist}"' in html or changelist in html
