@@ -80,7 +80,8 @@ def memory_text(session: Session) -> str:
 
 def environment_text(session: Session) -> str:
     owner = session.owner
-    name = owner.get_full_name() or owner.get_username()
+    full_name = getattr(owner, "get_full_name", None)  # AbstractUser's, not every model's
+    name = (full_name() if callable(full_name) else "") or owner.get_username()
     # The date changes once a day, never per request, so the cached prefix holds all day. The
     # mode may change with any message, so it is step context.
     lines = ["## Environment", f"User: {name}", f"Today: {timezone.localdate().isoformat()}"]

@@ -310,42 +310,10 @@ PERSONAS = {
 }
 GRANTED = ("use_agent", "view_session")  # sessions_app's: the API, and the Session admin
 
-# Issue 19's findings, until the permission check and the prompt stop assuming auth.User.
-M2M_COLUMNS = (
-    "orchestrator_app/api/permissions.py's SQL names the user's many-to-many column user_id "
-    "(Member's is member_id): no such column"
-)
-NO_MIXIN = (
-    "orchestrator_app/api/permissions.py reads user_model.user_permissions, which a user model "
-    "without PermissionsMixin does not have"
-)
-NO_FULL_NAME = (
-    "orchestrator_app/prompt.py calls owner.get_full_name(), which AbstractBaseUser does not "
-    "define: the run fails"
-)
 # (host, persona, step) -> why it fails today. Such a step must fail: once it passes, it is
 # reported as XPASS and fails the run, so the entry goes with the fix. A step not reached (after
-# a failed create) is neither.
-KNOWN_FAILURES: dict[tuple[str, str, str], str] = {
-    **{
-        (host, persona, step): why
-        for host, why in (("member", M2M_COLUMNS), ("plain", NO_MIXIN))
-        for persona, step in (
-            ("direct", "create"),
-            ("group", "create"),
-            ("nogrant", "list -> 403"),
-            ("nogrant", "create -> 403"),
-            ("nogrant", "poll -> 403"),
-            ("nogrant", "message -> 403"),
-            ("superuser", "poll"),  # the poll's read embeds the same SQL
-        )
-    },
-    **{
-        (host, persona, "poll shows the model's reply"): NO_FULL_NAME
-        for host in ("member", "plain")
-        for persona in ("direct", "group", "superuser")
-    },
-}
+# a failed create) is neither. Empty: every host and persona passes.
+KNOWN_FAILURES: dict[tuple[str, str, str], str] = {}
 
 
 class StepFailed(Exception):

@@ -1138,7 +1138,7 @@ def test_tool_input_nested_past_the_json_depth_limit_is_a_tool_error(agent_for, 
     )
 
     assert (result["ok"], result["error"]) == (False, "invalid_input")
-    assert "64" in result["message"]
+    assert "32" in result["message"]
     body = payload_of(agent.client, agent.session)
     assert (body["status"], body["lastErrorCode"]) == ("idle", "")
     assert row(page)["title"] == "Abut us"

@@ -5,7 +5,6 @@ model played by the local Messages API server through the real ``anthropic`` SDK
 """
 
 import json
-import os
 from datetime import timedelta
 from decimal import Decimal
 from unittest import mock
@@ -702,12 +701,6 @@ def test_the_soft_token_budget_pauses_the_run_until_the_user_continues(
     assert body["messages"][-1]["content"] == "Finished."
 
 
-@pytest.mark.xfail(
-    os.environ.get("AHENTIC_TEST_DB") == "mysql",
-    reason="MariaDB has no UPDATE ... RETURNING: sessions_app/runstate.py reads last_seq and "
-    "trace_count back with one SELECT per write (38 statements in the tool step)",
-    strict=True,
-)
 def test_a_tool_step_and_a_final_step_stay_within_their_statement_counts(
     owner_client, session, llm, tool_calls
 ):

@@ -15,7 +15,7 @@ from rest_framework.parsers import JSONParser
 
 from .errors import ApiError
 
-MAX_JSON_DEPTH = 64
+MAX_JSON_DEPTH = 32
 NUL = "\x00"
 
 

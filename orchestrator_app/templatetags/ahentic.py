@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from sessions_app.conf import ahentic_settings
 
+from ..api.permissions import may_use_agent as agent_may_use
 from ..tools.browser_tools import SENSITIVE_AUTOCOMPLETE_PATTERN, SENSITIVE_FIELD_PATTERN
 
 register = template.Library()
@@ -31,9 +32,11 @@ def api_base_url() -> str:
 
 
 def may_use_agent(user) -> bool:
-    # has_perm is False for anonymous and inactive users and True for active superusers,
-    # the same answer the API's HasAgentPermission gives.
-    return bool(user and user.is_authenticated and user.has_perm(ahentic_settings.PERMISSION))
+    """The API's answer (``HasAgentPermission``): any user model, with or without
+    ``PermissionsMixin``."""
+    if not user or not user.is_authenticated or not user.is_active:
+        return False
+    return agent_may_use(user)
 
 
 @register.simple_tag(takes_context=True)
