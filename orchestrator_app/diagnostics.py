@@ -10,9 +10,10 @@ import platform
 from typing import Any
 
 import django
-from django.db import connection
+from django.db import connections
 from django.utils import timezone
 
+from sessions_app import db
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Goal, Session, TraceEvent
 
@@ -58,7 +59,7 @@ def session_diagnostics(session: Session) -> dict[str, Any]:
         "environment": {
             "django": django.get_version(),
             "python": platform.python_version(),
-            "database": connection.vendor,
+            "database": connections[db.write_alias()].vendor,
             "model": ahentic_settings.MODEL,
             "brainModel": ahentic_settings.BRAIN_MODEL,
             "llmConfigured": bool(ahentic_settings.API_KEY or ahentic_settings.BASE_URL),

@@ -18,9 +18,9 @@ import logging
 import threading
 import time
 
-from django.db import connection
+from django.db import connections
 
-from sessions_app import runstate
+from sessions_app import db, runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.runstate import Lease
 
@@ -64,4 +64,4 @@ class LeaseHeartbeat:
                 self.beats += 1
         finally:
             if used_connection:
-                connection.close()  # this thread's own connection
+                connections[db.write_alias()].close()  # this thread's own connection

@@ -8,7 +8,8 @@ session read and its window read. For those, and only those, the SQL Django comp
 - the queryset is built once per shape with ``Param`` placeholders where the values go, and
   Django compiles it (quoting, joins, the backend's operators: nothing here writes SQL);
 - each run passes the values, prepared by the model field as the ORM prepares them
-  (``get_db_prep_save`` for a value written, ``get_db_prep_value`` for a value compared);
+  (``get_db_prep_save`` for a value written, ``get_prep_value`` then ``get_db_prep_value`` for
+  a value compared, as a lookup does);
 - rows read go through the compiler's own converters (``results_iter``), so a UUID, a datetime
   or a JSON document comes back as the same Python value a queryset gives.
 
@@ -38,7 +39,8 @@ class _Slot:
     def prepare(self, value: Any, connection) -> Any:
         if self.save:
             return self.field.get_db_prep_save(value, connection)
-        return self.field.get_db_prep_value(value, connection, prepared=False)
+        # As a lookup prepares its value (``get_prep_lookup``, then ``get_db_prep_lookup``).
+        return self.field.get_db_prep_value(self.field.get_prep_value(value), connection, True)
 
 
 class Param(Expression):
