@@ -201,6 +201,13 @@ def parent_bump(session_id) -> None:
     Session.objects.filter(children__pk=session_id).update(version=F("version") + 1)
 
 
+def session_rows_delete(session_id) -> None:
+    """Delete the session's row with its sub-agents and all that grows with them (cascade).
+    Here because it writes the session table: on MySQL, Django's collector first clears the
+    sub-agents' ``parent`` (an UPDATE) before it deletes them."""
+    Session.objects.filter(pk=session_id).delete()
+
+
 def session_update(*, session_id, **fields: Any) -> bool:
     """Write plain fields (no status change) and bump the version."""
     return _write({"pk": session_id}, session_id, fields)

@@ -321,7 +321,7 @@ def pending_message_recall(*, session_id, pending_id: int) -> bool:
 def session_delete(*, session_id) -> None:
     """Delete a session with its children, events, trace and artifacts (database cascade)."""
     runstate.parent_bump(session_id)
-    Session.objects.filter(pk=session_id).delete()
+    runstate.session_rows_delete(session_id)
 
 
 def event_edit(*, event_id, content: str) -> bool:

@@ -6,6 +6,7 @@ its next request. Writes are compared with posting the real admin forms with the
 """
 
 import json
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -775,7 +776,8 @@ def test_the_card_and_the_write_name_the_object_the_admin_url_names(agent_for, s
     agent = agent_for(shelves.user)
 
     listed = agent.call("admin_list", {"model": SHELVES, "ordering": "code"})
-    assert [(r["id"], r["repr"]) for r in listed["rows"]] == [
+    # (Sorted here: how ":" and "_" order is the database collation's.)
+    assert sorted((r["id"], r["repr"]) for r in listed["rows"]) == [
         ("_3A", "Colon shelf"),  # the admin's URL form of ":"
         ("_5F3A", "Quoted shelf"),
     ]
@@ -1082,7 +1084,14 @@ def test_delete_selected_shows_its_card_then_deletes_an_unprotected_row(agent_fo
         {"sites": "x"},
         {"sites__in": "1,x"},
         {"sites__in": 3},
-        {"sites": 10**30},
+        pytest.param(
+            {"sites": 10**30},
+            marks=pytest.mark.xfail(
+                os.environ.get("AHENTIC_TEST_DB") == "mysql",
+                reason="MySQL compares an out-of-range integer without an error: an empty list",
+                strict=True,
+            ),
+        ),
         {"registration_required__nope": True},
     ],
 )
@@ -1127,6 +1136,12 @@ def nested(depth: int):
     return value
 
 
+@pytest.mark.xfail(
+    os.environ.get("AHENTIC_TEST_DB") == "mysql",
+    reason="MariaDB's JSON_VALID check refuses to store the model's turn when a tool input "
+    "nests deeper than 32 levels: the run fails before the tool refuses the input",
+    strict=True,
+)
 def test_tool_input_nested_past_the_json_depth_limit_is_a_tool_error(agent_for, editor, site):
     page = make_page(site)
     agent = agent_for(editor)

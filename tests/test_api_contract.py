@@ -40,7 +40,7 @@ def holds(user) -> bool:
 def test_the_check_reads_the_user_models_own_many_to_many_columns():
     user_model = get_user_model()
     query = user_model._base_manager.filter(agent_permission_held("pk"), pk=1).query
-    sql = str(query).replace('"', "")
+    sql = str(query).replace('"', "").replace("`", "")  # PostgreSQL, SQLite / MySQL quoting
     user_column = f"{user_model._meta.db_table}.{user_model._meta.pk.column}"
 
     for name in ("user_permissions", "groups"):
