@@ -81,6 +81,10 @@ def update(key, model: type[Model], build: Callable[[], tuple[QuerySet, dict]], 
 
     def compile() -> tuple:
         rows, fields = build()
+        # A filter across a relation makes some backends read the matching keys first, at
+        # compile time (MySQL): that SQL would hold the keys of the first run.
+        if len(rows.query.alias_map) > 1:
+            raise ValueError("compiled.update filters on the model's own columns only")
         query = rows.query.chain(UpdateQuery)  # what QuerySet.update() compiles
         query.add_update_values(fields)
         return query.get_compiler(alias).as_sql()

@@ -8,13 +8,17 @@ Writes go through ``sessions_app.services``, and every UPDATE of the session row
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Cast
 
 from . import compiled, db
 
@@ -213,8 +217,8 @@ class EventRow:
     tool_use_id: str
     run: int
     token_count: int
-    # What the request builder made of the row (``prompt.event_parts``), kept with it for the
-    # rest of the step.
+    # What the request builder made of the row (``prompt.event_parts``), kept with it (see
+    # ``_RowMemo``).
     parts: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -236,6 +240,53 @@ def _as_event_rows(session_id, rows) -> list[EventRow]:
     ]
 
 
+# How much a process keeps of the rows it read (``_RowMemo``), in the rows' stored token
+# estimates (about 4 bytes of text each): 2,000,000 is about 8 MB of text, ten full windows at
+# the default context budget. The least recently read rows go first.
+MEMO_TOKENS = 2_000_000
+
+
+class _RowMemo:
+    """The window rows this process read, by key, each with the exact stored values it was
+    built from (its signature: every column, the payload as the database's text).
+
+    A step reads its whole window every time, so what it reads is always what the database
+    holds. What it saves is the work on a row that did not change since this process last
+    read it: decoding its payload and building and sizing its request blocks
+    (``EventRow.parts``). A row whose stored values differ in any way (an admin edit, a
+    merge, a data migration, a redaction) has another signature and is built afresh, so the
+    memo never serves a stale row and needs no invalidation."""
+
+    def __init__(self):
+        self.rows: OrderedDict[int, tuple[tuple, EventRow]] = OrderedDict()
+        self.tokens = 0
+        self.lock = threading.Lock()
+
+    def row(self, session_id, values: tuple) -> EventRow:
+        pk, seq, kind, content, payload, tool_use_id, run, token_count = values
+        signature = values[1:]
+        with self.lock:
+            kept = self.rows.get(pk)
+            if kept is not None and kept[0] == signature and kept[1].session_id == session_id:
+                self.rows.move_to_end(pk)
+                return kept[1]
+        decoded = json.loads(payload) if payload else {}
+        row = EventRow(pk, session_id, seq, kind, content, decoded, tool_use_id, run, token_count)
+        with self.lock:
+            old = self.rows.pop(pk, None)
+            if old is not None:
+                self.tokens -= old[1].token_count
+            self.rows[pk] = (signature, row)
+            self.tokens += token_count
+            while self.tokens > MEMO_TOKENS and self.rows:
+                _, (_, dropped) = self.rows.popitem(last=False)
+                self.tokens -= dropped.token_count
+        return row
+
+
+_memo = _RowMemo()
+
+
 def event_rows(
     session_id,
     *,
@@ -255,13 +306,17 @@ def event_rows(
             session=compiled.Param("session", compiled.model_field(Event, "session")),
             **{lookup: compiled.Param(lookup, pk) for lookup in used},
         )
-        return events.order_by("seq").values_list(*EVENT_ROW_COLUMNS)
+        # The payload as the database's text: the memo compares it before decoding it.
+        columns = [
+            Cast("payload", models.TextField()) if c == "payload" else c for c in EVENT_ROW_COLUMNS
+        ]
+        return events.order_by("seq").values_list(*columns)
 
     values = {"session": session_id, **{lookup: bounds[lookup] for lookup in used}}
     # Every step reads its window: the SQL Django compiled for it is kept (``compiled``).
-    return _as_event_rows(
-        session_id, compiled.rows(("event_rows", used), Event, build, values, write=True)
-    )
+    found = compiled.rows(("event_rows", used), Event, build, values, write=True)
+    session_id = Session._meta.pk.to_python(session_id)  # a task passes it as text
+    return [_memo.row(session_id, row) for row in found]
 
 
 def open_calls(rows: list[EventRow]) -> list[EventRow]:

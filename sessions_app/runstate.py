@@ -36,7 +36,9 @@ from .models import STATUS_TRANSITIONS, LiveText, PendingMessage, Session
 
 # What a parent's payload shows of each sub-agent (``children``). A write that changes one of
 # these on a child bumps the parent's version (its ETag) too.
-CHILD_SUMMARY_FIELDS = frozenset({"title", "status", "tokens_in", "tokens_out"})
+CHILD_SUMMARY_FIELDS = frozenset({"title", "status"})
+# (A sub-agent's token sums are bookkeeping, even when they ride in a visible write with the
+# turn they paid for: the parent shows them as of its next visible change.)
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,22 @@ def _write_returning(
         return None
     written: tuple[Any, ...] = ()
     if columns:
-        written = db.primary(Session).filter(pk=session_id).values_list(*columns).get()
+        written = _read_back(session_id, columns)
     if visible and CHILD_SUMMARY_FIELDS.intersection(fields):
         parent_bump(session_id)
     return written
+
+
+def _read_back(session_id, columns: tuple[str, ...]) -> tuple[Any, ...]:
+    """``columns`` of the row as just written, from the write database (Django has no
+    ``UPDATE ... RETURNING``); compiled once per shape: seqs and trace numbers are read back
+    several times a step."""
+
+    def build() -> QuerySet:
+        rows = db.primary(Session).filter(pk=compiled.Param("pk", Session._meta.pk))
+        return rows.values_list(*columns)
+
+    return compiled.rows(("read_back", columns), Session, build, {"pk": session_id}, write=True)[0]
 
 
 def _orm_add(name: str, amount: Any) -> Combinable:
@@ -482,10 +496,26 @@ def run_claim(*, session_id, run_seq: int) -> Lease | None:
     now = timezone.now()
     rows = {"pk": session_id, "status": Session.Status.RUNNING, "run_seq": run_seq}
     fields = {"lease_token": token, "lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    free = Q(lease_token="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    if not _write(Session.objects.filter(free, **rows), session_id, fields, visible=False):
+    if compiled.update("run_claim", Session, _claim_statement, {**rows, **fields, "now": now}) != 1:
         return None
     return Lease(session_id=session_id, run_seq=run_seq, token=token)
+
+
+def _claim_statement() -> tuple[QuerySet, dict[str, Any]]:
+    """``run_claim``'s UPDATE (a bookkeeping write), compiled once (``compiled``): every step
+    starts with it."""
+
+    def param(name: str, *, save: bool = False) -> compiled.Param:
+        field = "lease_expires_at" if name == "now" else name
+        return compiled.Param(name, compiled.model_field(Session, field), save=save)
+
+    now = param("now")
+    free = Q(lease_token="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    rows = Session.objects.filter(
+        free, pk=param("pk"), status=param("status"), run_seq=param("run_seq")
+    )
+    names = ("lease_token", "lease_expires_at", "heartbeat_at")
+    return rows, {name: param(name, save=True) for name in names}
 
 
 def lease_refresh(lease: Lease) -> bool:
