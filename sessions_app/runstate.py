@@ -36,9 +36,7 @@ from .models import STATUS_TRANSITIONS, LiveText, PendingMessage, Session
 
 # What a parent's payload shows of each sub-agent (``children``). A write that changes one of
 # these on a child bumps the parent's version (its ETag) too.
-CHILD_SUMMARY_FIELDS = frozenset({"title", "status"})
-# (A sub-agent's token sums are bookkeeping, even when they ride in a visible write with the
-# turn they paid for: the parent shows them as of its next visible change.)
+CHILD_SUMMARY_FIELDS = frozenset({"title", "status", "tokens_in", "tokens_out"})
 
 
 @dataclass(frozen=True)
@@ -122,6 +120,7 @@ def _write_returning(
     columns: tuple[str, ...] = (),
     *,
     visible: bool = True,
+    summary_fields: frozenset[str] = CHILD_SUMMARY_FIELDS,
 ) -> tuple[Any, ...] | None:
     """UPDATE the (at most one) row ``rows`` selects with ``fields``; a ``visible`` write also
     bumps the version and the modification time (and the parent's version, see above).
@@ -129,7 +128,8 @@ def _write_returning(
     holds the row lock when it needs them consistent), or None when no row matched.
 
     ``rows`` is the row's equality conditions (``Lease.guard()``, ``{"pk": ...}``) or a
-    queryset (writers with other conditions)."""
+    queryset (writers with other conditions). ``summary_fields``: the fields whose change a
+    parent shows (its version moves with them)."""
     if visible:
         fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
     if isinstance(rows, dict):
@@ -145,7 +145,7 @@ def _write_returning(
     written: tuple[Any, ...] = ()
     if columns:
         written = _read_back(session_id, columns)
-    if visible and CHILD_SUMMARY_FIELDS.intersection(fields):
+    if visible and summary_fields.intersection(fields):
         parent_bump(session_id)
     return written
 
@@ -345,7 +345,13 @@ def seq_allocate(
     ``answered_fields``: what goes with these events)."""
     rows = lease.guard() if lease is not None else {"pk": session_id}
     written = _write_returning(
-        rows, session_id, {**(fields or {}), "last_seq": Add(count)}, ("last_seq", "run_seq")
+        rows,
+        session_id,
+        {**(fields or {}), "last_seq": Add(count)},
+        ("last_seq", "run_seq"),
+        # What rides along is bookkeeping for a parent (a turn's usage sums, as ``usage_add``
+        # writes them): it sees them with the child's next change of title or status.
+        summary_fields=CHILD_SUMMARY_FIELDS - frozenset(fields or ()),
     )
     if written is None:
         return None
