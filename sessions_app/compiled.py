@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import connections, router, transaction
 from django.db.models import Expression, Field, Model, QuerySet
-from django.db.models.sql import UpdateQuery
+from django.db.models.sql import DeleteQuery, UpdateQuery
 
 
 class _Slot:
@@ -91,6 +91,25 @@ def update(key, model: type[Model], build: Callable[[], tuple[QuerySet, dict]], 
 
     sql, params = _kept(connection, ("update", key), compile)
     params = _params(params, values, connection)  # a value the field refuses raises here
+    with transaction.mark_for_rollback_on_error(alias), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def delete(key, model: type[Model], build: Callable[[], QuerySet], values) -> int:
+    """Run the DELETE of the queryset ``build()`` makes (with ``Param`` placeholders; rows that
+    nothing references and no signal watches, as ``QuerySet.delete`` deletes them with one
+    statement), compiled once per ``key``, with ``values``; returns the rows deleted."""
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+
+    def compile() -> tuple:
+        query = build().query.clone()
+        query.__class__ = DeleteQuery  # what QuerySet.delete() compiles for such rows
+        return query.get_compiler(alias).as_sql()
+
+    sql, params = _kept(connection, ("delete", key), compile)
+    params = _params(params, values, connection)
     with transaction.mark_for_rollback_on_error(alias), connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount

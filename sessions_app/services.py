@@ -15,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import db, runstate
+from . import compiled, db, runstate
 from .conf import ahentic_settings
 from .models import Event, EventRow, Goal, PendingMessage, Session, Snapshot, TraceEvent
 from .tokens import estimate_tokens, tool_use_tokens
@@ -138,14 +138,21 @@ def events_prune(*, session_id, through_seq: int) -> int:
     Snapshots cover the session's events from the first one on, without gaps, up to the
     newest ``to_event_id`` (folds keep the range), so one bound decides.
     """
-    covered = (  # the newest event a snapshot covers
-        Snapshot.objects.filter(session_id=session_id)
-        .order_by("-to_event_id")
-        .values("to_event_id")[:1]
-    )
-    # Nothing references an event row: one DELETE statement.
-    events = Event.objects.filter(session_id=session_id, seq__lte=through_seq, pk__lte=covered)
-    return events.delete()[0]
+
+    def build():
+        session = compiled.Param("session", Event._meta.get_field("session"))
+        covered = (  # the newest event a snapshot covers
+            Snapshot.objects.filter(session=session)
+            .order_by("-to_event_id")
+            .values("to_event_id")[:1]
+        )
+        through = compiled.Param("through", Event._meta.get_field("seq"))
+        return Event.objects.filter(session=session, seq__lte=through, pk__lte=covered)
+
+    # Nothing references an event row: one DELETE, compiled once (every step of a long chat
+    # runs it; ``compiled``).
+    values = {"session": session_id, "through": through_seq}
+    return compiled.delete("events_prune", Event, build, values)
 
 
 def event_append(
