@@ -258,7 +258,7 @@ class _RowMemo:
     memo never serves a stale row and needs no invalidation."""
 
     def __init__(self):
-        self.rows: OrderedDict[int, tuple[tuple, EventRow]] = OrderedDict()
+        self.rows: OrderedDict[int, tuple[tuple, EventRow, dict]] = OrderedDict()
         self.tokens = 0
         self.lock = threading.Lock()
 
@@ -267,7 +267,12 @@ class _RowMemo:
         signature = values[1:]
         with self.lock:
             kept = self.rows.get(pk)
-            if kept is not None and kept[0] == signature and kept[1].session_id == session_id:
+            if (
+                kept is not None
+                and kept[0] == signature
+                and kept[1].session_id == session_id
+                and kept[1].payload is kept[2]  # not merged in memory since (see below)
+            ):
                 self.rows.move_to_end(pk)
                 return kept[1]
         decoded = json.loads(payload) if payload else {}
@@ -276,10 +281,13 @@ class _RowMemo:
             old = self.rows.pop(pk, None)
             if old is not None:
                 self.tokens -= old[1].token_count
-            self.rows[pk] = (signature, row)
+            # The decoded payload is kept beside the row: ``event_payload_merge`` gives a row a
+            # new payload before its UPDATE, and should that UPDATE not commit, the row in
+            # memory is no longer the stored one.
+            self.rows[pk] = (signature, row, decoded)
             self.tokens += token_count
             while self.tokens > MEMO_TOKENS and self.rows:
-                _, (_, dropped) = self.rows.popitem(last=False)
+                _, (_, dropped, _) = self.rows.popitem(last=False)
                 self.tokens -= dropped.token_count
         return row
 
