@@ -616,6 +616,10 @@ def check_ids():
     return {m.id for m in run_checks() if m.id.startswith("ahentic.")}
 
 
+# Since Django 6.0 the model checks ask every database about its features (tests/test_checks.py).
+every_database = pytest.mark.django_db(databases="__all__")
+
+
 @pytest.mark.parametrize(
     ("value", "error"),
     [
@@ -625,11 +629,13 @@ def check_ids():
         (["orchestrator_app.toolgrant"], "ahentic.E007"),
     ],
 )
+@every_database
 def test_the_system_check_rejects_unknown_models(db, settings, value, error):
     settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": value}
     assert error in check_ids()
 
 
+@every_database
 def test_the_system_check_accepts_the_demo_list_and_all(db, settings):
     for value in (["flatpages.flatpage", "auth.group"], "all", None):
         settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": value}

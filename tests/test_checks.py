@@ -5,8 +5,8 @@ from django.core.checks import run_checks
 
 # run_checks() runs what `manage.py check` runs; since Django 6.0 that includes the model
 # checks that ask each database about its features (JSONField support), so it needs the
-# test database.
-pytestmark = pytest.mark.django_db
+# test databases, all of them (tests/settings.py has a second one for the router test).
+pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 def ids():

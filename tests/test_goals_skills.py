@@ -396,8 +396,9 @@ def test_the_soul_can_be_a_markdown_file(owner_client, session, llm, run_tasks, 
     )
 
 
-def test_a_missing_soul_file_fails_the_system_check(tmp_path, db):
-    # db: since Django 6.0 run_checks() asks the database about its features.
+@pytest.mark.django_db(databases="__all__")
+def test_a_missing_soul_file_fails_the_system_check(tmp_path):
+    # Since Django 6.0 run_checks() asks every database about its features.
     existing = tmp_path / "soul.md"
     existing.write_text("You are Bo.")
 
