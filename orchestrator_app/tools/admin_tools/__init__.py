@@ -318,10 +318,23 @@ def _invalid(message: str, errors: dict[str, Any], **data: Any) -> ToolError:
 MULTI_VALUE_LOOKUPS = ("__in", "__range")
 
 
+# The largest value of the widest integer column Django has (BigIntegerField).
+LARGEST_INTEGER = 2**63 - 1
+
+
 def _lookup_value(key: str, value: Any) -> Any:
     """A filter value as the change list reads its query string (``prepare_lookup_value``:
     "a,b" for ``__in``, "false"/"0" for ``__isnull``); JSON numbers and booleans as they are."""
     several = key.endswith(MULTI_VALUE_LOOKUPS)
+    numbers = value if isinstance(value, list) else [value]
+    if any(
+        isinstance(n, int) and not isinstance(n, bool) and abs(n) > LARGEST_INTEGER for n in numbers
+    ):
+        # Refused alike everywhere: SQLite raises on it, PostgreSQL and MySQL match nothing.
+        raise _invalid(
+            f"{key}: a number out of range.",
+            {"filters": [f"{key}: no database integer holds that number."]},
+        )
     if isinstance(value, list):
         if not several or not all(isinstance(v, (str, int, float, bool)) for v in value):
             raise _invalid(
