@@ -17,11 +17,10 @@ from sessions_app import services as session_services
 from sessions_app.models import Event, EventRow, Session, open_tool_call_rows
 
 
-def unanswered_tool_calls(session_id, since_event_id: int | None = None) -> list[EventRow]:
-    """Tool calls without a tool_response, oldest first; with ``since_event_id`` (a step's
-    window start), only the calls from that event on, so the check costs the same at any
-    history length. (A step heals every open call before its window start can move past it.)"""
-    return open_tool_call_rows(session_id, from_id=since_event_id or 0)
+def unanswered_tool_calls(session_id) -> list[EventRow]:
+    """Tool calls without a tool_response, oldest first. (A step finds its open calls in the
+    window it reads anyway: ``models.open_calls``.)"""
+    return open_tool_call_rows(session_id)
 
 
 def result_text(result: Any) -> str:

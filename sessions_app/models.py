@@ -336,10 +336,9 @@ def open_calls(rows: list[EventRow]) -> list[EventRow]:
     ]
 
 
-def open_tool_call_rows(session_id, *, from_id: int = 0) -> list[EventRow]:
-    """A session's tool calls from ``from_id`` on without a tool_response from there on, by
-    seq, as ``EventRow``s (a response always follows its call)."""
-    events = db.primary(Event).filter(session_id=session_id, pk__gte=from_id)
+def open_tool_call_rows(session_id) -> list[EventRow]:
+    """A session's tool calls without a tool_response, by seq, as ``EventRow``s."""
+    events = db.primary(Event).filter(session_id=session_id)
     answered = events.filter(kind=Event.Kind.TOOL_RESPONSE).values("tool_use_id")
     calls = events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered)
     return _as_event_rows(session_id, calls.order_by("seq").values_list(*EVENT_ROW_COLUMNS))

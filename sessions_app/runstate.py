@@ -150,16 +150,17 @@ def _write_returning(
     return written
 
 
-def _read_back(session_id, columns: tuple[str, ...]) -> tuple[Any, ...]:
-    """``columns`` of the row as just written, from the write database (Django has no
-    ``UPDATE ... RETURNING``); compiled once per shape: seqs and trace numbers are read back
-    several times a step."""
+def _read_back(session_id, columns: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """``columns`` of the row, from the write database (a write's read-back: Django has no
+    ``UPDATE ... RETURNING``; the prediction's refresh); None when there is no such row.
+    Compiled once per shape: seqs and trace numbers are read back several times a step."""
 
     def build() -> QuerySet:
         rows = db.primary(Session).filter(pk=compiled.Param("pk", Session._meta.pk))
         return rows.values_list(*columns)
 
-    return compiled.rows(("read_back", columns), Session, build, {"pk": session_id}, write=True)[0]
+    found = compiled.rows(("read_back", columns), Session, build, {"pk": session_id}, write=True)
+    return found[0] if found else None
 
 
 def _orm_add(name: str, amount: Any) -> Combinable:
@@ -318,17 +319,10 @@ def session_load(
 def session_refresh(session: Session, names: Sequence[str]) -> None:
     """Read ``names`` of the session's row again into ``session`` (as ``refresh_from_db``)."""
     names = tuple(names)
-
-    def build() -> QuerySet:
-        rows = db.primary(Session).filter(pk=compiled.Param("pk", Session._meta.pk))
-        return rows.values_list(*names)
-
-    found = compiled.rows(
-        ("session_refresh", names), Session, build, {"pk": session.pk}, write=True
-    )
-    if not found:
+    values = _read_back(session.pk, names)
+    if values is None:
         raise Session.DoesNotExist(f"Session {session.pk} does not exist.")
-    for name, value in zip(names, found[0], strict=True):
+    for name, value in zip(names, values, strict=True):
         setattr(session, Session._meta.get_field(name).attname, value)
 
 
