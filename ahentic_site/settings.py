@@ -105,6 +105,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# Where default_storage keeps attachments (never served by URL: the API's owner-only route
+# reads them).
+MEDIA_ROOT = VAR_DIR / "media"
 LOGIN_URL = "/admin/login/"
 
 # django-q2 with the embedded ORM broker. ``timeout`` covers the worst step: a model call with

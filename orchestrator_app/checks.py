@@ -70,6 +70,7 @@ def check_ahentic_settings(app_configs=None, **kwargs):
                 id="ahentic.E004",
             )
         )
+    errors.extend(_attachment_errors())
     if not ahentic_settings.API_KEY and not ahentic_settings.BASE_URL:
         errors.append(
             Warning(
@@ -186,4 +187,39 @@ def check_admin_tools(app_configs=None, **kwargs):
                     id="ahentic.E007",
                 )
             )
+    return errors
+
+
+def _attachment_errors() -> list:
+    """``ATTACHMENT_STORAGE`` names a configured storage; the limits are positive integers;
+    ``FILES_API`` (not built yet) is off."""
+    from django.conf import settings
+
+    errors = []
+    alias = ahentic_settings.ATTACHMENT_STORAGE
+    if alias and alias not in getattr(settings, "STORAGES", {}):
+        errors.append(
+            Error(
+                f"AHENTIC['ATTACHMENT_STORAGE'] names no storage of STORAGES: {alias!r}",
+                hint="Name an alias of settings.STORAGES, or None for default_storage.",
+                id="ahentic.E005",
+            )
+        )
+    for key in (
+        "ATTACHMENT_MAX_IMAGE_BYTES",
+        "ATTACHMENT_MAX_PDF_BYTES",
+        "ATTACHMENT_MAX_PER_MESSAGE",
+        "ATTACHMENT_MAX_PER_SESSION",
+    ):
+        value = getattr(ahentic_settings, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            errors.append(Error(f"AHENTIC[{key!r}] must be a positive integer.", id="ahentic.E005"))
+    if ahentic_settings.FILES_API:
+        errors.append(
+            Error(
+                "AHENTIC['FILES_API'] is not supported yet: PDFs are sent as base64 blocks.",
+                hint="Leave FILES_API False.",
+                id="ahentic.E005",
+            )
+        )
     return errors

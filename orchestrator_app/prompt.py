@@ -21,6 +21,7 @@ from typing import Any
 from django.utils import timezone
 
 from artifacts_app import store
+from sessions_app import attachments as attachment_store
 from sessions_app import compiled
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
@@ -310,6 +311,27 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+def attachment_pairs(
+    event: Event | EventRow, pairs: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """A user message's attachments as image and document blocks before its text; a tool's
+    images in its tool_result after the text. Each block is the same bytes at every step
+    (``attachments.content_block``), so the turn stays in the prompt cache; each is sized by
+    what was read of its file when it was stored (``media.attachment_tokens``)."""
+    refs = event.payload["attachments"]
+    media = [SizedBlock(attachment_store.content_block(r), int(r["tokens"])) for r in refs]
+    if event.kind == USER_MESSAGE:
+        text = [(role, SizedBlock(block, block_tokens(block))) for role, block in pairs]
+        return [("user", block) for block in media] + text
+    if event.kind == TOOL_RESPONSE and pairs:
+        role, block = pairs[0]
+        text = {"type": "text", "text": block["content"]}
+        result = {**block, "content": [text, *media]}
+        tokens = block_tokens({**block, "content": [text]}) + sum(b.tokens for b in media)
+        return [(role, SizedBlock(result, tokens))]
+    return pairs
+
+
 def stored_estimate(event: Event | EventRow, block: dict[str, Any]) -> int | None:
     """The event's stored estimate (``event_token_count``) when it is ``block``'s, else None:
     a tool call's tool_use block, or a block that carries the event's text unclipped. Measuring
@@ -333,11 +355,15 @@ def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str
     else:
         item = _blocks_for(event, RESULT_CHARS if own else HISTORY_RESULT_CHARS)
         pairs = [item] if item else []
+        if event.payload.get("attachments"):
+            pairs = attachment_pairs(event, pairs)
     parts: list[tuple[str, dict[str, Any]]] = []
     for role, block in pairs:
-        parts.append((role, SizedBlock(block, stored_estimate(event, block))))
-        if role == "user" and event.payload.get("context"):
-            parts.append((role, {"type": "text", "text": event.payload["context"]}))
+        if type(block) is not SizedBlock:
+            block = SizedBlock(block, stored_estimate(event, block))
+        parts.append((role, block))
+    if pairs and pairs[-1][0] == "user" and event.payload.get("context"):
+        parts.append(("user", {"type": "text", "text": event.payload["context"]}))
     if isinstance(event, EventRow):
         event.parts = (own, parts)
     return parts

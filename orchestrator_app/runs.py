@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app import attachments as attachment_store
 from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
@@ -72,7 +73,10 @@ def pending_promote(session_id) -> int:
                     }
                 )
             else:
-                items.append({"kind": Event.Kind.USER_MESSAGE, "content": message.content})
+                item = {"kind": Event.Kind.USER_MESSAGE, "content": message.content}
+                if message.attachments:
+                    item["payload"] = {"attachments": message.attachments}
+                items.append(item)
         session_services.events_append(session_id=session_id, items=items)
         PendingMessage.objects.filter(pk__in=[m.pk for m in pending]).delete()
     return len(pending)
@@ -95,14 +99,20 @@ def message_post(
     page_context: dict | None = None,
     page_context_given: bool = False,
     if_busy: str | None = None,
+    attachments: list[str] | None = None,
 ) -> PendingMessage | None:
     """Post a user message: start a run, resume one, or queue it while the agent is busy.
 
-    Returns the PendingMessage when it was queued, else None (a run started or resumed).
+    ``attachments``: ids of the session's unsent uploads, taken by this message in the
+    transaction that writes it (``attachments.claim``). Returns the PendingMessage when it
+    was queued, else None (a run started or resumed).
     """
     content = content.strip()
-    if not content:
+    attachments = list(attachments or [])
+    if not content and not attachments:
         raise AhenticError("ahentic_empty_message", "The message is empty.")
+    # Refused before anything changes; taken below, with the message.
+    attachment_store.claim(session_id=session.pk, ids=attachments, take=False)
     require_llm()
     limit = int(ahentic_settings.MAX_MESSAGE_CHARS)
     if len(content) > limit:
@@ -133,10 +143,10 @@ def message_post(
         session.refresh_from_db()
 
     if session.status in Session.ACCEPTS_MESSAGE:
-        if session.job_resumable and _is_resume_cue(content):
+        if session.job_resumable and not attachments and _is_resume_cue(content):
             if _resume(session, source="composer_cue", content=content, sticky=sticky):
                 return None
-        elif _start_run(session, content=content, sticky=sticky):
+        elif _start_run(session, content=content, sticky=sticky, attachments=attachments):
             return None
         session.refresh_from_db()  # lost a race: someone else started a run
 
@@ -151,7 +161,11 @@ def message_post(
         )
     if sticky:
         runstate.session_update(session_id=session.pk, **sticky)
-    pending = session_services.pending_message_add(session_id=session.pk, content=content)
+    with db.atomic():
+        refs = attachment_store.claim(session_id=session.pk, ids=attachments)
+        pending = session_services.pending_message_add(
+            session_id=session.pk, content=content, attachments=refs
+        )
     # The run may have ended between our status read and the insert: then nobody would promote
     # this message, so start a run for it (the step loop checks the same after it goes idle).
     wake_for_pending(session.pk)
@@ -195,14 +209,16 @@ def wake_for_pending(session_id) -> bool:
     return True
 
 
-def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> bool:
+def _start_run(
+    session: Session, *, content: str, sticky: dict[str, Any], attachments: list[str]
+) -> bool:
     fields: dict[str, Any] = {
         "plan": None,
         "pending_tool": None,
         "browser_paused_at": None,
         **sticky,
     }
-    if session.title_source == Session.TitleSource.DEFAULT:
+    if session.title_source == Session.TitleSource.DEFAULT and content:
         fields["title"] = _provisional_title(content)
         fields["title_source"] = Session.TitleSource.AUTO
     with db.atomic():
@@ -213,9 +229,13 @@ def _start_run(session: Session, *, content: str, sticky: dict[str, Any]) -> boo
             return False
         # Messages queued before a cancel or failure come first, in the order they were sent.
         pending_promote(session.pk)
+        refs = attachment_store.claim(session_id=session.pk, ids=attachments)
         # Goals are the model's (set_goal): a message starts no goal by itself.
         session_services.event_append(
-            session_id=session.pk, kind=Event.Kind.USER_MESSAGE, content=content
+            session_id=session.pk,
+            kind=Event.Kind.USER_MESSAGE,
+            content=content,
+            payload={"attachments": refs} if refs else None,
         )
         session_services.trace_record(
             session_id=session.pk,

@@ -6,3 +6,7 @@ class SessionsAppConfig(AppConfig):
     label = "sessions_app"
     verbose_name = "Agent sessions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        # Connects the deletion of an attachment's file to the deletion of its row.
+        from . import attachments  # noqa: F401

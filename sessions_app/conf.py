@@ -59,6 +59,15 @@ DEFAULTS: dict[str, Any] = {
     "ADMIN_SIDEBAR": False,
     # None (off), "all", or ["app_label.model", ...]: ModelAdmins the agent may use.
     "ADMIN_TOOLS": None,
+    # Attachments (README "Attachments"): a STORAGES alias (None: default_storage), the largest
+    # image (its base64 must stay under the API's 5 MB) and PDF, how many a message and a
+    # session may hold, and the Files API for PDFs (not built yet: must stay False).
+    "ATTACHMENT_STORAGE": None,
+    "ATTACHMENT_MAX_IMAGE_BYTES": 3_750_000,
+    "ATTACHMENT_MAX_PDF_BYTES": 10 * 1024 * 1024,
+    "ATTACHMENT_MAX_PER_MESSAGE": 5,
+    "ATTACHMENT_MAX_PER_SESSION": 50,
+    "FILES_API": False,
 }
 
 

@@ -396,6 +396,8 @@ class PendingMessage(models.Model):
         max_length=16, choices=SourceType.choices, default=SourceType.USER
     )
     source_name = models.CharField(max_length=128, blank=True, default="")
+    # What the user attached to the message (``sessions_app.attachments.refs``), sent with it.
+    attachments = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -403,6 +405,43 @@ class PendingMessage(models.Model):
 
     def __str__(self) -> str:
         return f"pending {self.source_type}: {self.content[:40]}"
+
+
+class Attachment(models.Model):
+    """A file the user attached to a message (an image or a PDF), or an image a tool returned.
+
+    The bytes live in Django's storage API (``sessions_app.attachments.storage``); the row
+    holds what was read of them when they were stored (the type from their magic bytes, an
+    image's size, a PDF's pages), so a request is built and sized without reading the file.
+    The owner is the session's: the routes reach an attachment only through the user's own
+    session. The stored file is deleted when the row is (with its session or its user)."""
+
+    class Source(models.TextChoices):
+        UPLOAD = "upload"
+        TOOL = "tool"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="attachments")
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.UPLOAD)
+    name = models.CharField(max_length=255)
+    content_type = models.CharField(max_length=32)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    storage_name = models.CharField(max_length=512)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    pages = models.PositiveIntegerField(default=0)
+    # What it adds to a model request (``media.attachment_tokens``).
+    token_count = models.PositiveIntegerField(default=1)
+    # A message took it (posted or queued): it cannot be attached to another one.
+    sent = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.content_type}, {self.size} bytes)"
 
 
 class TraceEvent(models.Model):

@@ -128,7 +128,11 @@ def event_token_count(item: dict[str, Any]) -> int:
     if item["kind"] == Event.Kind.TOOL_CALL:
         payload = item.get("payload") or {}
         return tool_use_tokens(payload.get("tool"), payload.get("input") or {})
-    return estimate_tokens(item.get("content", "") or "")
+    # Attached images and PDFs (``attachments.ref``) count as the model counts them.
+    attached = sum(
+        int(a.get("tokens") or 1) for a in (item.get("payload") or {}).get("attachments", ())
+    )
+    return estimate_tokens(item.get("content", "") or "") + attached
 
 
 def events_prune(*, session_id, through_seq: int) -> int:
@@ -303,7 +307,12 @@ class TraceBuffer:
 
 
 def pending_message_add(
-    *, session_id, content: str, source_type: str = PendingMessage.SourceType.USER, source_name=""
+    *,
+    session_id,
+    content: str,
+    source_type: str = PendingMessage.SourceType.USER,
+    source_name="",
+    attachments: list[dict[str, Any]] | None = None,
 ) -> PendingMessage:
     with db.atomic():
         pending = PendingMessage.objects.create(
@@ -311,6 +320,7 @@ def pending_message_add(
             content=content,
             source_type=source_type,
             source_name=source_name,
+            attachments=attachments or [],
         )
         runstate.session_update(session_id=session_id)
     return pending

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .media import media_tokens
+
 
 def estimate_tokens(text: str) -> int:
     """Token estimate used everywhere: ceil(utf-8 bytes / 4), at least 1."""
@@ -38,11 +40,19 @@ def block_tokens(block: dict[str, Any]) -> int:
     if kind == "tool_use":
         return tool_use_tokens(block.get("name"), block.get("input"))
     if kind == "tool_result":
-        content = block.get("content") or ""
-        return estimate_tokens(
-            content if isinstance(content, str) else compact_json([_plain(b) for b in content])
-        )
-    return estimate_tokens(compact_json(_plain(block)))
+        return tool_result_tokens(block.get("content") or "")
+    media = media_tokens(block)
+    return media if media is not None else estimate_tokens(compact_json(_plain(block)))
+
+
+def tool_result_tokens(content: Any) -> int:
+    """A tool_result's content: its text, or its list of blocks as compact JSON, except that
+    an image in it counts as an image (``media.media_tokens``), not as its base64 text."""
+    if isinstance(content, str):
+        return estimate_tokens(content)
+    media = [media_tokens(b) if isinstance(b, dict) else None for b in content]
+    rest = [_plain(b) for b, tokens in zip(content, media, strict=True) if tokens is None]
+    return estimate_tokens(compact_json(rest)) + sum(t for t in media if t is not None)
 
 
 def definition_tokens(definition: dict[str, Any]) -> int:

@@ -65,6 +65,7 @@ if os.environ.get("AHENTIC_TEST_REDIS_URL"):
     # had taken is gone, and ahentic_recover brings the run back.
     Q_CLUSTER = {k: v for k, v in Q_CLUSTER.items() if k != "orm"}
     Q_CLUSTER["redis"] = os.environ["AHENTIC_TEST_REDIS_URL"]
+MEDIA_ROOT = os.path.join(_TEST_DIR, "media")  # attachments (default_storage)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 AHENTIC = {
     "API_KEY": "test-key",

@@ -41,9 +41,11 @@ _DRF_CODES = {
 
 
 def exception_handler(exc, context):
+    from sessions_app.attachments import AttachmentError
+
     from ..errors import AhenticError
 
-    if isinstance(exc, AhenticError):
+    if isinstance(exc, AhenticError | AttachmentError):
         return Response({"code": exc.code, "detail": exc.detail}, status=exc.status)
     # Django's own exceptions carry no .detail; give them DRF's shape first.
     if isinstance(exc, Http404):

@@ -203,6 +203,39 @@ artifact_detail = describe(
     {200: s.ArtifactSerializer},
     parameters=[SESSION_ID, OpenApiParameter("key", str, OpenApiParameter.PATH)],
 )
+ATTACHMENT_ID = OpenApiParameter(
+    "attachment_id", str, OpenApiParameter.PATH, description="The attachment's UUID."
+)
+attachment_upload = describe(
+    "attachment_upload",
+    "Upload files to attach to a message (multipart, field file, one or several)",
+    {201: s.AttachmentListSerializer},
+    WRITE_ERRORS,
+    request={"multipart/form-data": s.AttachmentUploadSerializer},
+    parameters=[SESSION_ID],
+    description=(
+        "PNG, JPEG, GIF, WebP or PDF, typed from the bytes: anything else is a 400 "
+        "ahentic_attachment_type; over the size limit a 413 ahentic_attachment_too_large; "
+        "over the count limits a 400 ahentic_attachment_limit."
+    ),
+)
+attachment_content = describe(
+    "attachment_content",
+    "The bytes of an attachment (its owner only)",
+    {
+        (200, "application/octet-stream"): OpenApiResponse(
+            bytes, description="The file, with its detected Content-Type."
+        )
+    },
+    parameters=[SESSION_ID, ATTACHMENT_ID],
+)
+attachment_delete = describe(
+    "attachment_delete",
+    "Delete an unsent upload (409 once sent with a message)",
+    {204: OpenApiResponse(description="Deleted.")},
+    (*READ_ERRORS, 409),
+    parameters=[SESSION_ID, ATTACHMENT_ID],
+)
 tools_list = describe("tools_list", "The tools the user may use", {200: s.ToolSerializer})
 skills_list = describe("skills_list", "Skills", {200: s.CatalogItemSerializer})
 workflows_list = describe("workflows_list", "Workflows", {200: s.CatalogItemSerializer})

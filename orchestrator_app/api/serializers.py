@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import ISO_8601, serializers
 
@@ -94,6 +95,10 @@ class MessageCreateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
     pageContext = JSONObjectField(required=False, allow_null=True)
     ifBusy = serializers.ChoiceField(choices=["enqueue", "reject"], required=False)
+    # Ids of this session's unsent uploads (POST attachments), sent with the message.
+    attachments = serializers.ListField(
+        child=StrictCharField(max_length=64), required=False, max_length=100
+    )
 
 
 class ApprovalSerializer(serializers.Serializer):
@@ -197,6 +202,15 @@ class MessageSerializer(serializers.Serializer):
         return event.content
 
     def get_meta(self, event: Event) -> dict[str, Any]:
+        meta = self.kind_meta(event)
+        attached = (event.payload or {}).get("attachments")
+        if attached:
+            meta["attachments"] = AttachmentSerializer(
+                attached, many=True, context={"session_id": event.session_id}
+            ).data
+        return meta
+
+    def kind_meta(self, event: Event) -> dict[str, Any]:
         payload = event.payload or {}
         if event.kind == Event.Kind.TOOL_CALL:
             return {
@@ -302,6 +316,50 @@ class ArtifactSerializer(ArtifactPointerSerializer):
 
     class Meta:
         ref_name = "Artifact"
+
+
+def attachment_url(session_id, attachment_id) -> str:
+    """Where the owner reads an attachment's bytes (``GET sessions/{id}/attachments/{id}``)."""
+    return reverse(
+        "ahentic:session-attachment",
+        kwargs={"session_id": str(session_id), "attachment_id": str(attachment_id)},
+    )
+
+
+class AttachmentSerializer(serializers.Serializer):
+    """An attachment as the upload route and the transcript show it (from an attachment ref,
+    ``sessions_app.attachments.ref``, and its session's id in ``context["session_id"]``)."""
+
+    id = serializers.CharField()
+    name = serializers.CharField()
+    contentType = serializers.CharField()
+    size = serializers.IntegerField()
+    width = serializers.IntegerField(allow_null=True)
+    height = serializers.IntegerField(allow_null=True)
+    pages = serializers.IntegerField()
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "Attachment"
+
+    def get_url(self, item) -> str:
+        return attachment_url(self.context["session_id"], item["id"])
+
+
+class AttachmentListSerializer(serializers.Serializer):
+    attachments = AttachmentSerializer(many=True)
+
+    class Meta:
+        ref_name = "AttachmentList"
+
+
+class AttachmentUploadSerializer(serializers.Serializer):
+    """The upload route's multipart body (documented; the view reads ``request.FILES``)."""
+
+    file = serializers.ListField(child=serializers.FileField())
+
+    class Meta:
+        ref_name = "AttachmentUpload"
 
 
 class ArtifactListSerializer(serializers.Serializer):

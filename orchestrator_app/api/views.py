@@ -17,21 +17,24 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
 from django.db.models.functions import TruncDate
-from django.http import Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response
+from django.utils.http import content_disposition_header
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from artifacts_app import store
+from sessions_app import attachments as attachment_store
 from sessions_app import compiled, runstate
 from sessions_app import services as session_services
-from sessions_app.models import LiveText, Session
+from sessions_app.models import Attachment, LiveText, Session
 
 from .. import decisions, runs, skills
 from ..diagnostics import iso, session_diagnostics
@@ -164,12 +167,16 @@ class AhenticViewSet(viewsets.GenericViewSet):
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        if length > MAX_BODY_BYTES:
+        limit = self.body_limit()
+        if length > limit:
             raise ApiError(
                 "ahentic_body_too_large",
-                f"Request body is {length} bytes; the limit is {MAX_BODY_BYTES}.",
+                f"Request body is {length} bytes; the limit is {limit}.",
                 status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
+
+    def body_limit(self) -> int:
+        return MAX_BODY_BYTES
 
     def validated(self, serializer_class, data, *, strict: bool = False):
         """Validate a body or query. ``strict``: an unknown or read-only key is a 400 naming it."""
@@ -212,6 +219,11 @@ class SessionViewSet(AhenticViewSet):
 
     def get_queryset(self):
         return Session.objects.for_user(self.request.user)
+
+    def body_limit(self) -> int:
+        if self.action == "attachment_upload":
+            return attachment_store.upload_limit()
+        return super().body_limit()
 
     def get_permissions(self):
         if self.action == "retrieve":
@@ -404,6 +416,7 @@ class SessionViewSet(AhenticViewSet):
             page_context=data.get("pageContext"),
             page_context_given="pageContext" in data,
             if_busy=data.get("ifBusy"),
+            attachments=data.get("attachments") or [],
         )
         if pending is None:
             return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
@@ -424,6 +437,86 @@ class SessionViewSet(AhenticViewSet):
             raise ApiError(
                 "ahentic_pending_not_found", "No such pending message (it may have been sent).", 404
             )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    # --- attachments ------------------------------------------------------------------------
+
+    @docs.described(docs.attachment_upload)
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="attachments",
+        url_name="attachments",
+        parser_classes=[MultiPartParser],
+    )
+    def attachment_upload(self, request, session_id=None):
+        session = self.get_object("id", "owner_id")
+        files = request.FILES.getlist("file")
+        largest = attachment_store.largest_file()
+        for upload in files:
+            if upload.size > largest:  # refused before it is read
+                raise ApiError(
+                    "ahentic_attachment_too_large",
+                    f"{upload.name[:80]!r} is {upload.size} bytes; the limit is {largest}.",
+                    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+                )
+        stored = attachment_store.store_uploads(
+            session_id=session.pk, files=[(upload.name or "", upload.read()) for upload in files]
+        )
+        refs = [attachment_store.ref(row) for row in stored]
+        body = s.AttachmentListSerializer(
+            {"attachments": refs}, context={"session_id": session.pk}
+        ).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    def addressed_attachment(self, session: Session, attachment_id: str) -> Attachment:
+        try:
+            key = uuid.UUID(attachment_id)
+        except ValueError:
+            key = None
+        attachment = (
+            Attachment.objects.filter(session_id=session.pk, pk=key).first() if key else None
+        )
+        if attachment is None:
+            raise ApiError("ahentic_attachment_not_found", "No such attachment in this chat.", 404)
+        return attachment
+
+    @docs.described(docs.attachment_content)
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"attachments/(?P<attachment_id>[^/]+)",
+        url_name="attachment",
+    )
+    def attachment(self, request, session_id=None, attachment_id=""):
+        session = self.get_object("id", "owner_id")
+        attachment = self.addressed_attachment(session, attachment_id)
+        try:
+            handle = attachment_store.storage().open(attachment.storage_name, "rb")
+        except OSError:
+            raise ApiError(
+                "ahentic_attachment_not_found", "The attachment's file is gone.", 404
+            ) from None
+        response = FileResponse(handle, content_type=attachment.content_type)
+        response["Content-Length"] = str(attachment.size)
+        response["Content-Disposition"] = content_disposition_header(False, attachment.name)
+        response["X-Content-Type-Options"] = "nosniff"
+        # The bytes of an attachment never change; only its owner may read them.
+        response["Cache-Control"] = "private, max-age=86400"
+        return response
+
+    @docs.described(docs.attachment_delete)
+    @attachment.mapping.delete
+    def attachment_delete(self, request, session_id=None, attachment_id=""):
+        session = self.get_object("id", "owner_id")
+        attachment = self.addressed_attachment(session, attachment_id)
+        if attachment.sent:
+            raise ApiError(
+                "ahentic_attachment_sent",
+                "This attachment was sent with a message; delete the chat to delete it.",
+                409,
+            )
+        Attachment.objects.filter(pk=attachment.pk, sent=False).delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     # --- run control ------------------------------------------------------------------------

@@ -45,6 +45,9 @@ A request is cut into *pieces*, in the API's prefix order:
    text; tool_use -> the same JSON dump of ``{"name", "input"}``; tool_result -> its
    content if a string, else the JSON dump of its content list (blocks without
    cache_control); any other block -> the JSON dump of the block without cache_control.
+   Images and PDFs count as the real API counts them (``sessions_app.media.media_tokens``):
+   an image width x height / 750 after the API's downscaling, a PDF ``PDF_PAGE_TOKENS`` per
+   page; an image inside a tool_result's content list counts the same way.
 
 A piece costs ``max(1, ceil(len(text.encode("utf-8")) / 4))`` tokens. Every message
 adds 4 tokens of role overhead, charged to its first piece (a message with an empty
@@ -91,7 +94,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self, TypedDict, Unpack, cast
 
-from sessions_app.tokens import estimate_tokens
+from sessions_app import media
+from sessions_app.tokens import estimate_tokens, tool_result_tokens
 
 JSON = dict[str, Any]
 
@@ -312,6 +316,13 @@ def _validate_messages(messages: Any) -> str | None:
                         "corresponding `tool_use` block in the previous message."
                     )
                 result_ids.append(block["tool_use_id"])
+                problem = _validate_result_content(block.get("content"), where)
+                if problem:
+                    return problem
+            elif kind in ("image", "document"):
+                problem = _validate_media(block, where, role)
+                if problem:
+                    return problem
             if kind != "tool_result" and first_other is None:
                 first_other = kind
         if role == "user":
@@ -321,6 +332,66 @@ def _validate_messages(messages: Any) -> str | None:
         pending = tool_ids
     if pending:  # a final assistant message with tool_use has no answer at all
         return _missing_results(len(messages) - 1, pending)
+    return None
+
+
+def _validate_media(block: JSON, where: str, role: str) -> str | None:
+    """An image or document block, refused as the real API refuses it: in an assistant
+    message, a media type it does not take, data that is not base64, bytes that are not the
+    declared type, an image over 5 MB of base64."""
+    kind = block["type"]
+    if role != "user":
+        return f"{where}: `{kind}` blocks can only be in `user` messages"
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return f"{where}.source: Field required"
+    source_type = source.get("type")
+    if source_type == "url":
+        return None if isinstance(source.get("url"), str) else f"{where}.source.url: Field required"
+    if source_type == "file" and kind == "document":
+        if not isinstance(source.get("file_id"), str):
+            return f"{where}.source.file_id: Field required"
+        return None
+    if source_type != "base64":
+        return f"{where}.{kind}.source.type: Input should be 'base64', 'url' or 'file'"
+    path = f"{where}.{kind}.source.base64"
+    declared = source.get("media_type")
+    allowed = media.IMAGE_TYPES if kind == "image" else (media.PDF,)
+    if declared not in allowed:
+        return f"{path}.media_type: Input should be " + " or ".join(f"'{t}'" for t in allowed)
+    data = media.decoded(source)
+    if data is None or not data:
+        return f"{path}.data: The {kind} data is not valid base64."
+    if kind == "image" and len(source["data"]) > media.API_IMAGE_BASE64_BYTES:
+        return (
+            f"{path}: image exceeds 5 MB maximum: {len(source['data'])} bytes > "
+            f"{media.API_IMAGE_BASE64_BYTES} bytes"
+        )
+    actual = media.sniff(data)
+    if kind == "document" and actual != media.PDF:
+        return f"{path}: The PDF specified was not valid."
+    if kind == "image" and actual != declared:
+        shown = actual if actual in media.IMAGE_TYPES else "unsupported"
+        return f"{path}: Image does not match the provided media type {declared} ({shown})."
+    return None
+
+
+def _validate_result_content(content: Any, where: str) -> str | None:
+    """A tool_result's content list: text and image blocks (documents too)."""
+    if not isinstance(content, list):
+        return None
+    for k, inner in enumerate(content):
+        inner_where = f"{where}.content.{k}"
+        kind = inner.get("type") if isinstance(inner, dict) else None
+        if kind == "text":
+            if not isinstance(inner.get("text"), str) or not inner["text"]:
+                return f"{inner_where}: text content blocks must be non-empty"
+        elif kind in ("image", "document"):
+            problem = _validate_media(inner, inner_where, "user")
+            if problem:
+                return problem
+        else:
+            return f"{inner_where}.type: Input should be 'text', 'image' or 'document'"
     return None
 
 
@@ -403,6 +474,16 @@ def _block_text(block: JSON) -> str:
     return _dumps(_without_cc(block))
 
 
+def _block_tokens(block: JSON) -> int:
+    """A content block's tokens: its text (``_block_text``), except that images and documents
+    count as the real API counts them (``media.media_tokens``: width x height / 750 for an
+    image, pages for a PDF), never as their base64 text."""
+    if block.get("type") == "tool_result":
+        return tool_result_tokens(block.get("content") or "")
+    tokens = media.media_tokens(block)
+    return estimate_tokens(_block_text(block)) if tokens is None else tokens
+
+
 def _pieces(body: JSON) -> list[_Piece]:
     pieces: list[_Piece] = []
     for tool in body.get("tools") or []:
@@ -424,7 +505,7 @@ def _pieces(body: JSON) -> list[_Piece]:
                 _Piece(_dumps(["message", i, msg["role"], None]), ROLE_OVERHEAD_TOKENS, False)
             )
         for j, block in enumerate(blocks):
-            tokens = estimate_tokens(_block_text(block)) + (ROLE_OVERHEAD_TOKENS if j == 0 else 0)
+            tokens = _block_tokens(block) + (ROLE_OVERHEAD_TOKENS if j == 0 else 0)
             key = _dumps(["message", i, msg["role"], _without_cc(block)])
             pieces.append(_Piece(key, tokens, bool(block.get("cache_control"))))
     if body.get("cache_control") and pieces:  # top-level automatic caching: mark the last piece

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.utils.text import slugify
 
+from sessions_app import media
+
 from ..prompt import CONTEXT_HEADER
 from .localapi import LocalResponse, text_reply, tool_call, tool_reply
 
@@ -37,6 +39,44 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
         if texts:
             return texts[-1]
     return ""
+
+
+def _last_user_images(messages: list[dict[str, Any]]) -> list[tuple[str, tuple[int, int] | None]]:
+    """The images of the newest user message (also inside its tool results): each one's
+    media type and its size read from the header bytes of the request's base64 data."""
+    for message in reversed(messages):
+        if message["role"] != "user":
+            continue
+        content = message["content"] if isinstance(message["content"], list) else []
+        blocks = [*content]
+        for block in content:
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                blocks.extend(block["content"])
+        found = []
+        for block in blocks:
+            source = block.get("source") or {} if isinstance(block, dict) else {}
+            if block.get("type") == "image" and source.get("type") == "base64":
+                data = media.decoded(source) or b""
+                found.append((str(source.get("media_type")), media.image_size(data)))
+        return found
+    return []
+
+
+def image_reply(messages: list[dict[str, Any]]) -> LocalResponse | None:
+    """An attached image: what the offline model can see of it, its type and size."""
+    images = _last_user_images(messages)
+    if not images:
+        return None
+    seen = [
+        f"a {kind.removeprefix('image/').upper()} image of {size[0]}x{size[1]} pixels"
+        if size
+        else f"a {kind} image"
+        for kind, size in images
+    ]
+    return text_reply(
+        f"(Offline demo model) I see {', '.join(seen)}. Set ANTHROPIC_API_KEY and restart "
+        "`make demo` for a model that reads what is in it."
+    )
 
 
 def brain_reply(body: dict[str, Any]) -> LocalResponse:
@@ -188,6 +228,9 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
         )
     if results and results[-1].get("is_error"):
         return text_reply("(Offline demo model) That did not work; see the tool result above.")
+    seen = image_reply(messages)
+    if seen is not None:
+        return seen
     title = _page_title(results[-1]) if results else ""
     if title:
         return text_reply(f"(Offline demo model) Your page is titled “{title}”.")

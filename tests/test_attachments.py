@@ -1,0 +1,329 @@
+"""Attachments through the HTTP API: upload (typed from the bytes, limited in size and count),
+the owner-only content route, a message that sends them, the image and document blocks the
+model receives (the same bytes at every step, so the prompt cache holds), and their files
+deleted with the session.
+
+The model is the strict local Messages API server, reached through the real SDK.
+"""
+
+import base64
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from orchestrator_app.testing.localapi import count_request_tokens, text_reply
+from sessions_app import attachments as attachment_store
+from sessions_app import media
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Attachment, Session
+
+from .attachment_files import ELF, SVG, WINDOWS_EXE, gif, pdf, png, webp_header
+from .conftest import model_requests, payload_of, post, session_url, transcript_of
+from .factories import SessionFactory
+from .test_context_window import read_share, starts_with
+
+pytestmark = pytest.mark.usefixtures("llm_strict")
+
+
+def upload(client, session, *files: tuple[str, bytes, str]):
+    """POST the files (name, bytes, declared content type) to the session's upload route."""
+    uploads = [SimpleUploadedFile(name, data, content_type=kind) for name, data, kind in files]
+    return client.post(session_url(session, "attachments"), {"file": uploads}, format="multipart")
+
+
+def uploaded(client, session, *files) -> list[dict]:
+    response = upload(client, session, *files)
+    assert response.status_code == 201, response.content
+    return response.json()["attachments"]
+
+
+def main_requests(llm) -> list[dict]:
+    return [entry["json"] for entry in model_requests(llm, ahentic_settings.MODEL)]
+
+
+def send(client, session, run_tasks, content: str, ids: list[str]):
+    return run_tasks(post, client, session, "messages", {"content": content, "attachments": ids})
+
+
+def test_an_uploaded_image_is_typed_sized_and_served_to_its_owner(owner_client, session):
+    data = png(40, 30)
+    [item] = uploaded(owner_client, session, ("shot.png", data, "image/png"))
+
+    assert item["name"] == "shot.png"
+    assert item["contentType"] == "image/png"
+    assert (item["size"], item["width"], item["height"]) == (len(data), 40, 30)
+    response = owner_client.get(item["url"])
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == data
+    assert response["Content-Type"] == "image/png"
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Content-Disposition"].startswith("inline")
+
+
+def test_several_files_in_one_upload_each_typed_from_its_bytes(owner_client, session):
+    items = uploaded(
+        owner_client,
+        session,
+        # The declared types and names are wrong on purpose: the bytes decide.
+        ("a.jpg", png(2, 2), "image/jpeg"),
+        ("b.gif", gif(5, 7), "application/octet-stream"),
+        ("c.webp", webp_header(300, 200), "image/webp"),
+        ("d.pdf", pdf(3), "application/pdf"),
+    )
+
+    assert [i["contentType"] for i in items] == ["image/png", "image/gif", "image/webp", PDF]
+    assert [(i["width"], i["height"]) for i in items[:3]] == [(2, 2), (5, 7), (300, 200)]
+    assert items[3]["pages"] == 3
+
+
+PDF = "application/pdf"
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [("x.png", ELF), ("setup.png", WINDOWS_EXE), ("logo.svg", SVG), ("notes.txt", b"hello")],
+)
+def test_a_file_that_is_not_an_image_or_pdf_is_refused(owner_client, session, name, data):
+    response = upload(owner_client, session, (name, data, "image/png"))
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "ahentic_attachment_type"
+    assert "PNG, JPEG, GIF, WebP" in body["detail"]
+    assert not Attachment.objects.exists()
+
+
+def test_a_file_over_the_size_limit_is_a_413_and_nothing_is_stored(owner_client, session, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "ATTACHMENT_MAX_IMAGE_BYTES": 1000}
+
+    response = upload(
+        owner_client, session, ("big.png", png(200, 200, (1, 2, 3)) + b"\0" * 2000, "image/png")
+    )
+
+    assert response.status_code == 413
+    assert response.json()["code"] == "ahentic_attachment_too_large"
+    assert not Attachment.objects.exists()
+
+
+def test_more_files_than_a_message_takes_is_a_400(owner_client, session, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "ATTACHMENT_MAX_PER_MESSAGE": 2}
+
+    response = upload(owner_client, session, *[(f"{n}.png", png(), "image/png") for n in range(3)])
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "ahentic_attachment_limit"
+    assert not Attachment.objects.exists()
+
+
+def test_a_session_holds_at_most_its_limit(owner_client, session, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "ATTACHMENT_MAX_PER_SESSION": 3}
+    uploaded(owner_client, session, ("1.png", png(), "image/png"), ("2.png", png(), "image/png"))
+
+    response = upload(owner_client, session, *[(f"{n}.png", png(), "image/png") for n in range(2)])
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "ahentic_attachment_limit"
+    assert Attachment.objects.count() == 2
+
+
+def test_an_upload_without_a_file_is_a_400(owner_client, session):
+    response = owner_client.post(session_url(session, "attachments"), {}, format="multipart")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "ahentic_attachment_missing"
+
+
+def test_another_users_attachment_is_a_404_and_cannot_be_sent(
+    owner_client, other_client, other, session, run_tasks
+):
+    [item] = uploaded(owner_client, session, ("mine.png", png(), "image/png"))
+    theirs = SessionFactory(owner=other)
+
+    # Through the owner's session: not theirs.
+    response = other_client.get(item["url"])
+    assert response.status_code == 404
+    assert response.json()["code"] == "ahentic_session_not_found"
+    # Through a session of their own: no such attachment there.
+    response = other_client.get(session_url(theirs, f"attachments/{item['id']}"))
+    assert response.status_code == 404
+    assert response.json()["code"] == "ahentic_attachment_not_found"
+    response = other_client.delete(session_url(theirs, f"attachments/{item['id']}"))
+    assert response.status_code == 404
+    # Nor can they send it with a message of theirs.
+    response = send(other_client, theirs, run_tasks, "look", [item["id"]])
+    assert response.status_code == 400
+    assert response.json()["code"] == "ahentic_attachment_invalid"
+    assert not theirs.events.exists()
+    # The owner's upload is untouched.
+    assert Attachment.objects.get(pk=item["id"]).sent is False
+
+
+def test_an_attachment_id_that_is_not_one_is_a_404(owner_client, session):
+    for bad in ("nope", "00000000-0000-0000-0000-000000000000"):
+        response = owner_client.get(session_url(session, f"attachments/{bad}"))
+        assert response.status_code == 404
+        assert response.json()["code"] == "ahentic_attachment_not_found"
+
+
+def test_the_model_receives_the_image_before_the_text_and_the_same_bytes_every_turn(
+    owner_client, session, llm, run_tasks
+):
+    data = png(64, 48)
+    [item] = uploaded(owner_client, session, ("chart.png", data, "image/png"))
+    llm.enqueue(text_reply("A red chart."), text_reply("Yes."), text_reply("Sure."))
+
+    response = send(owner_client, session, run_tasks, "What is in this chart?", [item["id"]])
+    assert response.status_code == 202, response.content
+    for follow_up in ("Is it red?", "Thanks, and the axis?"):
+        response = run_tasks(post, owner_client, session, "messages", {"content": follow_up})
+        assert response.status_code == 202, response.content
+
+    first, *later = main_requests(llm)
+    image, text = first["messages"][0]["content"][:2]
+    assert image == {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": "image/png",
+            "data": base64.b64encode(data).decode(),
+        },
+    }
+    assert text["text"] == "What is in this chart?"
+    # Every later request starts with the earlier one, the image byte for byte.
+    requests = [first, *later]
+    for previous, current in zip(requests, later, strict=False):
+        assert starts_with(current["messages"], previous["messages"])
+    usages = [e["response"]["usage"] for e in model_requests(llm, ahentic_settings.MODEL)]
+    for n in range(1, 3):
+        assert usages[n]["cache_read_input_tokens"] == count_request_tokens(requests[n - 1])
+    assert read_share(usages[1:]) >= 0.90
+    # The transcript shows the attachment with its owner-only URL.
+    [message] = [m for m in transcript_of(owner_client, session) if m["kind"] == "user_message"][:1]
+    [shown] = message["meta"]["attachments"]
+    assert shown["id"] == item["id"] and shown["url"] == item["url"]
+    assert shown["width"] == 64
+
+
+def test_a_pdf_is_sent_as_a_document_block(owner_client, session, llm, run_tasks):
+    data = pdf(2)
+    [item] = uploaded(owner_client, session, ("report.pdf", data, PDF))
+
+    response = send(owner_client, session, run_tasks, "Summarize it", [item["id"]])
+
+    assert response.status_code == 202, response.content
+    [request] = main_requests(llm)
+    document = request["messages"][0]["content"][0]
+    assert document["type"] == "document"
+    assert document["source"]["media_type"] == PDF
+    assert base64.b64decode(document["source"]["data"]) == data
+
+
+def test_a_message_of_attachments_only_is_sent(owner_client, session, llm, run_tasks):
+    [item] = uploaded(owner_client, session, ("only.png", png(10, 10), "image/png"))
+    llm.responder = _offline
+
+    response = send(owner_client, session, run_tasks, "", [item["id"]])
+
+    assert response.status_code == 202, response.content
+    [request] = main_requests(llm)
+    assert [b["type"] for b in request["messages"][0]["content"]][0] == "image"
+    reply = payload_of(owner_client, session)["messages"][-1]["content"]
+    assert "PNG image of 10x10 pixels" in reply
+
+
+def _offline(body):
+    from orchestrator_app.testing.offline import demo_responder
+
+    return demo_responder(body)
+
+
+def test_the_offline_model_reads_an_attached_images_size(owner_client, session, llm, run_tasks):
+    items = uploaded(
+        owner_client,
+        session,
+        ("a.gif", gif(33, 21), "image/gif"),
+        ("b.webp", webp_header(1024, 768), "image/webp"),
+    )
+    llm.responder = _offline
+
+    send(owner_client, session, run_tasks, "What do you see?", [i["id"] for i in items])
+
+    reply = payload_of(owner_client, session)["messages"][-1]["content"]
+    assert "GIF image of 33x21 pixels" in reply
+    assert "WEBP image of 1024x768 pixels" in reply
+
+
+def test_an_attachment_is_sent_once(owner_client, session, llm, run_tasks):
+    [item] = uploaded(owner_client, session, ("once.png", png(), "image/png"))
+    send(owner_client, session, run_tasks, "first", [item["id"]])
+
+    response = send(owner_client, session, run_tasks, "again", [item["id"]])
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "ahentic_attachment_invalid"
+    response = owner_client.delete(item["url"])
+    assert response.status_code == 409
+    assert response.json()["code"] == "ahentic_attachment_sent"
+
+
+def test_an_unsent_upload_can_be_deleted_with_its_file(owner_client, session, run_tasks):
+    [item] = uploaded(owner_client, session, ("gone.png", png(), "image/png"))
+    name = Attachment.objects.get(pk=item["id"]).storage_name
+    assert attachment_store.storage().exists(name)
+
+    # The file goes once the deletion commits.
+    response = run_tasks(owner_client.delete, item["url"])
+
+    assert response.status_code == 204
+    assert not Attachment.objects.filter(pk=item["id"]).exists()
+    assert not attachment_store.storage().exists(name)
+    assert owner_client.get(item["url"]).status_code == 404
+
+
+def test_a_message_queued_while_busy_keeps_its_attachments(owner_client, session, llm, run_tasks):
+    from sessions_app import runstate
+
+    [item] = uploaded(owner_client, session, ("later.png", png(7, 5), "image/png"))
+    runstate.run_begin(session_id=session.pk, from_statuses=[Session.Status.IDLE])
+
+    response = send(owner_client, session, run_tasks, "when you can", [item["id"]])
+
+    assert response.status_code == 200, response.content
+    assert Attachment.objects.get(pk=item["id"]).sent is True
+    from orchestrator_app.runs import pending_promote
+
+    pending_promote(session.pk)
+    event = session.events.get(kind="user_message")
+    assert [a["id"] for a in event.payload["attachments"]] == [item["id"]]
+
+
+def test_deleting_the_session_deletes_its_files(owner_client, session, llm, run_tasks):
+    items = uploaded(owner_client, session, ("a.png", png(), "image/png"), ("b.pdf", pdf(), PDF))
+    send(owner_client, session, run_tasks, "keep these", [items[0]["id"]])
+    names = list(Attachment.objects.values_list("storage_name", flat=True))
+    assert len(names) == 2 and all(attachment_store.storage().exists(n) for n in names)
+
+    response = run_tasks(owner_client.delete, session_url(session))
+
+    assert response.status_code == 204
+    assert not Attachment.objects.exists()
+    assert not any(attachment_store.storage().exists(n) for n in names)
+
+
+def test_context_usage_counts_an_image_as_the_api_does(owner_client, session, llm, run_tasks):
+    [item] = uploaded(owner_client, session, ("wide.png", png(3000, 1000), "image/png"))
+    llm.enqueue(text_reply("Wide."), text_reply("Ok."))
+
+    send(owner_client, session, run_tasks, "How wide?", [item["id"]])
+    predicted = payload_of(owner_client, session)["contextUsage"]["usedTokens"]
+    run_tasks(post, owner_client, session, "messages", {"content": "x"})
+
+    # The API scales 3000x1000 to a long edge of 1568 and counts width x height / 750.
+    assert media.image_tokens(3000, 1000) == 1093
+    entry = model_requests(llm, ahentic_settings.MODEL)[-1]
+    usage = entry["response"]["usage"]
+    counted = sum(
+        usage[k] for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    assert counted > 1093
+    assert abs(predicted - counted) <= 10
