@@ -23,6 +23,7 @@ from typing import Any
 from django.utils import timezone
 
 from artifacts_app import store
+from sessions_app import attachments as attachment_store
 from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
@@ -405,12 +406,14 @@ def execute(
     )
     ctx = tool_context(lease, session, call)
     ok = True
+    images: list[dict[str, Any]] = []
     try:
         # The heartbeat keeps the (short) lease fresh while the tool runs.
         with LeaseHeartbeat(lease, limit_s=timeout), time_limit(timeout):
             result = tool.func(ctx, tool_input)
         if not isinstance(result, dict):
             result = {"value": result}
+        result, images = attachment_store.tool_images(session_id=lease.session_id, result=result)
         json.dumps(result, default=str)
         result = llm.strip_nul(result)
         ok = result.get("ok", True) is not False
@@ -429,6 +432,8 @@ def execute(
     meta: dict[str, Any] = {}
     if approved:
         meta["approved"] = approved
+    if images and ok:
+        meta["attachments"] = images
     if artifact_key:
         meta["artifactKey"] = artifact_key
     outcome = answer(

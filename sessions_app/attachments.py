@@ -17,6 +17,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.files.base import ContentFile
@@ -206,6 +207,50 @@ def claim(*, session_id, ids: Iterable[str], take: bool = True) -> list[dict[str
         if take:
             Attachment.objects.filter(pk__in=wanted).update(sent=True)
     return [ref(found[key]) for key in wanted]
+
+
+# --- images tools return -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolImage:
+    """An image a tool returns: ``{"ok": True, ..., "images": [ToolImage(data, "chart.png")]}``.
+    It is stored as an attachment of the session and sent in the tool's tool_result."""
+
+    data: bytes
+    name: str = "image.png"
+
+
+def tool_images(*, session_id, result: dict[str, Any]) -> tuple[dict[str, Any], list[dict]]:
+    """A tool result without its ``ToolImage``s, which are stored (``source=tool``): the
+    result, with a line per image for the model's text, and the images' refs. A value that is
+    not an image the API takes is dropped with a note; at most ``ATTACHMENT_MAX_PER_MESSAGE``
+    images are kept."""
+    images = result.get("images")
+    if not isinstance(images, list | tuple) or not any(isinstance(i, ToolImage) for i in images):
+        return result, []
+    limit = int(ahentic_settings.ATTACHMENT_MAX_PER_MESSAGE)
+    refs: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for image in images:
+        if not isinstance(image, ToolImage):
+            continue
+        if len(refs) >= limit:
+            lines.append(f"{image.name}: not sent (a result carries at most {limit} images)")
+            continue
+        try:
+            facts = inspect(image.name, bytes(image.data))
+            if facts["content_type"] not in media.IMAGE_TYPES:
+                raise AttachmentError("ahentic_attachment_type", f"{image.name}: not an image")
+            row = store(
+                session_id=session_id, name=image.name, data=bytes(image.data), source="tool"
+            )
+        except AttachmentError as exc:
+            lines.append(f"{image.name}: not sent ({exc.detail})")
+            continue
+        refs.append(ref(row))
+        lines.append(f"{row.name} ({row.content_type}, {row.width}x{row.height}): attached below")
+    return {**result, "images": lines}, refs
 
 
 # --- the request blocks ----------------------------------------------------------------------

@@ -327,3 +327,154 @@ def test_context_usage_counts_an_image_as_the_api_does(owner_client, session, ll
     )
     assert counted > 1093
     assert abs(predicted - counted) <= 10
+
+
+# --- a tool that returns an image -------------------------------------------------------------
+
+
+@pytest.fixture
+def screenshot_tool():
+    from orchestrator_app.tools import tool, unregister
+    from sessions_app.attachments import ToolImage
+
+    @tool(name="screenshot", description="A screenshot of the page.", readonly=True)
+    def screenshot(ctx, input):
+        return {
+            "ok": True,
+            "page": "/home",
+            "images": [ToolImage(png(120, 80), "home.png"), ToolImage(SVG, "logo.svg")],
+        }
+
+    yield screenshot
+    unregister("screenshot")
+
+
+def test_a_tool_returns_an_image_the_model_and_the_transcript_receive(
+    owner_client, session, llm, run_tasks, screenshot_tool
+):
+    from orchestrator_app.testing.localapi import tool_call, tool_reply
+
+    llm.enqueue(tool_reply(tool_call("screenshot", {}, id="toolu_shot")))
+    llm.responder = _offline
+
+    response = run_tasks(post, owner_client, session, "messages", {"content": "Show me the page"})
+
+    assert response.status_code == 202, response.content
+    requests = main_requests(llm)
+    [result] = [
+        b
+        for b in requests[1]["messages"][-1]["content"]
+        if b["type"] == "tool_result" and b["tool_use_id"] == "toolu_shot"
+    ]
+    text, image = result["content"][:2]
+    assert text["type"] == "text" and "home.png (image/png, 120x80): attached below" in text["text"]
+    # The SVG is not an image the API takes: dropped, with a note for the model.
+    assert "logo.svg: not sent" in text["text"]
+    assert image["type"] == "image"
+    assert base64.b64decode(image["source"]["data"]) == png(120, 80)
+    assert len(result["content"]) == 2
+    # The offline model saw the image in the tool result.
+    reply = payload_of(owner_client, session)["messages"][-1]["content"]
+    assert "PNG image of 120x80 pixels" in reply
+    # The transcript shows it through the owner-only route.
+    [answer] = [m for m in transcript_of(owner_client, session) if m["kind"] == "tool_response"]
+    [shown] = answer["meta"]["attachments"]
+    assert owner_client.get(shown["url"]).status_code == 200
+    # A later request carries the same tool_result bytes.
+    llm.enqueue(text_reply("Ok."))
+    run_tasks(post, owner_client, session, "messages", {"content": "thanks"})
+    later = main_requests(llm)[-1]
+    assert starts_with(later["messages"], requests[1]["messages"])
+
+
+# --- the strict local Messages API, through the real SDK --------------------------------------
+
+
+@pytest.fixture
+def sdk(llm):
+    import anthropic
+
+    return anthropic.Anthropic(api_key="test-key", base_url=llm.url, max_retries=0)
+
+
+def image_block(data: bytes, media_type: str) -> dict:
+    encoded = base64.b64encode(data).decode()
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": media_type, "data": encoded},
+    }
+
+
+def ask(sdk, content: list[dict], role: str = "user"):
+    messages = [{"role": "user", "content": content}]
+    if role == "assistant":
+        messages = [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": content},
+        ]
+    return sdk.messages.create(model="claude-test", max_tokens=10, messages=messages)
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        (image_block(png(), "image/jpeg"), "does not match the provided media type image/jpeg"),
+        (image_block(SVG, "image/svg+xml"), "media_type: Input should be 'image/jpeg'"),
+        (image_block(ELF, "image/png"), "does not match the provided media type image/png"),
+        (
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": "%%"},
+            },
+            "not valid base64",
+        ),
+        (
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": "aGVsbG8="},
+            },
+            "The PDF specified was not valid",
+        ),
+        (
+            {
+                "type": "document",
+                "source": {
+                    "type": "base64",
+                    "media_type": "text/plain",
+                    "data": base64.b64encode(pdf()).decode(),
+                },
+            },
+            "media_type: Input should be 'application/pdf'",
+        ),
+    ],
+)
+def test_the_local_api_refuses_media_the_real_api_refuses(sdk, llm, block, message):
+    import anthropic
+
+    with pytest.raises(anthropic.BadRequestError, match=message):
+        ask(sdk, [block, {"type": "text", "text": "What is it?"}])
+    llm.reset()  # the rejections are the point here (llm_strict checks the rest)
+
+
+def test_the_local_api_refuses_an_image_over_5_mb_and_in_an_assistant_turn(sdk, llm):
+    import anthropic
+
+    with pytest.raises(anthropic.BadRequestError, match="image exceeds 5 MB maximum"):
+        ask(sdk, [image_block(png() + b"\0" * 4_000_000, "image/png")])
+    with pytest.raises(anthropic.BadRequestError, match="can only be in `user` messages"):
+        ask(sdk, [image_block(png(), "image/png")], role="assistant")
+    llm.reset()
+
+
+def test_the_local_api_takes_images_and_counts_them_as_the_real_api(sdk, llm):
+    data = png(1000, 1000)
+    reply = ask(sdk, [image_block(data, "image/png"), {"type": "text", "text": "hi"}])
+
+    # 1000 x 1000 / 750 tokens (under the API's scaling bounds), the text 1, the role 4.
+    assert reply.usage.input_tokens == media.image_tokens(1000, 1000) + 1 + 4
+    assert media.image_tokens(1000, 1000) == 1334
+    count = sdk.messages.count_tokens(
+        model="claude-test",
+        messages=[{"role": "user", "content": [image_block(png(30, 30), "image/png")]}],
+    )
+    assert count.input_tokens == media.image_tokens(30, 30) + 4 == 6

@@ -356,9 +356,11 @@ def _validate_media(block: JSON, where: str, role: str) -> str | None:
         return f"{where}.{kind}.source.type: Input should be 'base64', 'url' or 'file'"
     path = f"{where}.{kind}.source.base64"
     declared = source.get("media_type")
-    allowed = media.IMAGE_TYPES if kind == "image" else (media.PDF,)
+    allowed = (media.JPEG, media.PNG, media.GIF, media.WEBP) if kind == "image" else (media.PDF,)
     if declared not in allowed:
-        return f"{path}.media_type: Input should be " + " or ".join(f"'{t}'" for t in allowed)
+        quoted = [f"'{t}'" for t in allowed]
+        listed = ", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0]
+        return f"{path}.media_type: Input should be {listed}"
     data = media.decoded(source)
     if data is None or not data:
         return f"{path}.data: The {kind} data is not valid base64."
