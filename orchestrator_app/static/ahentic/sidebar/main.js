@@ -5,6 +5,7 @@
  *   transcript.js     messages, decisions, the reply bubble; markdown.js renders model text
  *   cards.js          banner, plan, approval card, queued messages, artifacts, sub-agents
  *   tabs.js           chat tabs (keyboard too) and the history picker
+ *   attachments.js    files attached to a message (button, paste, drop) and their thumbnails
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
  *
@@ -17,6 +18,7 @@
  *   window.AhenticSidebar.registerBrowserTool("editor_insert", async (input) => ({ok: true}));
  */
 import { createClient, createPoller, isLive, sessionPath } from "./api.js";
+import { createAttachments } from "./attachments.js";
 import { browserTools, createBrowserRunner, createRunnerClaim } from "./browser_tools.js";
 import {
   closeArtifact,
@@ -88,6 +90,14 @@ function boot(root) {
 
   // The object the other modules work with: shared state plus the actions they may call.
   const app = { root, config, ui, state, client };
+  const attachments = createAttachments(app, {
+    session: async () => {
+      const existing = activeSession();
+      return existing && !isReadOnly(existing) ? existing : await createSession();
+    },
+    error: (s, data) => setError(s, data),
+    render: () => renderSession(),
+  });
 
   // ---------------------------------------------------------------- persistence
 
@@ -354,16 +364,18 @@ function boot(root) {
     }
   }
 
-  async function postMessage(s, content) {
+  async function postMessage(s, content, attached) {
     runner.claim(s.id, true); // the user is on this page now: its window runs the page tools
     const local = { localId: "local_u_" + Date.now(), content, afterSeq: lastSeq(s) };
+    const ids = attached ? attachments.ids(s) : [];
+    if (ids.length) local.attachments = attachments.uploaded(s);
     s.localMessages.push(local);
     renderSession();
     pollSoon(s); // poll right after a send, even if a raced poll says idle
-    const result = await api("POST", sessionPath(s.id, "messages"), {
-      content,
-      pageContext: pageContext(),
-    });
+    const body = { content, pageContext: pageContext() };
+    if (ids.length) body.attachments = ids;
+    const result = await api("POST", sessionPath(s.id, "messages"), body);
+    if (result.ok && ids.length) attachments.sent(s);
     if (!result.ok) {
       s.localMessages = s.localMessages.filter((m) => m !== local);
       setError(s, result.data);
@@ -377,13 +389,17 @@ function boot(root) {
 
   async function send() {
     const content = ui.input.value.trim();
-    if (!content) return;
-    clearError();
     const existing = activeSession();
+    if (existing && attachments.uploading(existing)) {
+      setError(existing, { code: "ahentic_uploading", detail: "Wait for the files to upload." });
+      return;
+    }
+    if (!content && !(existing && attachments.ids(existing).length)) return;
+    clearError();
     const s = existing && !isReadOnly(existing) ? existing : await createSession();
     if (!s) return;
     ui.input.value = "";
-    if (!(await postMessage(s, content)) && !ui.input.value) {
+    if (!(await postMessage(s, content, true)) && !ui.input.value) {
       ui.input.value = content; // give the text back to fix and resend
     }
   }
@@ -584,6 +600,7 @@ function boot(root) {
     renderContext(s);
     renderStatusLine(s);
     renderDebugger();
+    attachments.render();
   }
 
   function renderError() {
@@ -743,6 +760,7 @@ function boot(root) {
       }
     });
     ui.stop.addEventListener("click", stop);
+    attachments.wire();
     wireTabs(app);
     keepPinned(ui.transcript);
     document.addEventListener("visibilitychange", () => {

@@ -7,6 +7,7 @@
  * in every view mode; verbose and debug add the tool calls and results.
  */
 import { isLive } from "./api.js";
+import { attachmentsNode } from "./attachments.js";
 import { el, fill, changed, previewJson } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
@@ -79,6 +80,7 @@ function toolResultNode(message) {
     },
     el("summary", { text: label }),
     el("pre", { text: message.content }),
+    attachmentsNode(meta.attachments),
   );
 }
 
@@ -95,7 +97,13 @@ export function messageNode(message, viewMode) {
   }
   if (message.kind === "tool_response") {
     const decision = decisionText(meta);
-    if (viewMode === "basic") return decision ? decisionNode(message, decision) : null;
+    // A tool's images show in every view mode; the rest of its result is tool traffic.
+    const images = viewMode === "basic" ? attachmentsNode(meta.attachments) : null;
+    if (images) images.dataset.roleKind = "tool_images";
+    if (viewMode === "basic" && decision && images) {
+      return el("div", { className: "ahentic-msg-group" }, decisionNode(message, decision), images);
+    }
+    if (viewMode === "basic") return decision ? decisionNode(message, decision) : images;
     const result = toolResultNode(message);
     if (!decision) return result;
     const group = el("div", { className: "ahentic-msg-group" }, decisionNode(message, decision));
@@ -112,7 +120,12 @@ export function messageNode(message, viewMode) {
   if (meta.source === "subagent") {
     return replyBubble("Sub-agent " + (meta.name || ""), message.content, "ahentic-subagent");
   }
-  if (role === "user") return textBubble("You", message.content, "ahentic-user", "user");
+  if (role === "user") {
+    const bubble = textBubble("You", message.content, "ahentic-user", "user");
+    const attached = attachmentsNode(meta.attachments);
+    if (attached) bubble.append(attached);
+    return bubble;
+  }
   return replyBubble(
     "Agent",
     message.content,
@@ -123,6 +136,8 @@ export function messageNode(message, viewMode) {
 function localMessageNode(local) {
   const node = textBubble("You", local.content, "ahentic-user is-local", "user");
   node.dataset.localId = local.localId;
+  const attached = attachmentsNode(local.attachments);
+  if (attached) node.append(attached);
   return node;
 }
 
