@@ -17,7 +17,16 @@ from django.utils import timezone
 
 from . import compiled, db, runstate
 from .conf import ahentic_settings
-from .models import Event, EventRow, Goal, PendingMessage, Session, Snapshot, TraceEvent
+from .models import (
+    Attachment,
+    Event,
+    EventRow,
+    Goal,
+    PendingMessage,
+    Session,
+    Snapshot,
+    TraceEvent,
+)
 from .tokens import estimate_tokens, tool_use_tokens
 
 DEFAULT_TITLE = "New Agent"
@@ -327,10 +336,15 @@ def pending_message_add(
 
 
 def pending_message_recall(*, session_id, pending_id: int) -> bool:
-    """Withdraw a pending message; False once it was promoted (or never existed)."""
+    """Withdraw a pending message; False once it was promoted (or never existed). Its
+    attachments are unsent again: a later message may take them."""
     with db.atomic():
-        deleted, _ = PendingMessage.objects.filter(session_id=session_id, pk=pending_id).delete()
+        pending = PendingMessage.objects.filter(session_id=session_id, pk=pending_id)
+        refs = [r["id"] for row in pending.values_list("attachments", flat=True) for r in row or []]
+        deleted, _ = pending.delete()
         if deleted:
+            if refs:
+                Attachment.objects.filter(session_id=session_id, pk__in=refs).update(sent=False)
             runstate.session_update(session_id=session_id)
     return bool(deleted)
 

@@ -478,3 +478,22 @@ def test_the_local_api_takes_images_and_counts_them_as_the_real_api(sdk, llm):
         messages=[{"role": "user", "content": [image_block(png(30, 30), "image/png")]}],
     )
     assert count.input_tokens == media.image_tokens(30, 30) + 4 == 6
+
+
+def test_a_recalled_queued_message_gives_its_attachments_back(
+    owner_client, session, llm, run_tasks
+):
+    from sessions_app import runstate
+
+    [item] = uploaded(owner_client, session, ("back.png", png(), "image/png"))
+    runstate.run_begin(session_id=session.pk, from_statuses=[Session.Status.IDLE])
+    response = send(owner_client, session, run_tasks, "queued", [item["id"]])
+    assert response.status_code == 200, response.content
+    queued = response.json()["pendingMessage"]
+    assert [a["id"] for a in queued["attachments"]] == [item["id"]]
+    assert queued["attachments"][0]["url"] == item["url"]
+
+    response = owner_client.delete(session_url(session, f"pending-messages/{queued['id']}"))
+
+    assert response.status_code == 204
+    assert Attachment.objects.get(pk=item["id"]).sent is False

@@ -239,14 +239,66 @@ class MessagePageSerializer(serializers.Serializer):
         ref_name = "MessagePage"
 
 
+def attachment_url(session_id, attachment_id) -> str:
+    """Where the owner reads an attachment's bytes (``GET sessions/{id}/attachments/{id}``)."""
+    return reverse(
+        "ahentic:session-attachment",
+        kwargs={"session_id": str(session_id), "attachment_id": str(attachment_id)},
+    )
+
+
+class AttachmentSerializer(serializers.Serializer):
+    """An attachment as the upload route and the transcript show it (from an attachment ref,
+    ``sessions_app.attachments.ref``, and its session's id in ``context["session_id"]``)."""
+
+    id = serializers.CharField()
+    name = serializers.CharField()
+    contentType = serializers.CharField()
+    size = serializers.IntegerField()
+    width = serializers.IntegerField(allow_null=True)
+    height = serializers.IntegerField(allow_null=True)
+    pages = serializers.IntegerField()
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "Attachment"
+
+    def get_url(self, item) -> str:
+        return attachment_url(self.context["session_id"], item["id"])
+
+
+class AttachmentListSerializer(serializers.Serializer):
+    attachments = AttachmentSerializer(many=True)
+
+    class Meta:
+        ref_name = "AttachmentList"
+
+
+class AttachmentUploadSerializer(serializers.Serializer):
+    """The upload route's multipart body (documented; the view reads ``request.FILES``)."""
+
+    file = serializers.ListField(child=serializers.FileField())
+
+    class Meta:
+        ref_name = "AttachmentUpload"
+
+
 class PendingMessageSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
     content = serializers.CharField()
     sourceType = serializers.CharField(source="source_type")
     createdAt = IsoDateTimeField(source="created_at")
+    attachments = serializers.SerializerMethodField()
 
     class Meta:
         ref_name = "PendingMessage"
+
+    @extend_schema_field(AttachmentSerializer(many=True))
+    def get_attachments(self, pending) -> list:
+        refs = getattr(pending, "attachments", None) or []
+        return AttachmentSerializer(
+            refs, many=True, context={"session_id": pending.session_id}
+        ).data
 
 
 class TraceEnvelopeSerializer(serializers.Serializer):
@@ -316,50 +368,6 @@ class ArtifactSerializer(ArtifactPointerSerializer):
 
     class Meta:
         ref_name = "Artifact"
-
-
-def attachment_url(session_id, attachment_id) -> str:
-    """Where the owner reads an attachment's bytes (``GET sessions/{id}/attachments/{id}``)."""
-    return reverse(
-        "ahentic:session-attachment",
-        kwargs={"session_id": str(session_id), "attachment_id": str(attachment_id)},
-    )
-
-
-class AttachmentSerializer(serializers.Serializer):
-    """An attachment as the upload route and the transcript show it (from an attachment ref,
-    ``sessions_app.attachments.ref``, and its session's id in ``context["session_id"]``)."""
-
-    id = serializers.CharField()
-    name = serializers.CharField()
-    contentType = serializers.CharField()
-    size = serializers.IntegerField()
-    width = serializers.IntegerField(allow_null=True)
-    height = serializers.IntegerField(allow_null=True)
-    pages = serializers.IntegerField()
-    url = serializers.SerializerMethodField()
-
-    class Meta:
-        ref_name = "Attachment"
-
-    def get_url(self, item) -> str:
-        return attachment_url(self.context["session_id"], item["id"])
-
-
-class AttachmentListSerializer(serializers.Serializer):
-    attachments = AttachmentSerializer(many=True)
-
-    class Meta:
-        ref_name = "AttachmentList"
-
-
-class AttachmentUploadSerializer(serializers.Serializer):
-    """The upload route's multipart body (documented; the view reads ``request.FILES``)."""
-
-    file = serializers.ListField(child=serializers.FileField())
-
-    class Meta:
-        ref_name = "AttachmentUpload"
 
 
 class ArtifactListSerializer(serializers.Serializer):

@@ -367,15 +367,17 @@ function boot(root) {
   async function postMessage(s, content, attached) {
     runner.claim(s.id, true); // the user is on this page now: its window runs the page tools
     const local = { localId: "local_u_" + Date.now(), content, afterSeq: lastSeq(s) };
-    const ids = attached ? attachments.ids(s) : [];
-    if (ids.length) local.attachments = attachments.uploaded(s);
+    // The composer's uploads (true), or the attachments of a recalled queued message.
+    const files = attached === true ? attachments.uploaded(s) : attached || [];
+    const ids = files.map((item) => item.id);
+    if (ids.length) local.attachments = files;
     s.localMessages.push(local);
     renderSession();
     pollSoon(s); // poll right after a send, even if a raced poll says idle
     const body = { content, pageContext: pageContext() };
     if (ids.length) body.attachments = ids;
     const result = await api("POST", sessionPath(s.id, "messages"), body);
-    if (result.ok && ids.length) attachments.sent(s);
+    if (result.ok && attached === true) attachments.sent(s);
     if (!result.ok) {
       s.localMessages = s.localMessages.filter((m) => m !== local);
       setError(s, result.data);
@@ -416,7 +418,7 @@ function boot(root) {
       pollSoon(s);
       return;
     }
-    await postMessage(s, item.content.trim());
+    await postMessage(s, item.content.trim(), item.attachments || []);
   }
 
   async function stop() {
