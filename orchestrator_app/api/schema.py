@@ -223,8 +223,15 @@ attachment_content = describe(
     "attachment_content",
     "The bytes of an attachment (its owner only)",
     {
-        (200, "application/octet-stream"): OpenApiResponse(
-            bytes, description="The file, with its detected Content-Type."
+        (200, content_type): OpenApiResponse(
+            bytes, description="The file, with the Content-Type detected from its bytes."
+        )
+        for content_type in (
+            "image/png",
+            "image/jpeg",
+            "image/gif",
+            "image/webp",
+            "application/pdf",
         )
     },
     parameters=[SESSION_ID, ATTACHMENT_ID],
