@@ -497,3 +497,41 @@ def test_a_recalled_queued_message_gives_its_attachments_back(
 
     assert response.status_code == 204
     assert Attachment.objects.get(pk=item["id"]).sent is False
+
+
+def test_a_configured_storage_holds_the_files(owner_client, session, settings, run_tasks):
+    from django.core.files.storage import default_storage
+
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "ahentic_files": {"BACKEND": "django.core.files.storage.InMemoryStorage"},
+    }
+    settings.AHENTIC = {**settings.AHENTIC, "ATTACHMENT_STORAGE": "ahentic_files"}
+    data = png(9, 9)
+
+    [item] = uploaded(owner_client, session, ("s3.png", data, "image/png"))
+
+    name = Attachment.objects.get(pk=item["id"]).storage_name
+    assert attachment_store.storage().exists(name)
+    assert not default_storage.exists(name)
+    assert b"".join(owner_client.get(item["url"]).streaming_content) == data
+    run_tasks(owner_client.delete, session_url(session))
+    assert not attachment_store.storage().exists(name)
+
+
+def test_the_system_checks_refuse_an_unknown_storage_and_the_files_api(settings):
+    from orchestrator_app.checks import check_ahentic_settings
+
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "ATTACHMENT_STORAGE": "nowhere",
+        "ATTACHMENT_MAX_PER_MESSAGE": 0,
+        "FILES_API": True,
+    }
+
+    messages = [e.msg for e in check_ahentic_settings() if e.id == "ahentic.E005"]
+
+    assert len(messages) == 3
+    assert "names no storage of STORAGES: 'nowhere'" in messages[0]
+    assert "ATTACHMENT_MAX_PER_MESSAGE" in messages[1]
+    assert "FILES_API" in messages[2]
