@@ -364,7 +364,9 @@ def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str
         parts.append((role, block))
     if pairs and pairs[-1][0] == "user" and event.payload.get("context"):
         parts.append(("user", {"type": "text", "text": event.payload["context"]}))
-    if isinstance(event, EventRow):
+    # Not kept for a row with attachments: its blocks come from the attachments' own bounded
+    # cache (``attachments.content_block``), and the row memo budgets text, not base64 bytes.
+    if isinstance(event, EventRow) and not event.payload.get("attachments"):
         event.parts = (own, parts)
     return parts
 
