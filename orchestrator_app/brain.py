@@ -87,12 +87,20 @@ def name_session(session_id) -> None:
     runstate.session_rename_auto(session_id=session_id, title=title, named_at_messages=count)
 
 
+def attached_note(event: Event) -> str:
+    """The files an event carried, by name, for memory (the summary keeps that they were
+    there once the event leaves the window)."""
+    names = [a.get("name", "file") for a in (event.payload or {}).get("attachments") or []]
+    return f" [attached: {', '.join(names)}]" if names else ""
+
+
 def extractive_summary(events: list[Event]) -> str:
     lines = []
     for event in events:
-        if event.kind in CONVERSATION_KINDS and event.content.strip():
+        note = attached_note(event)
+        if event.kind in CONVERSATION_KINDS and (event.content.strip() or note):
             who = "User" if event.kind == Event.Kind.USER_MESSAGE else "Agent"
-            lines.append(f"- {who}: {' '.join(event.content.split())[:200]}")
+            lines.append(f"- {who}: {' '.join(event.content.split())[:200]}{note}")
         elif event.kind == Event.Kind.TOOL_CALL:
             lines.append(f"- Agent used {event.payload.get('tool')}")
     text = "\n".join(lines)
@@ -131,7 +139,9 @@ def remember(session_id) -> None:
     if events:
         fallback = extractive_summary(events)
         text = summarize(
-            session, "\n".join(f"{e.kind}: {e.content[:1500]}" for e in events), fallback
+            session,
+            "\n".join(f"{e.kind}: {e.content[:1500]}{attached_note(e)}" for e in events),
+            fallback,
         )
         added = session_services.snapshot_add(
             session_id=session_id,

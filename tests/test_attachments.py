@@ -535,3 +535,14 @@ def test_the_system_checks_refuse_an_unknown_storage_and_the_files_api(settings)
     assert "names no storage of STORAGES: 'nowhere'" in messages[0]
     assert "ATTACHMENT_MAX_PER_MESSAGE" in messages[1]
     assert "FILES_API" in messages[2]
+
+
+def test_memory_keeps_that_files_were_attached(owner_client, session, llm, run_tasks):
+    from orchestrator_app.brain import extractive_summary
+
+    [item] = uploaded(owner_client, session, ("plan.pdf", pdf(), PDF))
+    send(owner_client, session, run_tasks, "", [item["id"]])
+
+    summary = extractive_summary(list(session.events.order_by("seq")))
+
+    assert "- User:  [attached: plan.pdf]" in summary
