@@ -27,6 +27,13 @@ function bannerState(app, s) {
   if (!p || s.stopping) return null;
   const resumable = (p.status === "idle" || p.status === "error") && p.jobResumable;
   const quiet = p.status === "running" ? app.client.ageMs(p.heartbeatAt || p.modifiedAt) : null;
+  if (quiet != null && p.claimed === false && quiet >= app.config.unclaimedMs) {
+    // The step waits in the queue and no worker took it: say so long before "may be stuck".
+    const text =
+      "No worker has picked up this run. Is a worker running? Start one with " +
+      "python manage.py qcluster: the run starts as soon as a worker is up.";
+    return { kind: "no-worker", text, stop: true };
+  }
   if (quiet != null && quiet >= app.config.stuckMs) {
     const text =
       "This run may be stuck: no worker has reported progress for over " +

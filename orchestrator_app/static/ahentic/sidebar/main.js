@@ -51,6 +51,7 @@ function boot(root) {
     fastAfterActionMs: 4000, // keep polling fast this long after a send, even if a poll says idle
     browserTimeoutMs: (Number(root.dataset.browserTimeoutS) || 45) * 1000,
     stallNudgeMs: 8000, // running without a heartbeat this long: POST continue (runner only)
+    unclaimedMs: 8000, // running, no worker claimed the step this long: say a worker is missing
     stuckMs: 45000, // ... this long: tell the user the run may be stuck
     runnerHeartbeatMs: 1000,
     runnerStaleMs: 15000,
