@@ -9,6 +9,9 @@ chromium); like it, this module is skipped without playwright or chromium unless
 AHENTIC_REQUIRE_BROWSER=1 (.ci/browser-leg). Screenshots go to AHENTIC_SCREENSHOT_DIR when set.
 """
 
+# The fixtures imported from test_sidebar_browser are parameters of the tests: F811 by design.
+# ruff: noqa: F811
+
 import re
 import time
 
@@ -102,7 +105,8 @@ def assert_reachable(locator, what: str) -> dict:
 # --- item 4: the approval card and the composer stay on screen --------------------------------
 
 LONG_REPLY = "\n\n".join(
-    f"## Part {n}\n\nParagraph {n} of a long answer, long enough to fill the panel." for n in range(1, 31)
+    f"## Part {n}\n\nParagraph {n} of a long answer, long enough to fill the panel."
+    for n in range(1, 31)
 )
 LONG_TITLE = "A note about " + " ".join(f"bean{n}" for n in range(1, 120))
 VIEWPORTS = [(1366, 900), (1366, 600), (1366, 500), (390, 844), (360, 640)]
