@@ -326,6 +326,7 @@ def pause(
     artifact=None,
 ) -> Outcome:
     """Pause for the user or the browser. The stored input keeps ``from_memory`` as a key."""
+    changes = getattr(summary, "changes", None) or None  # a preview's diff (tools.Summary)
     if artifact is not None:
         summary = " · ".join(p for p in (summary, artifact.title, f"{artifact.bytes} bytes") if p)
     pending = PendingTool(
@@ -342,6 +343,7 @@ def pause(
         # Pointer fields only: storage never holds any of the body (the card's excerpt is
         # added when the payload is read).
         memory=store.pointer_json(artifact) if artifact is not None else None,
+        changes=changes,
     )
     if status == Session.Status.AWAITING_HUMAN:
         label = f"Waiting for your approval: {summary}"

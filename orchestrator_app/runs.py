@@ -19,7 +19,7 @@ from sessions_app import attachments as attachment_store
 from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, PendingMessage, Session
+from sessions_app.models import Event, LiveText, PendingMessage, Session
 
 from . import llm
 from . import plan as plan_rules
@@ -323,7 +323,9 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
         session = Session.objects.select_for_update().filter(pk=session_id).first()
         if session is None or session.status not in Session.CANCELLABLE:
             return False
-        runstate.live_text_clear(session_id)  # the call being streamed is abandoned
+        # The call being streamed is abandoned; what it wrote so far stays in the transcript.
+        stopped_text = _streamed_so_far(session)
+        runstate.live_text_clear(session_id)
         runstate.run_stop(
             session_id=session_id,
             from_statuses=Session.CANCELLABLE,
@@ -350,6 +352,14 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
             message=f"The run was cancelled by {who}.",
             only=open_calls,
         )
+        if stopped_text:
+            # A plain assistant text for the model (a reply cut short), marked for the reader.
+            session_services.event_append(
+                session_id=session_id,
+                kind=Event.Kind.AGENT_MESSAGE,
+                content=stopped_text,
+                payload={"meta": {"stopped": True}},
+            )
         session_services.event_append(
             session_id=session_id,
             kind=Event.Kind.SYSTEM_MESSAGE,
@@ -365,6 +375,15 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
     for child_id in Session.objects.filter(parent_id=session_id).values_list("pk", flat=True):
         run_cancel(session_id=child_id, staff_username=staff_username)
     return True
+
+
+def _streamed_so_far(session: Session) -> str:
+    """The text of the reply the run's model call has streamed so far ("" when none), without
+    trailing whitespace: the model reads it back as its own words on the next turn."""
+    if session.status != Session.Status.RUNNING:
+        return ""
+    live = LiveText.objects.filter(session_id=session.pk, run=session.run_seq).first()
+    return live.text.rstrip() if live is not None else ""
 
 
 def run_continue(*, session_id) -> str:

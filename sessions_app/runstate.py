@@ -88,6 +88,9 @@ class PendingTool:
     memory: dict[str, Any] | None = None
     # The user's edit of the input in the approval card, used instead of ``input``.
     edited_input: dict[str, Any] | None = None
+    # The fields the call changes, before -> after, for the card's diff (a preview's
+    # ``Summary.changes``); None when the tool has no such preview.
+    changes: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -847,6 +847,48 @@ def test_the_diff_keeps_whitespace_and_related_keys_as_saved(agent_for, editor, 
     )
 
 
+def test_the_pending_call_carries_the_changes_for_the_cards_diff(agent_for, editor, site):
+    page = make_page(site)
+    other = Site.objects.create(domain="other.example.com", name="Other")
+    agent = agent_for(editor)
+
+    agent.call(
+        "admin_save",
+        {"model": PAGES, "id": page.pk, "values": {"title": "About", "sites": [other.pk, site.pk]}},
+        decision=None,
+    )
+
+    # Related objects are named, not bare keys; the unchanged url is not listed.
+    assert agent.pending()["changes"] == [
+        {"field": "title", "before": "“Abut us”", "after": "“About”"},
+        {
+            "field": "sites",
+            "before": f"“{site.domain}” (#{site.pk})",
+            "after": f"“{site.domain}” (#{site.pk}), “{other.domain}” (#{other.pk})",
+        },
+    ]
+    payload = agent.client.get(session_url(agent.session)).json()
+    assert payload["pendingTool"]["changes"] == agent.pending()["changes"]
+
+
+def test_a_new_object_has_no_before_and_a_tool_without_a_diff_has_no_changes(
+    agent_for, editor, site
+):
+    agent = agent_for(editor)
+    agent.call(
+        "admin_save",
+        {"model": PAGES, "values": {"url": "/new/", "title": "New", "sites": [site.pk]}},
+        decision=None,
+    )
+    changes = {c["field"]: c for c in agent.pending()["changes"]}
+    assert changes["title"] == {"field": "title", "before": None, "after": "“New”"}
+    agent.post("approvals", {"decision": "deny"})
+
+    page = make_page(site)
+    agent.call("admin_delete", {"model": PAGES, "id": page.pk}, decision=None)
+    assert agent.pending()["changes"] is None
+
+
 @pytest.mark.parametrize("value", [["About", "us"], {"text": "About us"}])
 def test_a_value_the_field_cannot_take_is_refused_before_the_card(agent_for, editor, site, value):
     page = make_page(site)

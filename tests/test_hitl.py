@@ -80,6 +80,7 @@ def test_a_mutating_tool_pauses_with_an_approval_card(
         "nonPreallowable": False,
         "artifactKey": None,
         "memory": None,
+        "changes": None,  # only a preview that computes a diff fills it (admin_save)
     }
     assert body["progress"]["label"] == "Waiting for your approval: Publish note 'Opening hours'"
     assert "hitl_pause" in trace_types(owner_client, session)

@@ -1138,7 +1138,9 @@ def test_artifacts_open_as_a_preview_and_escape_closes_it_then_the_panel(page, l
     page.keyboard.press("Escape")  # focus is on the preview's close button
     expect(preview).to_be_hidden()
     expect(page.locator("#ahentic-panel")).to_be_visible()
-    page.get_by_label("Message the agent").press("Escape")
+    page.get_by_label("Message the agent").press("Escape")  # leaves the box only
+    expect(page.locator("#ahentic-panel")).to_be_visible()
+    page.keyboard.press("Escape")
     expect(page.locator("#ahentic-panel")).to_be_hidden()
     expect(page.get_by_role("button", name="Open the agent panel")).to_be_focused()
 

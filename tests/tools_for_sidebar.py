@@ -31,3 +31,13 @@ def sidebar_publish_note(ctx, input):
 def sidebar_wipe_notes(ctx, input):
     CALLS.append({"tool": "sidebar_wipe_notes", "input": input})
     return {"ok": True, "deleted": 0}
+
+
+@tool(
+    name="sidebar_read_status",
+    description="Read the site's status.",
+    readonly=True,
+)
+def sidebar_read_status(ctx, input):
+    CALLS.append({"tool": "sidebar_read_status", "input": input})
+    return {"ok": True, "status": "fine"}

@@ -80,6 +80,7 @@ def pending_tool_json(stored: dict | None, session: Session) -> dict | None:
         "nonPreallowable": pending.non_preallowable,
         "artifactKey": pending.artifact_key,
         "memory": pending.memory,
+        "changes": pending.changes,
     }
     if pending.artifact_key:
         data["memory"] = store.memory_summary(session.pk, pending.artifact_key)

@@ -394,6 +394,52 @@ class GoalSerializer(serializers.Serializer):
         return GoalSerializer(children, many=True, context=self.context).data
 
 
+class ChangeSerializer(serializers.Serializer):
+    """A field the pending call changes (the approval card's before -> after diff)."""
+
+    field = serializers.CharField()
+    before = serializers.CharField(
+        allow_null=True, help_text="The value now, for display; null when creating."
+    )
+    after = serializers.CharField(allow_null=True, help_text="The value the call saves.")
+    hidden = serializers.BooleanField(
+        required=False, help_text="A field the user may not read: named, values null."
+    )
+
+    class Meta:
+        ref_name = "Change"
+
+
+class PendingToolSerializer(serializers.Serializer):
+    """The call a paused run waits on (documentation of ``pendingTool``; the payload passes
+    the dict ``payload.pending_tool_json`` builds)."""
+
+    name = serializers.CharField()
+    input = serializers.DictField()
+    summary = serializers.CharField(allow_blank=True, help_text="What the call does, for people.")
+    callId = serializers.CharField()
+    runtime = serializers.CharField()
+    approved = serializers.CharField(allow_null=True)
+    nonPreallowable = serializers.BooleanField()
+    artifactKey = serializers.CharField(allow_null=True)
+    memory = serializers.DictField(allow_null=True)
+    memoryError = serializers.CharField(required=False)
+    changes = ChangeSerializer(
+        many=True,
+        allow_null=True,
+        help_text="The fields the call changes, before -> after (tools with a preview that "
+        "computes them, such as admin_save); null otherwise.",
+    )
+
+    class Meta:
+        ref_name = "PendingTool"
+
+
+@extend_schema_field(PendingToolSerializer)
+class PendingToolField(serializers.DictField):
+    pass
+
+
 class SessionPayloadSerializer(serializers.Serializer):
     """The session payload (the sidebar's poll target): a ``payload.PayloadSource``, whose
     ``session`` is the row and whose other attributes are the bounded windows read with it."""
@@ -415,8 +461,15 @@ class SessionPayloadSerializer(serializers.Serializer):
     traceCount = serializers.IntegerField(source="session.trace_count")
     progress = serializers.DictField(allow_null=True)
     heartbeatAt = IsoDateTimeField(source="session.heartbeat_at", allow_null=True)
+    claimed = serializers.SerializerMethodField(
+        help_text=(
+            "Whether a worker holds the run's lease. Running and not claimed: the step waits "
+            "in the queue for a worker (since heartbeatAt). Bookkeeping that does not move "
+            "the version: polls carry the current value in the X-Ahentic-Claimed header."
+        )
+    )
     plan = serializers.DictField(allow_null=True)
-    pendingTool = serializers.DictField(source="pending_tool", allow_null=True)
+    pendingTool = PendingToolField(source="pending_tool", allow_null=True)
     artifacts = ArtifactPointerSerializer(
         many=True, help_text="Pointers; with ?include=artifacts, each Artifact with its body."
     )
@@ -451,6 +504,10 @@ class SessionPayloadSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "SessionPayload"
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_claimed(self, source) -> bool:
+        return bool(source.session.lease_token)
 
     def get_fields(self):
         fields = super().get_fields()

@@ -74,6 +74,9 @@ def etag_for(version: int, *, include_artifacts: bool = False) -> str:
 
 # Response header with the session's last heartbeat (ISO 8601), on 200 and 304 polls.
 HEARTBEAT_HEADER = "X-Ahentic-Heartbeat"
+# Response header: "1" while a worker holds the run's lease, else "0" (the payload's
+# ``claimed``, current on 200 and 304 polls: a claim does not move the version either).
+CLAIMED_HEADER = "X-Ahentic-Claimed"
 
 
 def _payload_cache_key(pk, version: int, include_artifacts: bool) -> str:
@@ -100,10 +103,11 @@ class PollRow(NamedTuple):
     owner_id: Any
     version: int
     heartbeat_at: datetime | None
+    claimed: bool  # a worker holds the run's lease
     held: bool | None  # the user holds the agent permission (None: not read)
 
 
-POLL_COLUMNS = ("version", "heartbeat_at")
+POLL_COLUMNS = ("version", "heartbeat_at", "lease_token")
 
 
 def _poll_queryset():
@@ -131,9 +135,14 @@ def poll_read(user, pk) -> PollRow | None:
         return None
     if not rows:
         return None
-    version, heartbeat_at, *held = rows[0]
+    version, heartbeat_at, lease_token, *held = rows[0]
     return PollRow(
-        uuid.UUID(str(pk)), user.pk, version, heartbeat_at, bool(held[0]) if held else None
+        uuid.UUID(str(pk)),
+        user.pk,
+        version,
+        heartbeat_at,
+        bool(lease_token),
+        bool(held[0]) if held else None,
     )
 
 
@@ -268,10 +277,12 @@ class SessionViewSet(AhenticViewSet):
         # The heartbeat is bookkeeping (it does not move the ETag); the sidebar's stall
         # detection reads it here, on the 304 as on the 200.
         heartbeat = iso(session.heartbeat_at) or ""
+        claimed = "1" if session.claimed else "0"
         not_modified = get_conditional_response(self.request, etag=etag)
         if not_modified is not None:
             not_modified["ETag"] = etag
             not_modified[HEARTBEAT_HEADER] = heartbeat
+            not_modified[CLAIMED_HEADER] = claimed
             return not_modified
         body = cached_payload_json(session.pk, session.version, include_artifacts=include_artifacts)
         if body is None:
@@ -284,6 +295,7 @@ class SessionViewSet(AhenticViewSet):
         response = HttpResponse(body, content_type="application/json")
         response["ETag"] = etag
         response[HEARTBEAT_HEADER] = heartbeat
+        response[CLAIMED_HEADER] = claimed
         return response
 
     # --- the collection ---------------------------------------------------------------------

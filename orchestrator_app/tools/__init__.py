@@ -46,6 +46,19 @@ GRANT_KEY_MAX = 64
 SUMMARY_MAX = 300
 
 
+class Summary(str):
+    """A preview's text with the fields the call changes, for the approval card's diff:
+    ``changes`` is a list of ``{"field", "before", "after"}`` (display strings; ``before`` is
+    None for a new object, both None for a field the user may not read)."""
+
+    changes: list[dict[str, Any]]
+
+    def __new__(cls, text: str, changes: list[dict[str, Any]] | None = None) -> Summary:
+        summary = super().__new__(cls, text)
+        summary.changes = list(changes or [])
+        return summary
+
+
 class ToolError(ModelFacingError):
     """A tool failure the model should see: ``{ok: false, error: code, message, hint?}``.
 
@@ -111,7 +124,10 @@ class Tool:
         if self.preview is None:
             return self.summarize(input)
         try:
-            return str(self.preview(ctx, input))[:SUMMARY_MAX]
+            described = self.preview(ctx, input)
+            text = str(described)[:SUMMARY_MAX]
+            changes = getattr(described, "changes", None)
+            return Summary(text, changes) if changes else text
         except ModelFacingError:
             raise
         except Exception:  # a broken preview falls back to the input-only summary

@@ -33,7 +33,7 @@ from django.utils.html import strip_tags
 
 from artifacts_app import store
 
-from .. import ToolContext, ToolError, tool
+from .. import Summary, ToolContext, ToolError, tool
 from . import bridge
 from .bridge import is_agent_request, may_use_admin_tools
 
@@ -52,6 +52,8 @@ DEFAULT_LIMIT = 20
 MAX_ACTION_IDS = 100
 MAX_CHOICES = 50
 SUMMARY_CHARS = 290
+# A value in the approval card's before -> after diff (``Summary.changes``) is cut here.
+DIFF_CHARS = 2000
 TEXT_KINDS = ("html", "markdown", "post_content")
 
 MODEL = {"type": "string", "description": "app_label.model, as admin_models lists it"}
@@ -83,6 +85,21 @@ def _shown(value: Any, limit: int) -> str:
     else:
         text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: max(limit - 1, 1)] + "…"
+
+
+def _diff_value(form, name: str, value: Any) -> str:
+    """A value of the card's diff: related objects by name and key (“example.com” (#1)), not
+    by bare key, limited to DIFF_CHARS."""
+    queryset = getattr(form.fields.get(name), "queryset", None)
+    if queryset is None or isinstance(value, FromArtifact) or value in (None, "", []):
+        return _shown(value, DIFF_CHARS)
+    keys = value if isinstance(value, list) else [value]
+    try:
+        names = {obj.pk: _object_name(obj) for obj in queryset.filter(pk__in=keys)}
+    except (TypeError, ValueError, ValidationError):
+        return _shown(value, DIFF_CHARS)
+    text = ", ".join(names.get(key, f"#{key}") for key in keys)
+    return text if len(text) <= DIFF_CHARS else text[: DIFF_CHARS - 1] + "…"
 
 
 def _object_name(obj) -> str:
@@ -135,24 +152,40 @@ def save_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
             return shown_body
         return bridge.cleaned_value(bound.form, name)
 
+    def change(name: str) -> dict[str, Any]:
+        # The card's diff: each value in full up to DIFF_CHARS, hidden fields named only.
+        if name not in readable:
+            return {"field": name, "before": None, "after": None, "hidden": True}
+        form = bound.form
+        return {
+            "field": name,
+            "before": None
+            if bound.obj is None
+            else _diff_value(form, name, bridge.initial_value(form, name)),
+            "after": _diff_value(form, name, after(name)),
+        }
+
+    changes = [change(name) for name in changed]
     if bound.obj is None:
         head = f"Create {opts.verbose_name}: "
         each = max(16, (SUMMARY_CHARS - len(head)) // max(len(changed), 1) - len(", "))
-        return head + ", ".join(
+        text = head + ", ".join(
             f"{name} {_shown(after(name), each)}" if name in readable else f"{name} (hidden)"
             for name in changed
         )
+        return Summary(text, changes)
     head = f"Update {opts.verbose_name} {bound.obj_name}: "
     if not changed:
         return head + "no changes"
     each = max(12, (SUMMARY_CHARS - len(head)) // len(changed) // 2 - len(" → ") - 2)
-    return head + "; ".join(
+    text = head + "; ".join(
         f"{name} {_shown(bridge.initial_value(bound.form, name), each)} → "
         f"{_shown(after(name), each)}"
         if name in readable
         else f"{name} (hidden) changed"
         for name in changed
     )
+    return Summary(text, changes)
 
 
 def delete_preview(ctx: ToolContext, input: dict[str, Any]) -> str:

@@ -70,6 +70,8 @@ export function createClient(config) {
       // The session's last heartbeat: bookkeeping that does not move the ETag, so it comes in
       // a header on the 304 as on the 200 (stall detection reads it).
       heartbeat: response.headers.get("X-Ahentic-Heartbeat"),
+      // Whether a worker holds the run's lease ("1"/"0"): bookkeeping too, same reason.
+      claimed: response.headers.get("X-Ahentic-Claimed"),
     };
   }
 
@@ -118,10 +120,12 @@ export function createPoller(config, client, hooks) {
     if (result.status === 200) {
       s.pollFailures = 0;
       if (result.heartbeat && result.data) result.data.heartbeatAt = result.heartbeat;
+      if (result.claimed && result.data) result.data.claimed = result.claimed === "1";
       hooks.onPayload(s, result.data, result.etag);
     } else if (result.status === 304) {
       s.pollFailures = 0;
       if (result.heartbeat && s.payload) s.payload.heartbeatAt = result.heartbeat;
+      if (result.claimed && s.payload) s.payload.claimed = result.claimed === "1";
       hooks.onNotModified(s);
     } else if (result.status === 404) {
       hooks.onGone(s);

@@ -27,6 +27,13 @@ function bannerState(app, s) {
   if (!p || s.stopping) return null;
   const resumable = (p.status === "idle" || p.status === "error") && p.jobResumable;
   const quiet = p.status === "running" ? app.client.ageMs(p.heartbeatAt || p.modifiedAt) : null;
+  if (quiet != null && p.claimed === false && quiet >= app.config.unclaimedMs) {
+    // The step waits in the queue and no worker took it: say so long before "may be stuck".
+    const text =
+      "No worker has picked up this run. Is a worker running? Start one with " +
+      "python manage.py qcluster: the run starts as soon as a worker is up.";
+    return { kind: "no-worker", text, stop: true };
+  }
   if (quiet != null && quiet >= app.config.stuckMs) {
     const text =
       "This run may be stuck: no worker has reported progress for over " +
@@ -111,6 +118,39 @@ export function renderPlan(app, s) {
 
 // ------------------------------------------------------------------ approval card
 
+/** The summary's headline: with a diff below it, the summary's own "field a → b" list (the
+ * text after "Update …: ") would say the same twice. */
+function hitlHeadline(pendingTool, changes) {
+  const summary = pendingTool.summary || pendingTool.name;
+  if (!changes.length) return summary;
+  const cut = summary.indexOf(": " + changes[0].field + " ");
+  return cut > 0 ? summary.slice(0, cut) : summary;
+}
+
+/** The fields the call changes: before (struck) and after, one row each. */
+function diffTable(changes) {
+  return el(
+    "dl",
+    { className: "ahentic-hitl-diff", "aria-label": "Changes" },
+    changes.flatMap((change) => [
+      el("dt", { text: change.field }),
+      el(
+        "dd",
+        {},
+        change.hidden
+          ? el("span", { className: "ahentic-diff-hidden", text: "changed (you cannot see this field)" })
+          : [
+              change.before == null
+                ? null
+                : el("del", { className: "ahentic-diff-before", text: change.before }),
+              change.before == null ? null : el("span", { className: "ahentic-diff-arrow", "aria-label": "becomes", text: " → " }),
+              el("ins", { className: "ahentic-diff-after", text: change.after == null ? "" : change.after }),
+            ],
+      ),
+    ]),
+  );
+}
+
 export function renderHitl(app, s) {
   const { ui } = app;
   const p = s && s.payload;
@@ -138,7 +178,7 @@ export function renderHitl(app, s) {
     maxlength: "2000",
   });
   const memory = pendingTool.memory;
-  const inputPreview = previewJson(pendingTool.input, 2000);
+  const changes = Array.isArray(pendingTool.changes) ? pendingTool.changes : [];
   const primary = "ahentic-button ahentic-primary";
   const buttons = [
     button("Allow once", () => app.decide(s, "allow_once"), primary),
@@ -156,11 +196,11 @@ export function renderHitl(app, s) {
     el(
       "div",
       { className: "ahentic-hitl-summary" },
-      shortened(pendingTool.summary || pendingTool.name, SUMMARY_LIMIT, {
+      shortened(hitlHeadline(pendingTool, changes), SUMMARY_LIMIT, {
         render: renderInlineMarkdown,
       }),
     ),
-    el("div", { className: "ahentic-hitl-tool" }, "Tool: ", el("code", { text: pendingTool.name })),
+    changes.length ? diffTable(changes) : null,
     memory
       ? el("div", {
           className: "ahentic-hitl-memory",
@@ -173,13 +213,12 @@ export function renderHitl(app, s) {
       : null,
     el(
       "details",
-      // A short input is shown at once; a long one (a draft body) stays folded.
-      { className: "ahentic-hitl-input", open: inputPreview.length <= 400 },
-      el("summary", { text: "Input" }),
-      el("pre", { text: inputPreview }),
+      // The raw call stays available, folded: the summary and the diff say what it does.
+      { className: "ahentic-hitl-input" },
+      el("summary", {}, "Details: ", el("code", { text: pendingTool.name }), " input (JSON)"),
+      el("pre", { text: previewJson(pendingTool.input, 2000) }),
     ),
-    reason,
-    el("div", { className: "ahentic-hitl-buttons" }, buttons),
+    el("div", { className: "ahentic-hitl-actions" }, reason, el("div", { className: "ahentic-hitl-buttons" }, buttons)),
   );
   show(ui.hitl, true);
 }

@@ -53,6 +53,7 @@ function boot(root) {
     fastAfterActionMs: 4000, // keep polling fast this long after a send, even if a poll says idle
     browserTimeoutMs: (Number(root.dataset.browserTimeoutS) || 45) * 1000,
     stallNudgeMs: 8000, // running without a heartbeat this long: POST continue (runner only)
+    unclaimedMs: 8000, // running, no worker claimed the step this long: say a worker is missing
     stuckMs: 45000, // ... this long: tell the user the run may be stuck
     runnerHeartbeatMs: 1000,
     runnerStaleMs: 15000,
@@ -644,7 +645,10 @@ function boot(root) {
     }
     // The context fill (what the next request sends) and the chat's total use are different
     // numbers: say which is which.
-    const parts = ["Context " + percent + "%", formatTokens(p.tokensUsed) + " tokens this chat"];
+    // Tokens are counted when a model call ends: before the first one there is no count to
+    // show (not "0 tokens").
+    const parts = ["Context " + percent + "%"];
+    if (p.tokensUsed > 0) parts.push(formatTokens(p.tokensUsed) + " tokens this chat");
     if (p.costUsd != null) parts.push("$" + Number(p.costUsd).toFixed(p.costUsd < 1 ? 4 : 2));
     ui.tokens.textContent = parts.join(" · ");
     ui.tokens.title = `In ${p.tokensIn} (cache read ${p.cacheReadTokens}, write ${p.cacheWriteTokens}), out ${p.tokensOut}`;
@@ -720,6 +724,12 @@ function boot(root) {
     ui.panel.addEventListener("keydown", (event) => {
       if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
       event.preventDefault();
+      // Escape in the message box leaves the box (its text stays) and never closes the panel:
+      // focus goes to the conversation, from where the next Escape does.
+      if (event.target === ui.input) {
+        ui.transcript.focus();
+        return;
+      }
       // Escape closes the innermost thing first: an open artifact preview, then the panel.
       if (closeArtifact(app, activeSession())) return;
       setCollapsed(true);
@@ -770,6 +780,34 @@ function boot(root) {
       if (s && document.visibilityState === "visible") poller.schedule(s, 0);
     });
     window.addEventListener("pagehide", () => state.tabs.forEach((tab) => runner.release(tab.id)));
+    window.addEventListener("storage", onStorage);
+  }
+
+  /** Another window of this browser saved its tabs: chats it opened appear here too (this
+   * window's active chat stays; closing a chat stays a per-window choice). */
+  function onStorage(event) {
+    if (event.key !== config.storagePrefix + "tabs" || !event.newValue) return;
+    let saved;
+    try {
+      saved = JSON.parse(event.newValue);
+    } catch (err) {
+      return;
+    }
+    const open = saved && Array.isArray(saved.open) ? saved.open : [];
+    const added = open.filter((tab) => tab && typeof tab.id === "string" && !tabOf(tab.id));
+    if (!added.length) return;
+    for (const tab of added) {
+      state.tabs.push({
+        id: tab.id,
+        title: tab.title || "New Agent",
+        autoTitle: tab.autoTitle !== false,
+      });
+      poller.schedule(sessionState(tab.id), 0); // its title and status
+    }
+    if (!state.active) state.active = added[0].id;
+    renderTabs(app);
+    renderSession();
+    renderHistory(app);
   }
 
   function heartbeat() {

@@ -3,6 +3,7 @@
  * arrow keys (and Home/End) move between tabs and open them. The active tab is always scrolled
  * into view, whatever the number of open chats.
  */
+import { STATUS_TEXT } from "./cards.js";
 import { changed, el, fill, show } from "./dom.js";
 
 export function statusOf(app, s) {
@@ -103,11 +104,27 @@ export function renderTabs(app) {
   show(ui.launcherDot, attention);
 }
 
+/** When a chat last changed, short: "14:05" today, "Dec 1, 14:05" this year, else with the year. */
+export function formatWhen(iso, now = new Date()) {
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return "";
+  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  if (at.toDateString() === now.toDateString()) return "today " + time;
+  const date = { month: "short", day: "numeric" };
+  if (at.getFullYear() !== now.getFullYear()) date.year = "numeric";
+  return at.toLocaleDateString([], date) + ", " + time;
+}
+
 export function renderHistory(app) {
   const { state, ui } = app;
   const openIds = new Set(state.tabs.map((tab) => tab.id));
   const options = state.history
     .filter((item) => !openIds.has(item.id))
-    .map((item) => el("option", { value: item.id, text: item.title + " (" + item.status + ")" }));
+    .map((item) => {
+      const when = formatWhen(item.modifiedAt);
+      const status = STATUS_TEXT[item.status] || item.status;
+      const text = [item.title || "New Agent", when, status].filter(Boolean).join(" · ");
+      return el("option", { value: item.id, text, title: item.modifiedAt || "" });
+    });
   fill(ui.history, el("option", { value: "", text: "History…" }), ...options);
 }

@@ -126,11 +126,48 @@ export function messageNode(message, viewMode) {
     if (attached) bubble.append(attached);
     return bubble;
   }
-  return replyBubble(
+  return agentBubble([message]);
+}
+
+/** A plain reply of the agent (not an error, not a sub-agent's report, not a tool call). */
+function isAgentText(message) {
+  const meta = message.meta || {};
+  return message.kind === "agent_message" && !meta.error && meta.source !== "subagent";
+}
+
+/** One bubble for consecutive replies of the agent: a turn's texts around hidden tool calls
+ * read as one answer. A reply Stop cut short says so. */
+function agentBubble(messages) {
+  const stopped = messages.some((m) => m.meta && m.meta.stopped);
+  const error = messages.some((m) => m.meta && m.meta.error);
+  const node = replyBubble(
     "Agent",
-    message.content,
-    "ahentic-assistant" + (meta.error ? " is-error" : ""),
+    messages[0].content,
+    "ahentic-assistant" + (error ? " is-error" : "") + (stopped ? " is-stopped" : ""),
   );
+  const body = node.querySelector(".ahentic-msg-text");
+  if (messages.length > 1) {
+    // Each part is its own Markdown document, in the one bubble.
+    body.replaceChildren();
+    for (const message of messages) {
+      const part = el("div", { className: "ahentic-msg-part" });
+      renderMarkdown(part, message.content);
+      body.append(part);
+    }
+  }
+  if (stopped) node.append(el("div", { className: "ahentic-msg-note", text: "Stopped" }));
+  return node;
+}
+
+/** Messages to draw: consecutive agent texts become one group (an array). */
+function grouped(messages) {
+  const items = [];
+  for (const message of messages) {
+    const last = items[items.length - 1];
+    if (isAgentText(message) && Array.isArray(last)) last.push(message);
+    else items.push(isAgentText(message) ? [message] : message);
+  }
+  return items;
 }
 
 function localMessageNode(local) {
@@ -204,8 +241,13 @@ export function renderTranscript(app, s, options) {
       }),
     );
   }
-  for (const message of messages) {
-    nodes.push(cachedNode(s, p.viewMode + ":" + message.id, () => messageNode(message, p.viewMode)));
+  for (const item of grouped(messages)) {
+    if (Array.isArray(item)) {
+      const key = p.viewMode + ":" + item.map((m) => m.id).join("+");
+      nodes.push(cachedNode(s, key, () => agentBubble(item)));
+    } else {
+      nodes.push(cachedNode(s, p.viewMode + ":" + item.id, () => messageNode(item, p.viewMode)));
+    }
   }
   for (const local of locals) {
     nodes.push(cachedNode(s, local.localId, () => localMessageNode(local)));
