@@ -18,7 +18,7 @@ from django.utils import timezone
 from . import compiled, db, runstate
 from .conf import ahentic_settings
 from .models import Event, EventRow, Goal, PendingMessage, Session, Snapshot, TraceEvent
-from .tokens import estimate_tokens, tool_use_tokens
+from .tokens import block_tokens, estimate_tokens, tool_use_tokens
 
 DEFAULT_TITLE = "New Agent"
 
@@ -128,6 +128,9 @@ def event_token_count(item: dict[str, Any]) -> int:
     if item["kind"] == Event.Kind.TOOL_CALL:
         payload = item.get("payload") or {}
         return tool_use_tokens(payload.get("tool"), payload.get("input") or {})
+    blocks = (item.get("payload") or {}).get("blocks")
+    if blocks:  # an assistant turn stored whole (thinking, server tools): all of it is sent
+        return sum(block_tokens(block) for block in blocks)
     return estimate_tokens(item.get("content", "") or "")
 
 
