@@ -117,8 +117,9 @@ def strip_nul(value: Any) -> Any:
 def _block_dict(block: Any) -> dict[str, Any]:
     if block.type in ("thinking", "redacted_thinking"):
         # Sent back byte for byte with its signature: never altered (not even NULs dropped).
-        return block.model_dump(mode="json", exclude_none=True)
-    data = strip_nul(block.model_dump(mode="json", exclude_none=True))
+        return block.model_dump(mode="json", exclude_unset=True)
+    # The fields the API sent, nulls included (server tool results go back exactly).
+    data = strip_nul(block.model_dump(mode="json", exclude_unset=True))
     if data.get("type") == "text":
         text = {"type": "text", "text": data.get("text", "")}
         if data.get("citations"):

@@ -24,6 +24,19 @@ Behaviour
 * Each accepted ``/v1/messages`` call consumes the next scripted response (FIFO, see
   ``enqueue``); when the queue is empty ``server.responder(request_json)`` is asked,
   and without a responder the answer is ``text_reply("Done.")``.
+* Thinking: ``thinking_block(text)`` is signed with an HMAC of its text (``with_thinking``
+  prepends one to a response; ``redacted_thinking_block`` carries verifiable opaque data).
+  A request is refused (400) when a thinking block is altered or lacks its signature, when
+  ``thinking`` is on and the assistant turn a tool loop continues (the one before the final
+  tool results, or a final assistant turn) does not open with a thinking block, and when
+  ``budget_tokens`` is below 1024 or not below ``max_tokens``. Thinking streams as
+  ``thinking_delta`` parts then a ``signature_delta``.
+* Server tools: ``web_search``/``web_fetch`` definitions must carry a known ``type`` version
+  (``SERVER_TOOLS``); ``web_search_blocks`` scripts a search (``server_tool_use`` and its
+  ``web_search_tool_result`` in the same turn, as the API requires when they come back) and
+  ``cited_text`` a text block citing it (streamed with ``citations_delta``). The reply's
+  ``usage.server_tool_use`` counts the searches and fetches it holds. ``pause_turn`` is a
+  stop_reason like any other.
 * Scripted responses can be delayed (``delay_s``) or held until a ``threading.Event``
   is set (``gate``), to keep a call in flight. A streamed response sends its headers
   and ``message_start`` at once, then waits, then sends the deltas.
