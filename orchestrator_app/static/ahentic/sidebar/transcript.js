@@ -9,6 +9,7 @@
 import { isLive } from "./api.js";
 import { el, fill, changed, previewJson } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import { decorateReply } from "./thinking.js";
 
 const NEAR_BOTTOM_PX = 60;
 
@@ -113,11 +114,12 @@ export function messageNode(message, viewMode) {
     return replyBubble("Sub-agent " + (meta.name || ""), message.content, "ahentic-subagent");
   }
   if (role === "user") return textBubble("You", message.content, "ahentic-user", "user");
-  return replyBubble(
+  const reply = replyBubble(
     "Agent",
     message.content,
     "ahentic-assistant" + (meta.error ? " is-error" : ""),
   );
+  return decorateReply(reply, message, viewMode);
 }
 
 function localMessageNode(local) {
