@@ -10,7 +10,10 @@ tokens, every request but the first) for:
   reads at 0.1x, writes at 1.25x);
 - a 12-turn chat (a user message and a text reply per turn), target >= 0.90;
 - a 50-turn chat in a 20,000-token budget (a lookup and a reply per turn, so the window moves
-  in batches and memory snapshots arrive), target >= 0.70.
+  in batches and memory snapshots arrive), target >= 0.70;
+- a thinking run (``THINKING`` on: every reply opens with a signed thinking block that later
+  requests send back unchanged; eight lookups and a save that waits for an approval), then a
+  follow-up message, target >= 0.90.
 
 It prints the load average beside the figures: they are token counts, not timings, so load
 does not change them, but it tells a reader what the machine was doing.
@@ -168,6 +171,79 @@ def chat(turns: int, budget: int | None) -> list[dict]:
         server.stop()
 
 
+def thinking_run(lookups: int = 8) -> list[dict]:
+    """A run with thinking on: lookups, a save paused for approval, approved, a reply, and
+    one more message (history then holds every turn's thinking)."""
+    from django.contrib.auth import get_user_model
+    from django.test import override_settings
+
+    from orchestrator_app import decisions, runs, tasks
+    from orchestrator_app.testing.localapi import (
+        LocalMessagesServer,
+        text_reply,
+        tool_call,
+        tool_reply,
+        with_thinking,
+    )
+    from orchestrator_app.tools import tool
+    from sessions_app import services as session_services
+
+    @tool(
+        name="bench_save",
+        description="Save a summary (asks for approval).",
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+        readonly=False,
+    )
+    def bench_save(ctx, input):
+        return {"ok": True, "saved": len(input["text"])}
+
+    server = LocalMessagesServer().start()
+    reasoning = "Weigh what the last lookup said against the plan before the next step. " * 6
+    for i in range(lookups):
+        call = tool_call("bench_lookup", {"key": f"topic-{i}"})
+        server.enqueue(with_thinking(tool_reply(call), f"Step {i}: {reasoning}"))
+    save = tool_call("bench_save", {"text": "Summary of the lookups."})
+    server.enqueue(with_thinking(tool_reply(save), f"Save now: {reasoning}"))
+    server.enqueue(with_thinking(text_reply("Saved the summary."), "Report the save."))
+    server.enqueue(with_thinking(text_reply("It holds eight topics."), "Answer from history."))
+
+    def step_until_idle(session):
+        session.refresh_from_db()
+        if session.status == "running":
+            tasks.run_step(str(session.pk), session.run_seq)
+        session.refresh_from_db()
+
+    try:
+        user, _ = get_user_model().objects.get_or_create(username="bench-thinking")
+        settings = {
+            "API_KEY": "bench",
+            "BASE_URL": server.url,
+            "THINKING": 2048,
+            "MAX_STEPS_PER_RUN": lookups + 4,
+            "NAME_REFRESH_INTERVAL": 0,
+        }
+        with override_settings(AHENTIC=settings):
+            session = session_services.session_create(owner=user)
+            runs.message_post(session=session, content="Look up eight topics, then save.")
+            step_until_idle(session)
+            assert session.status == "awaiting_human", (session.status, session.last_error)
+            decisions.approval_decide(session=session, decision="allow_once")
+            step_until_idle(session)
+            assert session.status == "idle", (session.status, session.last_error)
+            runs.message_post(session=session, content="How many topics were there?")
+            step_until_idle(session)
+            assert session.status == "idle", (session.status, session.last_error)
+        requests = [e for e in server.requests if e["path"] == "/v1/messages"]
+        assert all(e["accepted"] and "thinking" in e["json"] for e in requests)
+        return [entry["response"]["usage"] for entry in requests]
+    finally:
+        server.stop()
+
+
 def summarize(usages: list[dict]) -> tuple[float, float]:
     later = usages[1:]
     read = sum(u["cache_read_input_tokens"] for u in later)
@@ -197,10 +273,13 @@ def main() -> None:
     short_chat = chat(12, budget=None)
     print("Running a 50-turn chat in a 20,000-token budget...", flush=True)
     long_chat = chat(50, budget=20000)
+    print("Running a thinking run with an approval...", flush=True)
+    thinking = thinking_run()
     share, cost = summarize(cached)
     base_share, base_cost = summarize(baseline)
     chat_share, _ = summarize(short_chat)
     long_share, _ = summarize(long_chat)
+    thinking_share, _ = summarize(thinking)
     print(f"model calls: {len(cached)} (baseline {len(baseline)})")
     print(
         f"cache-read share of input tokens, steps 2..{len(cached)}: {share:.3f} "
@@ -209,9 +288,11 @@ def main() -> None:
     print(f"effective input cost vs baseline: {cost / base_cost:.3f}x")
     print(f"12-turn chat, turns 2..12 ({len(short_chat)} calls): {chat_share:.3f}")
     print(f"50-turn chat, 20,000-token budget ({len(long_chat)} calls): {long_share:.3f}")
+    print(f"thinking run with an approval ({len(thinking)} calls): {thinking_share:.3f}")
     print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     results = [(share, 0.95, "20-step run"), (chat_share, 0.90, "12-turn chat")]
     results.append((long_share, 0.70, "50-turn chat"))
+    results.append((thinking_share, 0.90, "thinking run"))
     failed = [f"{name} {value:.3f} < {target}" for value, target, name in results if value < target]
     print("PASS" if not failed else "FAIL: " + "; ".join(failed))
 
