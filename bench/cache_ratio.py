@@ -18,7 +18,7 @@ tokens, every request but the first) for:
 It prints the load average beside the figures: they are token counts, not timings, so load
 does not change them, but it tells a reader what the machine was doing.
 
-Usage: .venv/bin/python bench/cache_ratio.py [--steps 20]
+Usage: .venv/bin/python bench/cache_ratio.py [--steps 20] [--thinking-only]
 """
 
 from __future__ import annotations
@@ -30,19 +30,9 @@ from collections import deque
 from _setup import django_setup
 
 
-def run(steps: int, strip_breakpoints: bool) -> list[dict]:
-    from django.contrib.auth import get_user_model
-    from django.test import override_settings
-
-    from orchestrator_app import llm, runs, tasks
-    from orchestrator_app.testing.localapi import (
-        LocalMessagesServer,
-        text_reply,
-        tool_call,
-        tool_reply,
-    )
+def register_lookup() -> None:
+    """The read-only ``bench_lookup`` tool the runs call."""
     from orchestrator_app.tools import tool
-    from sessions_app import services as session_services
 
     @tool(
         name="bench_lookup",
@@ -57,6 +47,21 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     def bench_lookup(ctx, input):
         return {"ok": True, "key": input["key"], "value": f"fact about {input['key']} " * 20}
 
+
+def run(steps: int, strip_breakpoints: bool) -> list[dict]:
+    from django.contrib.auth import get_user_model
+    from django.test import override_settings
+
+    from orchestrator_app import llm, runs, tasks
+    from orchestrator_app.testing.localapi import (
+        LocalMessagesServer,
+        text_reply,
+        tool_call,
+        tool_reply,
+    )
+    from sessions_app import services as session_services
+
+    register_lookup()
     server = LocalMessagesServer().start()
     if strip_breakpoints:
         original = llm.call_model
@@ -201,6 +206,7 @@ def thinking_run(lookups: int = 8) -> list[dict]:
     def bench_save(ctx, input):
         return {"ok": True, "saved": len(input["text"])}
 
+    register_lookup()
     server = LocalMessagesServer().start()
     reasoning = "Weigh what the last lookup said against the plan before the next step. " * 6
     for i in range(lookups):
@@ -224,6 +230,8 @@ def thinking_run(lookups: int = 8) -> list[dict]:
             "BASE_URL": server.url,
             "THINKING": 2048,
             "MAX_STEPS_PER_RUN": lookups + 4,
+            "SESSION_SOFT_TOKEN_BUDGET": None,
+            "DAILY_TOKEN_LIMIT": None,
             "NAME_REFRESH_INTERVAL": 0,
         }
         with override_settings(AHENTIC=settings):
@@ -263,8 +271,14 @@ def summarize(usages: list[dict]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--thinking-only", action="store_true", help="Only the thinking run.")
     args = parser.parse_args()
     django_setup()
+    if args.thinking_only:
+        share, _ = summarize(thinking_run())
+        print(f"thinking run with an approval: {share:.3f}")
+        print("PASS" if share >= 0.90 else f"FAIL: thinking run {share:.3f} < 0.9")
+        return
     print(f"Running a {args.steps}-step run with cache breakpoints...", flush=True)
     cached = run(args.steps, strip_breakpoints=False)
     print("Running the same run without breakpoints (baseline)...", flush=True)
