@@ -281,3 +281,51 @@ def test_context_usage_counts_the_thinking_sent_back(owner_client, session, thin
     # The thinking (about 1,900 tokens) is history the next request carries.
     assert body["contextUsage"]["buckets"]["history"] > 1800
     assert payload_of(owner_client, session)["contextUsage"] == body["contextUsage"]
+
+
+def test_context_usage_predicts_the_next_request_with_thinking_and_a_search(
+    owner_client, session, thinking_on, settings
+):
+    from orchestrator_app import tasks
+    from orchestrator_app.testing.localapi import cited_text, web_search_blocks
+
+    settings.AHENTIC = {**settings.AHENTIC, "WEB_SEARCH": {"max_uses": 2}}
+    llm = thinking_on
+    url = "https://docs.example.com/a"
+    llm.enqueue(
+        reply([thinking_block("Look it up. " * 50), tool_call("echo", {"text": "x"})], "tool_use"),
+        with_thinking(
+            reply(
+                [
+                    *web_search_blocks("a", [{"url": url, "title": "A"}]),
+                    cited_text("It is A.", url, "A", "A is A."),
+                ]
+            ),
+            "Search, then answer. " * 40,
+        ),
+        text_reply("Follow-up."),
+    )
+
+    def start(text):
+        response = post(owner_client, session, "messages", {"content": text})
+        assert response.status_code == 202, response.content
+        return response.json()["runSeq"]
+
+    run_seq = start("Find A")
+    predictions = []
+    for _ in range(2):
+        tasks.run_step(str(session.pk), run_seq)
+        predictions.append(payload_of(owner_client, session)["contextUsage"])
+    tasks.run_step(str(session.pk), start("And?"))
+
+    counted = [
+        e["response"]["usage"]["input_tokens"]
+        + e["response"]["usage"]["cache_read_input_tokens"]
+        + e["response"]["usage"]["cache_creation_input_tokens"]
+        for e in llm.requests
+        if e["accepted"]
+    ][1:]
+    assert len(counted) == 2
+    for usage, tokens in zip(predictions, counted, strict=True):
+        # Off by the words of the message (the prediction imagines a one-token message).
+        assert abs(usage["usedTokens"] - tokens) <= 10
