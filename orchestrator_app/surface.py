@@ -142,7 +142,14 @@ def turn_blocks(content: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The blocks of an assistant reply its message event stores whole (all but ``tool_use``,
     which each have their tool call event), or None when the reply is plain text (its event's
     text is the block)."""
-    kept = [b for b in content if b.get("type") != "tool_use"]
+    # A thinking block cut off by max_tokens has no signature: the API would refuse it back, and
+    # the turn it opened ended without tool calls, so nothing needs it.
+    kept = [
+        b
+        for b in content
+        if b.get("type") != "tool_use"
+        and not (b.get("type") == "thinking" and not b.get("signature"))
+    ]
     if all(b.get("type") == "text" and not b.get("citations") for b in kept):
         return None
     return kept

@@ -329,3 +329,21 @@ def test_context_usage_predicts_the_next_request_with_thinking_and_a_search(
     for usage, tokens in zip(predictions, counted, strict=True):
         # Off by the words of the message (the prediction imagines a one-token message).
         assert abs(usage["usedTokens"] - tokens) <= 10
+
+
+def test_thinking_cut_off_by_max_tokens_is_not_sent_back(
+    owner_client, session, thinking_on, run_tasks
+):
+    llm = thinking_on
+    cut = {"type": "thinking", "thinking": "Half a thou", "signature": ""}
+    llm.enqueue(
+        reply([cut], "max_tokens"),
+        with_thinking(text_reply("A shorter answer."), "Keep it short."),
+    )
+
+    body = post_message(owner_client, session, run_tasks, "Explain everything")
+
+    assert body["status"] == "idle"
+    _, second = llm.message_requests()
+    sent = [b["type"] for m in second["messages"] for b in m["content"]]
+    assert "thinking" not in sent  # the unsigned block stayed out; the strict API accepted
