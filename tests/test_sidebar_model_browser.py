@@ -93,3 +93,8 @@ def test_a_reply_shows_its_thinking_collapsed_and_its_citations_as_numbered_link
     # The thinking never appears as the reply's text.
     expect(reply_text).not_to_contain_text("search the shop's page")
     screenshot(page, "sidebar-thinking-citations")
+    # The debug view shows the thinking whole: open, with the blocks as the model sent them.
+    page.get_by_label("View mode").select_option("debug")
+    blocks = page.locator(".ahentic-assistant .ahentic-thinking[open] .ahentic-thinking-blocks")
+    expect(blocks).to_contain_text('"signature"')
+    expect(blocks).to_contain_text("search the shop's page")
