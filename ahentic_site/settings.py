@@ -134,6 +134,9 @@ AHENTIC = {
     # read-only for the agent's requests).
     "ADMIN_TOOLS": ["flatpages.flatpage", "auth.group"],
 }
+if os.environ.get("ANTHROPIC_API_KEY") == "offline-demo":
+    # The offline demo model (manage.py ahentic_demo without a key) thinks and cites a web page.
+    AHENTIC.update({"THINKING": "adaptive", "WEB_SEARCH": {"max_uses": 3}})
 
 LOGGING = {
     "version": 1,

@@ -14,11 +14,14 @@ tokens, every request but the first) for:
   in batches and memory snapshots arrive), target >= 0.70;
 - an 8-turn chat whose first message attaches a 1280x800 screenshot and a 3-page PDF (image
   and document blocks, sent byte-identical every turn), target >= 0.90.
+- a thinking run (``THINKING`` on: every reply opens with a signed thinking block that later
+  requests send back unchanged; eight lookups and a save that waits for an approval), then a
+  follow-up message, target >= 0.90.
 
 It prints the load average beside the figures: they are token counts, not timings, so load
 does not change them, but it tells a reader what the machine was doing.
 
-Usage: .venv/bin/python bench/cache_ratio.py [--steps 20]
+Usage: .venv/bin/python bench/cache_ratio.py [--steps 20] [--thinking-only]
 """
 
 from __future__ import annotations
@@ -30,19 +33,9 @@ from collections import deque
 from _setup import django_setup
 
 
-def run(steps: int, strip_breakpoints: bool) -> list[dict]:
-    from django.contrib.auth import get_user_model
-    from django.test import override_settings
-
-    from orchestrator_app import llm, runs, tasks
-    from orchestrator_app.testing.localapi import (
-        LocalMessagesServer,
-        text_reply,
-        tool_call,
-        tool_reply,
-    )
+def register_lookup() -> None:
+    """The read-only ``bench_lookup`` tool the runs call."""
     from orchestrator_app.tools import tool
-    from sessions_app import services as session_services
 
     @tool(
         name="bench_lookup",
@@ -57,6 +50,21 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     def bench_lookup(ctx, input):
         return {"ok": True, "key": input["key"], "value": f"fact about {input['key']} " * 20}
 
+
+def run(steps: int, strip_breakpoints: bool) -> list[dict]:
+    from django.contrib.auth import get_user_model
+    from django.test import override_settings
+
+    from orchestrator_app import llm, runs, tasks
+    from orchestrator_app.testing.localapi import (
+        LocalMessagesServer,
+        text_reply,
+        tool_call,
+        tool_reply,
+    )
+    from sessions_app import services as session_services
+
+    register_lookup()
     server = LocalMessagesServer().start()
     if strip_breakpoints:
         original = llm.call_model
@@ -217,6 +225,82 @@ def attachment_chat(turns: int) -> list[dict]:
         server.stop()
 
 
+def thinking_run(lookups: int = 8) -> list[dict]:
+    """A run with thinking on: lookups, a save paused for approval, approved, a reply, and
+    one more message (history then holds every turn's thinking)."""
+    from django.contrib.auth import get_user_model
+    from django.test import override_settings
+
+    from orchestrator_app import decisions, runs, tasks
+    from orchestrator_app.testing.localapi import (
+        LocalMessagesServer,
+        text_reply,
+        tool_call,
+        tool_reply,
+        with_thinking,
+    )
+    from orchestrator_app.tools import tool
+    from sessions_app import services as session_services
+
+    @tool(
+        name="bench_save",
+        description="Save a summary (asks for approval).",
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+        readonly=False,
+    )
+    def bench_save(ctx, input):
+        return {"ok": True, "saved": len(input["text"])}
+
+    register_lookup()
+    server = LocalMessagesServer().start()
+    reasoning = "Weigh what the last lookup said against the plan before the next step. " * 6
+    for i in range(lookups):
+        call = tool_call("bench_lookup", {"key": f"topic-{i}"})
+        server.enqueue(with_thinking(tool_reply(call), f"Step {i}: {reasoning}"))
+    save = tool_call("bench_save", {"text": "Summary of the lookups."})
+    server.enqueue(with_thinking(tool_reply(save), f"Save now: {reasoning}"))
+    server.enqueue(with_thinking(text_reply("Saved the summary."), "Report the save."))
+    server.enqueue(with_thinking(text_reply("It holds eight topics."), "Answer from history."))
+
+    def step_until_idle(session):
+        session.refresh_from_db()
+        if session.status == "running":
+            tasks.run_step(str(session.pk), session.run_seq)
+        session.refresh_from_db()
+
+    try:
+        user, _ = get_user_model().objects.get_or_create(username="bench-thinking")
+        settings = {
+            "API_KEY": "bench",
+            "BASE_URL": server.url,
+            "THINKING": 2048,
+            "MAX_STEPS_PER_RUN": lookups + 4,
+            "SESSION_SOFT_TOKEN_BUDGET": None,
+            "DAILY_TOKEN_LIMIT": None,
+            "NAME_REFRESH_INTERVAL": 0,
+        }
+        with override_settings(AHENTIC=settings):
+            session = session_services.session_create(owner=user)
+            runs.message_post(session=session, content="Look up eight topics, then save.")
+            step_until_idle(session)
+            assert session.status == "awaiting_human", (session.status, session.last_error)
+            decisions.approval_decide(session=session, decision="allow_once")
+            step_until_idle(session)
+            assert session.status == "idle", (session.status, session.last_error)
+            runs.message_post(session=session, content="How many topics were there?")
+            step_until_idle(session)
+            assert session.status == "idle", (session.status, session.last_error)
+        requests = [e for e in server.requests if e["path"] == "/v1/messages"]
+        assert all(e["accepted"] and "thinking" in e["json"] for e in requests)
+        return [entry["response"]["usage"] for entry in requests]
+    finally:
+        server.stop()
+
+
 def summarize(usages: list[dict]) -> tuple[float, float]:
     later = usages[1:]
     read = sum(u["cache_read_input_tokens"] for u in later)
@@ -236,8 +320,14 @@ def summarize(usages: list[dict]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--thinking-only", action="store_true", help="Only the thinking run.")
     args = parser.parse_args()
     django_setup()
+    if args.thinking_only:
+        share, _ = summarize(thinking_run())
+        print(f"thinking run with an approval: {share:.3f}")
+        print("PASS" if share >= 0.90 else f"FAIL: thinking run {share:.3f} < 0.9")
+        return
     print(f"Running a {args.steps}-step run with cache breakpoints...", flush=True)
     cached = run(args.steps, strip_breakpoints=False)
     print("Running the same run without breakpoints (baseline)...", flush=True)
@@ -248,11 +338,14 @@ def main() -> None:
     long_chat = chat(50, budget=20000)
     print("Running an 8-turn chat that opens with a screenshot and a PDF...", flush=True)
     attached_chat = attachment_chat(8)
+    print("Running a thinking run with an approval...", flush=True)
+    thinking = thinking_run()
     share, cost = summarize(cached)
     base_share, base_cost = summarize(baseline)
     chat_share, _ = summarize(short_chat)
     long_share, _ = summarize(long_chat)
     attached_share, _ = summarize(attached_chat)
+    thinking_share, _ = summarize(thinking)
     print(f"model calls: {len(cached)} (baseline {len(baseline)})")
     print(
         f"cache-read share of input tokens, steps 2..{len(cached)}: {share:.3f} "
@@ -262,10 +355,12 @@ def main() -> None:
     print(f"12-turn chat, turns 2..12 ({len(short_chat)} calls): {chat_share:.3f}")
     print(f"50-turn chat, 20,000-token budget ({len(long_chat)} calls): {long_share:.3f}")
     print(f"8-turn attachment chat, turns 2..8 ({len(attached_chat)} calls): {attached_share:.3f}")
+    print(f"thinking run with an approval ({len(thinking)} calls): {thinking_share:.3f}")
     print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     results = [(share, 0.95, "20-step run"), (chat_share, 0.90, "12-turn chat")]
     results.append((long_share, 0.70, "50-turn chat"))
     results.append((attached_share, 0.90, "attachment chat"))
+    results.append((thinking_share, 0.90, "thinking run"))
     failed = [f"{name} {value:.3f} < {target}" for value, target, name in results if value < target]
     print("PASS" if not failed else "FAIL: " + "; ".join(failed))
 

@@ -202,7 +202,7 @@ def _attachment_errors() -> list:
             Error(
                 f"AHENTIC['ATTACHMENT_STORAGE'] names no storage of STORAGES: {alias!r}",
                 hint="Name an alias of settings.STORAGES, or None for default_storage.",
-                id="ahentic.E005",
+                id="ahentic.E008",
             )
         )
     for key in (
@@ -213,13 +213,72 @@ def _attachment_errors() -> list:
     ):
         value = getattr(ahentic_settings, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            errors.append(Error(f"AHENTIC[{key!r}] must be a positive integer.", id="ahentic.E005"))
+            errors.append(Error(f"AHENTIC[{key!r}] must be a positive integer.", id="ahentic.E008"))
     if ahentic_settings.FILES_API:
         errors.append(
             Error(
                 "AHENTIC['FILES_API'] is not supported yet: PDFs are sent as base64 blocks.",
                 hint="Leave FILES_API False.",
-                id="ahentic.E005",
+                id="ahentic.E008",
             )
         )
+    return errors
+
+
+@register()
+def check_model_surface(app_configs=None, **kwargs):
+    """THINKING, THINKING_DISPLAY, EFFORT, WEB_SEARCH and WEB_FETCH (``surface``), per mode."""
+    from . import surface
+
+    errors = []
+    limits = {
+        "agent": int(ahentic_settings.MAX_OUTPUT_TOKENS),
+        "ask": int(ahentic_settings.MAX_OUTPUT_TOKENS),
+    }
+    for mode in surface.MODES:
+        value = surface.thinking_setting(mode)
+        budget_ok = (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and surface.THINKING_MIN_BUDGET <= value < limits[mode]
+        )
+        if value not in ("off", "adaptive") and not budget_ok:
+            errors.append(
+                Error(
+                    f"AHENTIC['THINKING'] for {mode} mode is {value!r}: give \"off\", "
+                    f'"adaptive" or a budget of at least {surface.THINKING_MIN_BUDGET} tokens '
+                    f"below MAX_OUTPUT_TOKENS ({limits[mode]}).",
+                    hint="The API refuses a budget_tokens below 1024 or not below max_tokens.",
+                    id="ahentic.E020",
+                )
+            )
+        display = surface.per_mode(ahentic_settings.THINKING_DISPLAY, mode)
+        effort = surface.effort(mode)
+        if display not in (None, *surface.DISPLAYS) or effort not in (None, *surface.EFFORTS):
+            errors.append(
+                Error(
+                    f"AHENTIC['THINKING_DISPLAY'] / AHENTIC['EFFORT'] for {mode} mode: "
+                    f"display must be one of {surface.DISPLAYS}, effort one of "
+                    f"{surface.EFFORTS} (or None).",
+                    id="ahentic.E021",
+                )
+            )
+        for setting in ("WEB_SEARCH", "WEB_FETCH"):
+            tool = surface.per_mode(getattr(ahentic_settings, setting), mode)
+            if tool in (None, False, True):
+                continue
+            uses = tool.get("max_uses") if isinstance(tool, dict) else None
+            if (
+                not isinstance(tool, dict)
+                or (uses is not None and (not isinstance(uses, int) or uses < 1))
+                or (tool.get("allowed_domains") and tool.get("blocked_domains"))
+            ):
+                errors.append(
+                    Error(
+                        f"AHENTIC['{setting}'] for {mode} mode must be None or a dict of the "
+                        "tool's options (max_uses >= 1; allowed_domains or blocked_domains, "
+                        "not both).",
+                        id="ahentic.E022",
+                    )
+                )
     return errors

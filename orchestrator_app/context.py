@@ -27,7 +27,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, event_rows
 from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
-from . import prompt
+from . import prompt, surface
 from .prompt import (
     CONTEXT_HEADER,
     MODE_SECTION,
@@ -237,7 +237,7 @@ def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assemb
     """The request for ``session`` over ``events`` (chronological, at least the window)."""
     step_context = prompt.step_context(session)
     system, memory_blocks = prompt.system_blocks(session)
-    tool_defs = prompt.tool_definitions(tools)
+    tool_defs = prompt.tool_definitions(tools, surface.server_tools(surface.session_mode(session)))
     # Room for the step context is reserved before the window is chosen; the context is then
     # compared with what the window (not evicted history) already carries.
     fixed = estimate({"system": system, "tools": tool_defs}) + tokens(step_context)

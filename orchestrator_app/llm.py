@@ -35,10 +35,17 @@ class LLMResult:
     cache_write_tokens: int = 0
     duration_ms: int = 0
     request_id: str = ""
+    # How long the model streamed thinking blocks, and the server tools it used in the call.
+    thinking_ms: int = 0
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
 
     @property
     def text(self) -> str:
-        return "\n\n".join(b["text"] for b in self.content if b.get("type") == "text" and b["text"])
+        texts = [b for b in self.content if b.get("type") == "text" and b["text"]]
+        # Cited replies come as runs of text blocks split at each citation: one sentence.
+        joiner = "" if any(b.get("citations") for b in texts) else "\n\n"
+        return joiner.join(b["text"] for b in texts)
 
     @property
     def tool_uses(self) -> list[dict[str, Any]]:
@@ -108,9 +115,16 @@ def strip_nul(value: Any) -> Any:
 
 
 def _block_dict(block: Any) -> dict[str, Any]:
-    data = strip_nul(block.model_dump(mode="json", exclude_none=True))
+    if block.type in ("thinking", "redacted_thinking"):
+        # Sent back byte for byte with its signature: never altered (not even NULs dropped).
+        return block.model_dump(mode="json", exclude_unset=True)
+    # The fields the API sent, nulls included (server tool results go back exactly).
+    data = strip_nul(block.model_dump(mode="json", exclude_unset=True))
     if data.get("type") == "text":
-        return {"type": "text", "text": data.get("text", "")}
+        text = {"type": "text", "text": data.get("text", "")}
+        if data.get("citations"):
+            text["citations"] = data["citations"]
+        return text
     if data.get("type") == "tool_use":
         return {
             "type": "tool_use",
@@ -129,12 +143,16 @@ def call_model(
     tools: list[dict[str, Any]] | None = None,
     max_tokens: int,
     on_progress: Callable[[str], bool] | None = None,
+    thinking: dict[str, Any] | None = None,
+    output_config: dict[str, Any] | None = None,
 ) -> LLMResult:
     """Stream one Messages API call. Raises ``LLMError`` or ``Aborted``.
 
     ``on_progress(text)`` gets the reply's text streamed so far, at least every
     ``PROGRESS_INTERVAL_S`` and, while text arrives, every ``LIVE_INTERVAL_S``; it returns
-    False to abandon the call (the caller lost its lease)."""
+    False to abandon the call (the caller lost its lease). Only ``text`` deltas are live text:
+    thinking streams too but is never shown as the reply. ``thinking`` and ``output_config``
+    are sent as given (``surface.request_options``)."""
     if not llm_available():
         raise LLMError(
             "ahentic_ai_unavailable",
@@ -150,7 +168,13 @@ def call_model(
     }
     if tools:
         kwargs["tools"] = tools
+    if thinking:
+        kwargs["thinking"] = thinking
+    if output_config:
+        kwargs["output_config"] = output_config
     last_progress = started
+    thinking_started: float | None = None
+    thinking_s = 0.0
     parts: list[str] = []
     reported = 0
     try:
@@ -158,6 +182,14 @@ def call_model(
             for event in stream:
                 if event.type == "content_block_delta" and event.delta.type == "text_delta":
                     parts.append(event.delta.text)
+                elif event.type == "content_block_start" and event.content_block.type in (
+                    "thinking",
+                    "redacted_thinking",
+                ):
+                    thinking_started = time.monotonic()
+                elif event.type == "content_block_stop" and thinking_started is not None:
+                    thinking_s += time.monotonic() - thinking_started
+                    thinking_started = None
                 if on_progress is None:
                     continue
                 now = time.monotonic()
@@ -191,6 +223,7 @@ def call_model(
             detail=f"{exc.__class__.__name__}: {exc}",
         ) from exc
     usage = message.usage
+    server = getattr(usage, "server_tool_use", None)
     return LLMResult(
         content=[_block_dict(b) for b in message.content],
         stop_reason=message.stop_reason or "",
@@ -201,6 +234,9 @@ def call_model(
         cache_write_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
         duration_ms=int((time.monotonic() - started) * 1000),
         request_id=request_id,
+        thinking_ms=int(thinking_s * 1000),
+        web_search_requests=getattr(server, "web_search_requests", 0) or 0,
+        web_fetch_requests=getattr(server, "web_fetch_requests", 0) or 0,
     )
 
 

@@ -35,6 +35,9 @@ class UsageRecord(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     cache_read_tokens = models.BigIntegerField(default=0)
     cache_write_tokens = models.BigIntegerField(default=0)
+    # Server tool requests the call made (billed per use besides the tokens).
+    web_search_requests = models.PositiveIntegerField(default=0)
+    web_fetch_requests = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
     stop_reason = models.CharField(max_length=32, blank=True, default="")

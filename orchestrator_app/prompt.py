@@ -64,6 +64,8 @@ TOOL_RESPONSE = Event.Kind.TOOL_RESPONSE
 SYSTEM_MESSAGE = Event.Kind.SYSTEM_MESSAGE
 SUBAGENT_MESSAGE = Event.Kind.SUBAGENT_MESSAGE
 
+# Blocks the API refuses a cache_control on.
+UNMARKED = ("thinking", "redacted_thinking")
 GOAL_DECAY_MESSAGES = 5
 CONVERSATION_KINDS = (USER_MESSAGE, AGENT_MESSAGE)
 WINDOW_OPENER = "[Earlier conversation is summarized in your memory.]"
@@ -183,14 +185,19 @@ class SizedBlock(dict):
 _DEFINITIONS: dict[str, tuple[Tool, SizedBlock]] = {}
 
 
-def tool_definitions(tools: list[Tool]) -> list[dict[str, Any]]:
-    defs = []
+def tool_definitions(
+    tools: list[Tool], server_tools: list[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """The request's tool definitions: the site's tools, then the API's server tools
+    (``surface.server_tools``), the last one carrying the tools' cache breakpoint."""
+    defs: list[dict[str, Any]] = []
     for tool in tools:
         known = _DEFINITIONS.get(tool.name)
         if known is None or known[0] is not tool:
             schema = tool.api_schema()
             known = _DEFINITIONS[tool.name] = (tool, SizedBlock(schema, definition_tokens(schema)))
         defs.append(known[1])
+    defs.extend(SizedBlock(tool, definition_tokens(tool)) for tool in server_tools)
     if defs:
         defs[-1] = {**defs[-1], "cache_control": CACHE}
     return defs
@@ -332,12 +339,21 @@ def attachment_pairs(
     return pairs
 
 
+def turn_blocks(event: Event | EventRow) -> bool:
+    """Whether the assistant message ``event`` stores its turn's blocks whole (thinking, server
+    tools, cited text: ``surface.turn_blocks``); they are sent back exactly as stored."""
+    payload = event.payload or {}
+    return bool(payload.get("blocks")) and not payload.get("meta", {}).get("error")
+
+
 def stored_estimate(event: Event | EventRow, block: dict[str, Any]) -> int | None:
     """The event's stored estimate (``event_token_count``) when it is ``block``'s, else None:
     a tool call's tool_use block, or a block that carries the event's text unclipped. Measuring
     every block of the window again would cost a step more than its queries."""
     if event.kind == TOOL_CALL:
         return event.token_count if "tool" in event.payload else None
+    if "blocks" in event.payload:
+        return None  # the event's estimate covers all of its blocks
     text = block.get("text") if block.get("type") == "text" else block.get("content")
     return event.token_count if text == event.content else None
 
@@ -352,6 +368,8 @@ def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str
         return kept[1]
     if event.kind == SUBAGENT_MESSAGE:
         pairs = subagent_pair(event)
+    elif event.kind == AGENT_MESSAGE and turn_blocks(event):
+        pairs = [("assistant", block) for block in event.payload["blocks"]]
     else:
         item = _blocks_for(event, RESULT_CHARS if own else HISTORY_RESULT_CHARS)
         pairs = [item] if item else []
@@ -395,8 +413,14 @@ def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
             # The API wants tool_result blocks before any other block of a user message.
             message["content"].sort(key=lambda b: b["type"] != "tool_result")
     if messages:
-        last = messages[-1]["content"][-1]
-        messages[-1]["content"][-1] = {**last, "cache_control": CACHE}
+        content = messages[-1]["content"]
+        # A final assistant turn (a paused one) may end on blocks that take no breakpoint.
+        marked = next(
+            (k for k in range(len(content) - 1, -1, -1) if content[k]["type"] not in UNMARKED),
+            None,
+        )
+        if marked is not None:
+            content[marked] = {**content[marked], "cache_control": CACHE}
     return messages
 
 

@@ -25,7 +25,7 @@ from sessions_app.models import (
 )
 from sessions_app.runstate import Lease
 
-from . import brain, context, llm, pipeline, prompt, runs, usage
+from . import brain, context, llm, pipeline, prompt, runs, surface, usage
 from . import plan as plan_rules
 from .queue import enqueue_memory, enqueue_naming, enqueue_step
 from .toolcalls import answer_unanswered, result_text, tool_response_record
@@ -122,6 +122,7 @@ class StepRunner:
             if self.session.parent_id:
                 reply = (
                     Event.objects.filter(session_id=self.session_id, kind=Event.Kind.AGENT_MESSAGE)
+                    .exclude(content="")
                     .order_by("-seq")
                     .values_list("content", flat=True)
                     .first()
@@ -289,6 +290,7 @@ class StepRunner:
             else ahentic_settings.MAX_OUTPUT_TOKENS
         )
         model = ahentic_settings.MODEL
+        options = surface.request_options(session, request["messages"], max_tokens)
         self.trace("step_start", f"Step {step}", step=step)
         self.trace(
             "llm_request",
@@ -297,6 +299,7 @@ class StepRunner:
             max_tokens=max_tokens,
             estimated_tokens=sum(self.sent_buckets.values()),
             **prompt.request_excerpt(request),
+            **options,
         )
         try:
             result = llm.call_model(
@@ -306,6 +309,7 @@ class StepRunner:
                 tools=request["tools"],
                 max_tokens=max_tokens,
                 on_progress=self.on_stream,
+                **options,
             )
         except llm.Aborted:
             runstate.live_text_clear(self.session_id)
@@ -341,6 +345,9 @@ class StepRunner:
             cache_write_tokens=result.cache_write_tokens,
             duration_ms=result.duration_ms,
             tool_uses=[t["name"] for t in result.tool_uses],
+            thinking_ms=result.thinking_ms,
+            web_search_requests=result.web_search_requests,
+            web_fetch_requests=result.web_fetch_requests,
         )
         # A cancel that arrived during the call: the usage is recorded, and persisting the
         # turn (conditional on the lease) writes nothing, so nothing new starts.
@@ -468,13 +475,17 @@ class StepRunner:
         """Record the call's usage (always) and write the assistant turn (text + each tool_use)
         if the lease still holds, in one transaction."""
         items: list[dict[str, Any]] = []
-        if result.text:
+        blocks = surface.turn_blocks(result.content)
+        if result.text or blocks:
+            payload: dict[str, Any] = {"meta": {"model": result.model}}
+            if blocks:
+                # Thinking and server tool blocks, kept whole and in order with the turn's
+                # text: the next requests send them back unchanged (prompt.event_parts).
+                payload["blocks"] = blocks
+                if result.thinking_ms:
+                    payload["meta"]["thinkingMs"] = result.thinking_ms
             items.append(
-                {
-                    "kind": Event.Kind.AGENT_MESSAGE,
-                    "content": result.text,
-                    "payload": {"meta": {"model": result.model}},
-                }
+                {"kind": Event.Kind.AGENT_MESSAGE, "content": result.text, "payload": payload}
             )
         for use in tool_uses:
             items.append(

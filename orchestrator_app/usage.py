@@ -23,19 +23,28 @@ from .models import DailyUsage, UsageRecord
 
 
 def usage_cost(
-    model: str, *, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int
+    model: str,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int,
+    cache_write: int,
+    web_searches: int = 0,
 ):
-    """USD cost from ``PRICES`` (per million tokens), or None when the model has no price."""
+    """USD cost from ``PRICES`` (per million tokens) plus ``WEB_SEARCH_PRICE_PER_1000`` per
+    search, or None when the model has no price. (Thinking is billed as output tokens; web
+    fetch costs only the tokens of what it fetched.)"""
     price = (ahentic_settings.PRICES or {}).get(model)
     if not price:
         return None
     million = Decimal(1_000_000)
+    searches = Decimal(str(ahentic_settings.WEB_SEARCH_PRICE_PER_1000 or 0)) * web_searches
     return (
         Decimal(str(price["input"])) * input_tokens
         + Decimal(str(price["output"])) * output_tokens
         + Decimal(str(price["cache_read"])) * cache_read
         + Decimal(str(price["cache_write"])) * cache_write
-    ) / million
+    ) / million + searches / 1000
 
 
 def usage_record(
@@ -53,6 +62,8 @@ def usage_record(
     stop_reason: str = "",
     step_count: int | None = None,
     add_to_session: bool = True,
+    web_search_requests: int = 0,
+    web_fetch_requests: int = 0,
 ) -> UsageRecord:
     """One ledger row per model call; the session counters are its running sum
     (``add_to_session``; else the caller writes ``session_sums(record)`` itself, with the turn
@@ -63,6 +74,7 @@ def usage_record(
         output_tokens=output_tokens,
         cache_read=cache_read_tokens,
         cache_write=cache_write_tokens,
+        web_searches=web_search_requests,
     )
     record = UsageRecord(
         session_id=session_id,
@@ -74,6 +86,8 @@ def usage_record(
         output_tokens=output_tokens,
         cache_read_tokens=cache_read_tokens,
         cache_write_tokens=cache_write_tokens,
+        web_search_requests=web_search_requests,
+        web_fetch_requests=web_fetch_requests,
         cost_usd=cost,
         duration_ms=duration_ms,
         stop_reason=stop_reason,
@@ -123,6 +137,8 @@ def usage_record_call(
         stop_reason=result.stop_reason,
         step_count=step_count,
         add_to_session=add_to_session,
+        web_search_requests=result.web_search_requests,
+        web_fetch_requests=result.web_fetch_requests,
     )
 
 

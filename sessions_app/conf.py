@@ -49,6 +49,14 @@ DEFAULTS: dict[str, Any] = {
     "SUBAGENT_MAX_DEPTH": 1,
     "NAME_REFRESH_INTERVAL": 30,
     "PRICES": {},
+    # The model's wider surface (orchestrator_app/surface.py); each may be a value for both
+    # modes or {"agent": value, "ask": value}.
+    "THINKING": "off",  # "off", "adaptive" or a budget in tokens (>= 1024, < max_tokens)
+    "THINKING_DISPLAY": None,  # None (the model's default), "summarized" or "omitted"
+    "EFFORT": None,  # None, "low", "medium", "high", "xhigh" or "max"
+    "WEB_SEARCH": None,  # None (off) or {"max_uses", "allowed_domains", "blocked_domains"}
+    "WEB_FETCH": None,  # None (off) or {"max_uses", "allowed_domains", ..., "max_content_tokens"}
+    "WEB_SEARCH_PRICE_PER_1000": 10,  # USD per 1,000 searches, added to the ledger's cost
     "PERMISSION": "sessions_app.use_agent",
     # Per-user rates (DRF throttles, 429 ahentic_throttled + Retry-After); None is off.
     "THROTTLE_MESSAGES": "30/min",  # every route that can start or resume a run, shared

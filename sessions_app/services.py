@@ -27,7 +27,7 @@ from .models import (
     Snapshot,
     TraceEvent,
 )
-from .tokens import estimate_tokens, tool_use_tokens
+from .tokens import block_tokens, estimate_tokens, tool_use_tokens
 
 DEFAULT_TITLE = "New Agent"
 
@@ -137,10 +137,12 @@ def event_token_count(item: dict[str, Any]) -> int:
     if item["kind"] == Event.Kind.TOOL_CALL:
         payload = item.get("payload") or {}
         return tool_use_tokens(payload.get("tool"), payload.get("input") or {})
+    payload = item.get("payload") or {}
+    blocks = payload.get("blocks")
+    if blocks:  # an assistant turn stored whole (thinking, server tools): all of it is sent
+        return sum(block_tokens(block) for block in blocks)
     # Attached images and PDFs (``attachments.ref``) count as the model counts them.
-    attached = sum(
-        int(a.get("tokens") or 1) for a in (item.get("payload") or {}).get("attachments", ())
-    )
+    attached = sum(int(a.get("tokens") or 1) for a in payload.get("attachments", ()))
     return estimate_tokens(item.get("content", "") or "") + attached
 
 

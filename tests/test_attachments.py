@@ -529,7 +529,7 @@ def test_the_system_checks_refuse_an_unknown_storage_and_the_files_api(settings)
         "FILES_API": True,
     }
 
-    messages = [e.msg for e in check_ahentic_settings() if e.id == "ahentic.E005"]
+    messages = [e.msg for e in check_ahentic_settings() if e.id == "ahentic.E008"]
 
     assert len(messages) == 3
     assert "names no storage of STORAGES: 'nowhere'" in messages[0]

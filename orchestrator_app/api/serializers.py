@@ -199,6 +199,8 @@ class MessageSerializer(serializers.Serializer):
             and len(event.content) > VERBOSE_CUT
         ):
             return event.content[:VERBOSE_CUT] + "…"
+        if event.kind == Event.Kind.AGENT_MESSAGE and (event.payload or {}).get("blocks"):
+            return turn_content(event.payload["blocks"], event.content)
         return event.content
 
     def get_meta(self, event: Event) -> dict[str, Any]:
@@ -228,7 +230,71 @@ class MessageSerializer(serializers.Serializer):
                 "name": payload.get("name", ""),
                 **payload.get("meta", {}),
             }
-        return dict(payload.get("meta", {}))
+        meta = dict(payload.get("meta", {}))
+        if event.kind == Event.Kind.AGENT_MESSAGE and payload.get("blocks"):
+            meta.update(turn_meta(payload["blocks"], self.context["view_mode"]))
+        return meta
+
+
+SAFE_LINK_SCHEMES = ("http://", "https://")
+
+
+def turn_sources(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pages a reply's text cites, numbered from 1 in order of first citation (links with
+    another scheme than http(s) are left out)."""
+    sources: dict[str, dict[str, Any]] = {}
+    for block in blocks:
+        for citation in block.get("citations") or [] if block.get("type") == "text" else []:
+            url = str(citation.get("url") or "")
+            if url.lower().startswith(SAFE_LINK_SCHEMES) and url not in sources:
+                sources[url] = {
+                    "index": len(sources) + 1,
+                    "url": url,
+                    "title": citation.get("title") or url,
+                    "citedText": citation.get("cited_text", ""),
+                }
+    return list(sources.values())
+
+
+def turn_content(blocks: list[dict[str, Any]], content: str) -> str:
+    """A stored turn's reply text with a ``[n]`` marker after each cited passage (``n`` the
+    source's number in ``meta.citations``); the stored text when nothing is cited."""
+    numbers = {s["url"]: s["index"] for s in turn_sources(blocks)}
+    if not numbers:
+        return content
+    parts = []
+    for block in blocks:
+        if block.get("type") != "text":
+            continue
+        cited = sorted(
+            {numbers[c["url"]] for c in block.get("citations") or [] if c.get("url") in numbers}
+        )
+        parts.append(block["text"] + "".join(f"[{n}]" for n in cited))
+    return "".join(parts)
+
+
+def turn_meta(blocks: list[dict[str, Any]], view_mode: str) -> dict[str, Any]:
+    """What an assistant turn stored whole shows besides its text: its thinking (the summary
+    the model streamed; ``redacted`` counts the blocks it withheld), the sources its text
+    cites, the web searches and fetches it ran, and in the debug view every block as sent."""
+    meta: dict[str, Any] = {}
+    thoughts = [b.get("thinking", "") for b in blocks if b.get("type") == "thinking"]
+    redacted = sum(1 for b in blocks if b.get("type") == "redacted_thinking")
+    if thoughts or redacted:
+        meta["thinking"] = {"text": "\n\n".join(t for t in thoughts if t), "redacted": redacted}
+    sources = turn_sources(blocks)
+    if sources:
+        meta["citations"] = sources
+    searches = [
+        {"tool": b.get("name"), "input": b.get("input") or {}}
+        for b in blocks
+        if b.get("type") == "server_tool_use"
+    ]
+    if searches:
+        meta["serverTools"] = searches
+    if view_mode == Session.ViewMode.DEBUG:
+        meta["blocks"] = blocks
+    return meta
 
 
 class MessagePageSerializer(serializers.Serializer):

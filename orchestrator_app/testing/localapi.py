@@ -24,6 +24,19 @@ Behaviour
 * Each accepted ``/v1/messages`` call consumes the next scripted response (FIFO, see
   ``enqueue``); when the queue is empty ``server.responder(request_json)`` is asked,
   and without a responder the answer is ``text_reply("Done.")``.
+* Thinking: ``thinking_block(text)`` is signed with an HMAC of its text (``with_thinking``
+  prepends one to a response; ``redacted_thinking_block`` carries verifiable opaque data).
+  A request is refused (400) when a thinking block is altered or lacks its signature, when
+  ``thinking`` is on and the assistant turn a tool loop continues (the one before the final
+  tool results, or a final assistant turn) does not open with a thinking block, and when
+  ``budget_tokens`` is below 1024 or not below ``max_tokens``. Thinking streams as
+  ``thinking_delta`` parts then a ``signature_delta``.
+* Server tools: ``web_search``/``web_fetch`` definitions must carry a known ``type`` version
+  (``SERVER_TOOLS``); ``web_search_blocks`` scripts a search (``server_tool_use`` and its
+  ``web_search_tool_result`` in the same turn, as the API requires when they come back) and
+  ``cited_text`` a text block citing it (streamed with ``citations_delta``). The reply's
+  ``usage.server_tool_use`` counts the searches and fetches it holds. ``pause_turn`` is a
+  stop_reason like any other.
 * Scripted responses can be delayed (``delay_s``) or held until a ``threading.Event``
   is set (``gate``), to keep a call in flight. A streamed response sends its headers
   and ``message_start`` at once, then waits, then sends the deltas.
@@ -80,8 +93,10 @@ success: just before the JSON answer is sent, or when a stream starts.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
+import hmac
 import json
 import math
 import re
@@ -112,6 +127,27 @@ _REQUIRED_KEYS = {
     "tool_result": ("tool_use_id",),
 }
 _ERROR_TYPES = {400: "invalid_request_error", 429: "rate_limit_error", 529: "overloaded_error"}
+# Thinking blocks carry an HMAC of their text under this key as their signature, so the server
+# can tell a block it sent from one altered on the way back. The key is fixed: history stored
+# by the offline demo stays valid across restarts, as the real API's signatures do.
+THINKING_KEY = b"ahentic-localapi-thinking"
+THINKING_MIN_BUDGET = 1024
+THINKING_DISPLAYS = ("summarized", "omitted")
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# Server tool versions the server knows, by tool name.
+SERVER_TOOLS = {
+    "web_search": ("web_search_20250305", "web_search_20260209", "web_search_20260318"),
+    "web_fetch": (
+        "web_fetch_20250910",
+        "web_fetch_20260209",
+        "web_fetch_20260309",
+        "web_fetch_20260318",
+    ),
+}
+SERVER_TOOL_VERSIONS = {v: name for name, versions in SERVER_TOOLS.items() for v in versions}
+THINKING_TYPES = ("thinking", "redacted_thinking")
+_SERVER_RESULTS = ("web_search_tool_result", "web_fetch_tool_result")
+EXTENDED_THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 
 
 # --------------------------------------------------------------------------- responses
@@ -174,6 +210,66 @@ def tool_reply(*calls: JSON, text: str | None = None, **timing: Unpack[Timing]) 
     return reply(blocks, "tool_use", **timing)
 
 
+def thinking_signature(thinking: str) -> str:
+    """The signature the server gives a thinking block with this text."""
+    digest = hmac.new(THINKING_KEY, thinking.encode("utf-8"), hashlib.sha256).digest()
+    return base64.b64encode(digest).decode("ascii")
+
+
+def thinking_block(thinking: str) -> JSON:
+    """A signed ``thinking`` block (send it back unchanged, or the server refuses it)."""
+    return {"type": "thinking", "thinking": thinking, "signature": thinking_signature(thinking)}
+
+
+def redacted_thinking_block(secret: str = "redacted") -> JSON:
+    """A ``redacted_thinking`` block: opaque ``data`` the server can verify."""
+    raw = secret.encode("utf-8")
+    mac = hmac.new(THINKING_KEY, raw, hashlib.sha256).hexdigest()
+    return {
+        "type": "redacted_thinking",
+        "data": base64.b64encode(raw).decode("ascii") + "." + mac,
+    }
+
+
+def with_thinking(response: LocalResponse, thinking: str) -> LocalResponse:
+    """``response`` with a signed thinking block before its content (as a thinking model's
+    reply opens)."""
+    response.content = [thinking_block(thinking), *response.content]
+    return response
+
+
+def web_search_blocks(query: str, results: list[JSON], id: str | None = None) -> list[JSON]:  # noqa: A002
+    """A web search the server ran: its ``server_tool_use`` and ``web_search_tool_result``
+    blocks. ``results``: ``{"url", "title"}`` dicts (``page_age`` optional)."""
+    call_id = id or _new_id("srvtoolu")
+    found = [
+        {
+            "type": "web_search_result",
+            "url": r["url"],
+            "title": r.get("title", r["url"]),
+            "encrypted_content": base64.b64encode(r["url"].encode()).decode("ascii"),
+            "page_age": r.get("page_age"),
+        }
+        for r in results
+    ]
+    return [
+        {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": query}},
+        {"type": "web_search_tool_result", "tool_use_id": call_id, "content": found},
+    ]
+
+
+def cited_text(text: str, url: str, title: str, cited: str) -> JSON:
+    """A text block citing a web search result."""
+    citation = {
+        "type": "web_search_result_location",
+        "url": url,
+        "title": title,
+        "cited_text": cited,
+        "encrypted_index": base64.b64encode(url.encode()).decode("ascii"),
+    }
+    return {"type": "text", "text": text, "citations": [citation]}
+
+
 def error_reply(
     status: int,
     error_type: str | None = None,
@@ -228,10 +324,23 @@ def _validate_tools(tools: Any) -> str | None:
             return "tools: Tool names must be unique."
         names.add(name)
         # Custom (client) tools need a schema; server tools carry a versioned "type".
-        if tool.get("type", "custom") == "custom" and not isinstance(
-            tool.get("input_schema"), dict
-        ):
+        kind = tool.get("type", "custom")
+        if kind == "custom" and not isinstance(tool.get("input_schema"), dict):
             return f"tools.{i}.custom.input_schema: Field required"
+        if kind != "custom":
+            if kind not in SERVER_TOOL_VERSIONS:
+                tags = ", ".join(f"'{v}'" for v in ("custom", *SERVER_TOOL_VERSIONS))
+                return (
+                    f"tools.{i}: Input tag '{kind}' found using 'type' does not match any of "
+                    f"the expected tags: {tags}"
+                )
+            if name != SERVER_TOOL_VERSIONS[kind]:
+                return f"tools.{i}.{kind}.name: Input should be '{SERVER_TOOL_VERSIONS[kind]}'"
+            uses = tool.get("max_uses")
+            if uses is not None and (not isinstance(uses, int) or uses < 1):
+                return f"tools.{i}.{kind}.max_uses: Input should be greater than 0"
+            if tool.get("allowed_domains") and tool.get("blocked_domains"):
+                return f"tools.{i}.{kind}: Cannot specify both allowed_domains and blocked_domains"
     return None
 
 
@@ -278,6 +387,7 @@ def _validate_messages(messages: Any) -> str | None:
             )
         tool_ids: list[str] = []
         result_ids: list[str] = []
+        server_ids: set[str] = set()  # server_tool_use ids of this message
         first_other: str | None = None  # type of the first non-tool_result block
         for j, block in enumerate(_content_blocks(content)):
             where = f"messages.{i}.content.{j}"
@@ -299,6 +409,10 @@ def _validate_messages(messages: Any) -> str | None:
                     return f"{where}: `tool_use` ids must be unique"
                 all_tool_ids.add(block["id"])
                 tool_ids.append(block["id"])
+            elif kind in THINKING_TYPES or kind == "server_tool_use" or kind in _SERVER_RESULTS:
+                problem = _check_assistant_block(where, role, block, server_ids)
+                if problem:
+                    return problem
             elif kind == "tool_result":
                 if role != "user":
                     return f"{where}: `tool_result` blocks can only be in `user` messages"
@@ -397,6 +511,107 @@ def _validate_result_content(content: Any, where: str) -> str | None:
     return None
 
 
+def _check_assistant_block(where: str, role: str, block: JSON, server_ids: set[str]) -> str | None:
+    """Thinking and server tool blocks: assistant only, sent back as the server sent them."""
+    kind = block["type"]
+    if role != "assistant":
+        return f"{where}: `{kind}` blocks can only be in `assistant` messages"
+    if kind == "thinking":
+        thinking, signature = block.get("thinking"), block.get("signature")
+        if not isinstance(thinking, str):
+            return f"{where}.thinking.thinking: Field required"
+        if not isinstance(signature, str) or not signature:
+            return f"{where}.thinking.signature: Field required"
+        if not hmac.compare_digest(signature, thinking_signature(thinking)):
+            return f"{where}: Invalid `signature` in `thinking` block"
+    elif kind == "redacted_thinking":
+        data = block.get("data")
+        if not isinstance(data, str):
+            return f"{where}.redacted_thinking.data: Field required"
+        raw, _, mac = data.partition(".")
+        try:
+            secret = base64.b64decode(raw.encode("ascii"), validate=True)
+        except ValueError:
+            secret = None
+        expected = hmac.new(THINKING_KEY, secret or b"", hashlib.sha256).hexdigest()
+        if secret is None or not hmac.compare_digest(mac, expected):
+            return f"{where}: Invalid `data` in `redacted_thinking` block"
+    elif kind == "server_tool_use":
+        for key in ("id", "name", "input"):
+            if key not in block:
+                return f"{where}.server_tool_use.{key}: Field required"
+        server_ids.add(block["id"])
+    elif block.get("tool_use_id") not in server_ids:
+        return (
+            f"{where}: `{kind}` block(s) provided when `server_tool_use` with the same id "
+            "was not found in the same message"
+        )
+    return None
+
+
+def _validate_thinking(body: JSON) -> str | None:
+    """The ``thinking`` and ``output_config`` parameters, and what thinking asks of history."""
+    config = body.get("thinking")
+    output = body.get("output_config")
+    if output is not None:
+        if not isinstance(output, dict):
+            return "output_config: Input should be a valid dictionary"
+        if "effort" in output and output["effort"] not in (None, *EFFORTS):
+            return "output_config.effort: Input should be " + ", ".join(f"'{e}'" for e in EFFORTS)
+    if config is None:
+        return None
+    if not isinstance(config, dict) or config.get("type") not in (
+        "enabled",
+        "disabled",
+        "adaptive",
+    ):
+        return (
+            "thinking: Input tag found using 'type' does not match any of the expected tags: "
+            "'enabled', 'disabled', 'adaptive'"
+        )
+    kind = config["type"]
+    if config.get("display") not in (None, *THINKING_DISPLAYS):
+        return f"thinking.{kind}.display: Input should be 'summarized' or 'omitted'"
+    if kind == "enabled":
+        budget = config.get("budget_tokens")
+        if not isinstance(budget, int) or isinstance(budget, bool):
+            return "thinking.enabled.budget_tokens: Field required"
+        if budget < THINKING_MIN_BUDGET:
+            return (
+                "thinking.enabled.budget_tokens: Input should be greater than or equal to "
+                f"{THINKING_MIN_BUDGET}"
+            )
+        if "max_tokens" in body and budget >= body["max_tokens"]:
+            return (
+                "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+                f"documentation at {EXTENDED_THINKING_DOCS}#max-tokens-and-context-window-size"
+            )
+    if kind == "disabled":
+        return None
+    messages = body["messages"]
+    last = messages[-1]
+    turn: JSON | None = None
+    if last.get("role") == "assistant":
+        turn = last
+    elif len(messages) > 1 and any(
+        b.get("type") == "tool_result" for b in _content_blocks(last.get("content"))
+    ):
+        turn = messages[-2]
+    if turn is not None:
+        blocks = _content_blocks(turn.get("content"))
+        if blocks and blocks[0].get("type") not in THINKING_TYPES:
+            return (
+                f"messages.{messages.index(turn)}.content.0.type: Expected `thinking` or "
+                f"`redacted_thinking`, but found `{blocks[0].get('type')}`. When `thinking` is "
+                "enabled, a final `assistant` message must start with a thinking block "
+                "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We "
+                "recommend you include thinking blocks from previous turns. To avoid this "
+                "requirement, disable `thinking`. Please consult our documentation at "
+                f"{EXTENDED_THINKING_DOCS}"
+            )
+    return None
+
+
 def _missing_results(index: int, missing: list[str]) -> str:
     return (
         f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
@@ -435,6 +650,7 @@ def validate_request(body: Any, *, require_max_tokens: bool = True) -> str | Non
         _validate_tools(body.get("tools"))
         or _validate_system(body.get("system"))
         or _validate_messages(body["messages"])
+        or _validate_thinking(body)
     )
     if problem:
         return problem
@@ -648,8 +864,23 @@ class LocalMessagesServer:
         """The full response message; computing its usage commits the cache prefixes."""
         content = json.loads(json.dumps(scripted.content))  # private copy per answer
         output = scripted.output_tokens
-        usage = self._account(body)
+        usage: JSON = self._account(body)
         usage["output_tokens"] = output_token_count(content) if output is None else output
+        searches = sum(
+            1
+            for b in content
+            if b.get("type") == "server_tool_use" and b.get("name") == "web_search"
+        )
+        fetches = sum(
+            1
+            for b in content
+            if b.get("type") == "server_tool_use" and b.get("name") == "web_fetch"
+        )
+        if searches or fetches:
+            usage["server_tool_use"] = {
+                "web_search_requests": searches,
+                "web_fetch_requests": fetches,
+            }
         return {
             "id": _new_id("msg"),
             "type": "message",
@@ -820,10 +1051,23 @@ def _block_events(block: JSON) -> tuple[JSON, list[JSON]]:
     if block.get("type") == "text":
         deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], TEXT_CHUNK)]
         return {**block, "text": ""}, deltas
+    if block.get("type") == "text" and block.get("citations"):
+        deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], TEXT_CHUNK)]
+        deltas += [{"type": "citations_delta", "citation": c} for c in block["citations"]]
+        return {"type": "text", "text": "", "citations": []}, deltas
+    if block.get("type") == "thinking":
+        deltas = [
+            {"type": "thinking_delta", "thinking": c}
+            for c in _chunks(block["thinking"], TEXT_CHUNK)
+        ]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        return {"type": "thinking", "thinking": "", "signature": ""}, deltas
     if block.get("type") == "tool_use":
         raw = json.dumps(block["input"])
         parts = _chunks(raw, math.ceil(len(raw) / JSON_PARTS))
         return {**block, "input": {}}, [
             {"type": "input_json_delta", "partial_json": p} for p in parts
         ]
-    return block, []  # any other block (thinking, ...) arrives whole in content_block_start
+    # Any other block (redacted thinking, server tool use and results) arrives whole in
+    # content_block_start, as the real API sends it.
+    return block, []

@@ -15,7 +15,16 @@ from django.utils.text import slugify
 from sessions_app import media
 
 from ..prompt import CONTEXT_HEADER
-from .localapi import LocalResponse, text_reply, tool_call, tool_reply
+from .localapi import (
+    LocalResponse,
+    cited_text,
+    reply,
+    text_reply,
+    tool_call,
+    tool_reply,
+    web_search_blocks,
+    with_thinking,
+)
 
 TOUR_PLAN = [
     {"id": "read", "content": "Read your message", "status": "completed"},
@@ -244,3 +253,109 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
         "API server bundled with django-ahentic. Set ANTHROPIC_API_KEY and restart `make demo` "
         "to talk to Claude."
     )
+
+
+# --- the model's wider surface: thinking, a cited web search, Markdown, an update diff -----------
+
+# Streamed text arrives about as fast as a person reads along (a 24-character delta each 40 ms).
+HUMAN_PACE_S = 0.04
+SEARCH = re.compile(r"\b(?:search|look up|cite|source)\b", re.IGNORECASE)
+TABLE = re.compile(r"\b(?:table|code|markdown)\b", re.IGNORECASE)
+UPDATE_PAGE = re.compile(
+    r"\b(?:update|retitle|rename) (?:the |a )?(?:first )?(?:flat ?)?page\b", re.I
+)
+DEMO_SOURCE = {
+    "url": "https://docs.djangoproject.com/en/stable/ref/contrib/flatpages/",
+    "title": "The flatpages app | Django documentation",
+}
+
+MARKDOWN_REPLY = """(Offline demo model) Replies render Markdown. A table:
+
+| Setting | Default | What it does |
+| --- | --- | --- |
+| `THINKING` | `"off"` | Lets the model think before it acts |
+| `WEB_SEARCH` | `None` | Lets the model search the web |
+
+And a code block:
+
+```python
+AHENTIC = {"THINKING": "adaptive", "WEB_SEARCH": {"max_uses": 3}}
+```
+"""
+
+
+def _thinking_on(body: dict[str, Any]) -> bool:
+    return (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+
+
+def _search_reply(said: str) -> LocalResponse:
+    found = web_search_blocks(said[:80] or "django flatpages", [DEMO_SOURCE])
+    return reply(
+        [
+            {"type": "text", "text": "(Offline demo model) I searched the web. "},
+            *found,
+            {"type": "text", "text": "Django's flat pages are "},
+            cited_text(
+                "simple HTML pages stored in the database and edited in the admin",
+                DEMO_SOURCE["url"],
+                DEMO_SOURCE["title"],
+                "A flatpage is a simple object with a URL, title and content.",
+            ),
+            {"type": "text", "text": "."},
+        ]
+    )
+
+
+def surface_tour(body: dict[str, Any]) -> LocalResponse | None:
+    """ "search ..." cites a web page (when web search is on); "table" answers with a Markdown
+    table and a code block; "update the page" retitles the first flat page through an approval
+    card that shows the change (before -> after). None for other messages."""
+    messages = body.get("messages") or []
+    if not body.get("tools") or not messages:
+        return None
+    tools = {t.get("name") for t in body["tools"]}
+    said = _last_user_text(messages).strip()[:200]
+    answered = _answered(messages)
+    if UPDATE_PAGE.search(said) and "admin_save" in tools:
+        if "admin_save" in answered:
+            return text_reply("(Offline demo model) Updated: the admin's history has the change.")
+        if "admin_list" in answered:
+            rows = answered["admin_list"].get("rows") or []
+            if not rows:
+                return text_reply("(Offline demo model) There is no flat page to update yet.")
+            first = rows[0]
+            title = str(first.get("title") or first.get("repr") or "Page")
+            new = title.removesuffix(" (updated)") + " (updated)"
+            return tool_reply(
+                tool_call(
+                    "admin_save", {"model": PAGES, "id": first["id"], "values": {"title": new}}
+                ),
+                text="(Offline demo model) The approval card shows the change before it is saved.",
+            )
+        if not answered:
+            return tool_reply(
+                tool_call("admin_list", {"model": PAGES}),
+                text="(Offline demo model) Finding the page to update.",
+            )
+    if answered or (messages[-1]["role"] != "user"):
+        return None
+    if SEARCH.search(said) and "web_search" in tools:
+        return _search_reply(said)
+    if TABLE.search(said):
+        return text_reply(MARKDOWN_REPLY)
+    return None
+
+
+def demo_model(body: dict[str, Any]) -> LocalResponse:
+    """The offline demo model: ``surface_tour``, else ``demo_responder``; with thinking on, a
+    reply opens with a short thinking block, and every reply streams at a human pace."""
+    response = surface_tour(body) or demo_responder(body)
+    if not body.get("tools"):
+        return response  # naming and memory: nobody watches them stream
+    if _thinking_on(body) and response.status == 200:
+        said = " ".join(_last_user_text(body.get("messages") or []).split())[:80]
+        thought = f"The user wrote “{said}”. Pick the step that moves this forward and take it."
+        response = with_thinking(response, thought)
+    if not response.chunk_delay_s:
+        response.chunk_delay_s = HUMAN_PACE_S
+    return response

@@ -50,10 +50,10 @@ class Command(BaseCommand):
         try:
             if not ahentic_settings.API_KEY and not ahentic_settings.BASE_URL:
                 from orchestrator_app.testing.localapi import LocalMessagesServer
-                from orchestrator_app.testing.offline import demo_responder
+                from orchestrator_app.testing.offline import demo_model
 
                 offline = LocalMessagesServer().start()
-                offline.responder = demo_responder
+                offline.responder = demo_model
                 # Set here too, so this process's checks see the model the children use.
                 os.environ["ANTHROPIC_BASE_URL"] = offline.url
                 os.environ["ANTHROPIC_API_KEY"] = "offline-demo"

@@ -14,7 +14,7 @@ import threading
 from django.core.management.base import BaseCommand
 
 from orchestrator_app.testing.localapi import LocalMessagesServer
-from orchestrator_app.testing.offline import demo_responder
+from orchestrator_app.testing.offline import demo_model
 
 
 class Command(BaseCommand):
@@ -30,7 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args, port: int, api_key: str | None, offline: bool, **options):
         server = LocalMessagesServer(port=port, api_key=api_key, verbose=options["verbosity"] > 1)
         if offline:
-            server.responder = demo_responder
+            server.responder = demo_model
         server.start()
         self.stdout.write(
             f"Local Messages API on {server.url} ({'offline demo model' if offline else 'Done.'})."

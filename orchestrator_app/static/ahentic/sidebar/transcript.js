@@ -10,6 +10,7 @@ import { isLive } from "./api.js";
 import { attachmentsNode } from "./attachments.js";
 import { el, fill, changed, previewJson } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
+import { decorateReply } from "./thinking.js";
 
 const NEAR_BOTTOM_PX = 60;
 
@@ -126,7 +127,7 @@ export function messageNode(message, viewMode) {
     if (attached) bubble.append(attached);
     return bubble;
   }
-  return agentBubble([message]);
+  return agentBubble([message], viewMode);
 }
 
 /** A plain reply of the agent (not an error, not a sub-agent's report, not a tool call). */
@@ -137,7 +138,7 @@ function isAgentText(message) {
 
 /** One bubble for consecutive replies of the agent: a turn's texts around hidden tool calls
  * read as one answer. A reply Stop cut short says so. */
-function agentBubble(messages) {
+function agentBubble(messages, viewMode) {
   const stopped = messages.some((m) => m.meta && m.meta.stopped);
   const error = messages.some((m) => m.meta && m.meta.error);
   const node = replyBubble(
@@ -147,13 +148,17 @@ function agentBubble(messages) {
   );
   const body = node.querySelector(".ahentic-msg-text");
   if (messages.length > 1) {
-    // Each part is its own Markdown document, in the one bubble.
+    // Each part is its own Markdown document, in the one bubble, with its own thinking and
+    // sources (thinking.js).
     body.replaceChildren();
     for (const message of messages) {
       const part = el("div", { className: "ahentic-msg-part" });
       renderMarkdown(part, message.content);
       body.append(part);
+      decorateReply(node, message, viewMode, part);
     }
+  } else {
+    decorateReply(node, messages[0], viewMode);
   }
   if (stopped) node.append(el("div", { className: "ahentic-msg-note", text: "Stopped" }));
   return node;
@@ -244,7 +249,7 @@ export function renderTranscript(app, s, options) {
   for (const item of grouped(messages)) {
     if (Array.isArray(item)) {
       const key = p.viewMode + ":" + item.map((m) => m.id).join("+");
-      nodes.push(cachedNode(s, key, () => agentBubble(item)));
+      nodes.push(cachedNode(s, key, () => agentBubble(item, p.viewMode)));
     } else {
       nodes.push(cachedNode(s, p.viewMode + ":" + item.id, () => messageNode(item, p.viewMode)));
     }

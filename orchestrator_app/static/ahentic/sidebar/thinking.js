@@ -1,0 +1,115 @@
+/*
+ * What a reply carries besides its text (meta of an assistant message, see the session API):
+ *
+ * - meta.thinking {text, redacted} and meta.thinkingMs: a collapsed "Thought for N s" above the
+ *   reply; the summarized thinking shows on demand. The debug view also lists every block the
+ *   model sent (meta.blocks), signatures included.
+ * - meta.citations [{index, url, title, citedText}]: the reply's "[n]" markers become numbered
+ *   links to the cited page, and a list of sources follows the text. Only http and https links
+ *   are made (the server leaves other schemes out too); they open in a new tab with
+ *   rel="noopener noreferrer".
+ *
+ * decorateReply(node, message, viewMode, body) adds both to a reply bubble built by transcript.js
+ * (body: the reply's text element, or one part of a bubble that holds a turn's replies).
+ */
+import { el } from "./dom.js";
+
+const SAFE_SCHEMES = /^https?:\/\//i;
+const MARKER = /\[(\d+)\]/g;
+
+function thinkingNode(meta, viewMode) {
+  const thinking = meta.thinking;
+  const seconds = Math.max(1, Math.round((meta.thinkingMs || 0) / 1000));
+  const lines = [];
+  if (thinking.text) {
+    lines.push(el("div", { className: "ahentic-thinking-text", text: thinking.text }));
+  }
+  if (thinking.redacted) {
+    const note = "Part of the reasoning is withheld.";
+    lines.push(el("div", { className: "ahentic-thinking-note", text: note }));
+  }
+  if (viewMode === "debug" && meta.blocks) {
+    const blocks = meta.blocks.filter(
+      (b) => b.type === "thinking" || b.type === "redacted_thinking",
+    );
+    const whole = JSON.stringify(blocks, null, 2);
+    lines.push(el("pre", { className: "ahentic-thinking-blocks", text: whole }));
+  }
+  return el(
+    "details",
+    { className: "ahentic-thinking", open: viewMode === "debug" },
+    el("summary", { text: "Thought for " + seconds + " s" }),
+    lines,
+  );
+}
+
+function citationLink(source) {
+  return el("a", {
+    className: "ahentic-cite",
+    href: source.url,
+    target: "_blank",
+    rel: "noopener noreferrer",
+    title: source.title,
+    text: "[" + source.index + "]",
+  });
+}
+
+/** Replace "[n]" in the rendered text (outside code and links) with links to source n. */
+function linkMarkers(body, sources) {
+  const walker = document.createTreeWalker(body, NodeFilter.SHOW_TEXT);
+  const found = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    if (node.parentElement.closest("code, pre, a")) continue;
+    if (MARKER.test(node.data)) found.push(node);
+    MARKER.lastIndex = 0;
+  }
+  for (const node of found) {
+    const parts = [];
+    let last = 0;
+    for (const match of node.data.matchAll(MARKER)) {
+      const source = sources.get(Number(match[1]));
+      if (!source) continue;
+      parts.push(node.data.slice(last, match.index), citationLink(source));
+      last = match.index + match[0].length;
+    }
+    if (!parts.length) continue;
+    parts.push(node.data.slice(last));
+    node.replaceWith(...parts.filter((part) => part !== ""));
+  }
+}
+
+function sourcesNode(sources) {
+  return el(
+    "ol",
+    { className: "ahentic-sources", "aria-label": "Sources" },
+    [...sources.values()].map((source) =>
+      el(
+        "li",
+        { value: source.index },
+        el("a", {
+          href: source.url,
+          target: "_blank",
+          rel: "noopener noreferrer",
+          text: source.title || source.url,
+        }),
+      ),
+    ),
+  );
+}
+
+export function decorateReply(node, message, viewMode, body = node.querySelector(".ahentic-msg-text")) {
+  const meta = message.meta || {};
+  if (meta.thinking) body.before(thinkingNode(meta, viewMode));
+  const sources = new Map(
+    (meta.citations || [])
+      .filter((source) => SAFE_SCHEMES.test(String(source.url)))
+      .map((source) => [source.index, source]),
+  );
+  if (sources.size) {
+    linkMarkers(body, sources);
+    body.after(sourcesNode(sources));
+  }
+  if (!message.content) body.hidden = true; // a turn that only thought or searched
+  return node;
+}
