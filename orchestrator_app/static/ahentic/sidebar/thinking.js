@@ -98,7 +98,12 @@ function sourcesNode(sources) {
   );
 }
 
-export function decorateReply(node, message, viewMode, body = node.querySelector(".ahentic-msg-text")) {
+export function decorateReply(
+  node,
+  message,
+  viewMode,
+  body = node.querySelector(".ahentic-msg-text"),
+) {
   const meta = message.meta || {};
   if (meta.thinking) body.before(thinkingNode(meta, viewMode));
   const sources = new Map(
