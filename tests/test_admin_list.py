@@ -46,6 +46,7 @@ class LibraryShelfAdmin(admin.ModelAdmin):
     list_display = ["code", "label", "on_display", "lit", books]
     list_filter = [Shown]
     search_fields = ["name"]
+    readonly_fields = ["lit"]
 
     @admin.display(description="Label")
     def label(self, shelf):
@@ -127,6 +128,12 @@ def test_a_simple_list_filter_and_search_work_and_odd_values_are_refused(agent_f
         [["yes", "On display"], ["no", "In storage"]],
     )
     assert (unknown["error"], unknown["filters"]) == ("admin_invalid", ["shown"])
+
+
+def test_a_read_only_boolean_callable_reads_as_a_boolean(agent_for, library):
+    got = agent_for(library.user).call("admin_get", {"model": SHELVES, "id": "a"})
+
+    assert (got["fields"]["on_display"], got["fields"]["lit"]) == (True, True)
 
 
 def test_describe_names_the_simple_filter_its_choices_and_the_callable_columns(
