@@ -8,32 +8,105 @@ permission, exporting diagnostics the view permission; each calls a service, nev
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import admin, messages
 from django.http import HttpResponse
 
 from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, extend_session_admin
+from sessions_app.models import Session
 
 from . import runs, toolcalls
 from .diagnostics import session_diagnostics
+from .errors import AhenticError
 from .models import ToolGrant, UsageRecord
+
+
+def counted(number: int, noun: str) -> str:
+    """ "1 run", "2 runs"."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def status_words(session_id) -> str:
+    """A session's status as words ("awaiting human"), read now."""
+    status = Session.objects.filter(pk=session_id).values_list("status", flat=True).first()
+    return str(status or "gone").replace("_", " ")
 
 
 @admin.action(description="Cancel the run", permissions=["run_control"])
 def cancel_runs(model_admin, request, queryset):
     username = request.user.get_username()
-    done = sum(
-        runs.run_cancel(session_id=pk, staff_username=username)
-        for pk in queryset.values_list("pk", flat=True)
-    )
-    model_admin.message_user(request, f"Cancelled {done} run(s).", messages.SUCCESS)
+    ids = list(queryset.values_list("pk", flat=True))
+    done = sum(runs.run_cancel(session_id=pk, staff_username=username) for pk in ids)
+    if len(ids) == 1:
+        if done:
+            model_admin.message_user(request, "Cancelled the run.", messages.SUCCESS)
+        else:
+            model_admin.message_user(
+                request,
+                f"Nothing to cancel: the session is {status_words(ids[0])}.",
+                messages.INFO,
+            )
+        return
+    if not done:
+        text = f"Nothing to cancel in {counted(len(ids), 'session')}."
+    else:
+        text = f"Cancelled {counted(done, 'run')}."
+        if done < len(ids):
+            text += f" Nothing to cancel in {counted(len(ids) - done, 'other session')}."
+    model_admin.message_user(request, text, messages.SUCCESS if done else messages.INFO)
+
+
+# What a continue did, for one session, and counted over several.
+CONTINUED = {
+    "resumed": "Continued the run: it resumes where it stopped.",
+    "requeued": "Continued the run: its stalled step is queued again.",
+    "browser_timeout": "Continued the run: the browser's overdue answer was timed out.",
+}
+CONTINUED_COUNTS = {
+    "resumed": "resumed",
+    "requeued": "re-queued after a stall",
+    "browser_timeout": "past a timed-out browser wait",
+}
 
 
 @admin.action(description="Continue / requeue", permissions=["run_control"])
 def continue_runs(model_admin, request, queryset):
-    outcomes = [runs.run_continue(session_id=pk) for pk in queryset.values_list("pk", flat=True)]
-    summary = ", ".join(f"{o}: {outcomes.count(o)}" for o in sorted(set(outcomes)))
-    model_admin.message_user(request, f"Continue: {summary}.", messages.SUCCESS)
+    ids = list(queryset.values_list("pk", flat=True))
+    outcomes: dict[Any, str] = {}
+    refusals: list[str] = []
+    for pk in ids:
+        try:
+            outcomes[pk] = runs.run_continue(session_id=pk)
+        except AhenticError as exc:  # no model configured, the daily token limit
+            refusals.append(exc.detail)
+    for detail in dict.fromkeys(refusals):
+        model_admin.message_user(request, f"Could not continue: {detail}", messages.ERROR)
+    if not outcomes:
+        return
+    if len(ids) == 1:
+        outcome = outcomes[ids[0]]
+        if outcome in CONTINUED:
+            model_admin.message_user(request, CONTINUED[outcome], messages.SUCCESS)
+        else:
+            model_admin.message_user(
+                request,
+                f"Nothing to continue: the session is {status_words(ids[0])}.",
+                messages.INFO,
+            )
+        return
+    values = list(outcomes.values())
+    continued = [o for o in values if o in CONTINUED]
+    if not continued:
+        text = f"Nothing to continue in {counted(len(outcomes), 'session')}."
+        model_admin.message_user(request, text, messages.INFO)
+        return
+    kinds = ", ".join(f"{values.count(o)} {CONTINUED_COUNTS[o]}" for o in CONTINUED if o in values)
+    text = f"Continued {counted(len(continued), 'run')} ({kinds})."
+    if len(continued) < len(outcomes):
+        idle = len(outcomes) - len(continued)
+        text += f" Nothing to continue in {counted(idle, 'other session')}."
+    model_admin.message_user(request, text, messages.SUCCESS)
 
 
 @admin.action(description="Heal orphaned tool calls", permissions=["run_control"])
@@ -41,7 +114,12 @@ def heal_tool_calls(model_admin, request, queryset):
     healed = sum(
         toolcalls.heal_orphans(session_id=pk) for pk in queryset.values_list("pk", flat=True)
     )
-    model_admin.message_user(request, f"Answered {healed} orphaned tool call(s).", messages.SUCCESS)
+    if healed:
+        model_admin.message_user(
+            request, f"Answered {counted(healed, 'orphaned tool call')}.", messages.SUCCESS
+        )
+    else:
+        model_admin.message_user(request, "No orphaned tool calls to answer.", messages.INFO)
 
 
 @admin.action(description="Export diagnostics (JSON)", permissions=["view"])

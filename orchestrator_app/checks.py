@@ -152,8 +152,7 @@ def _price_ok(entry) -> bool:
 
 @register()
 def check_admin_tools(app_configs=None, **kwargs):
-    """``ADMIN_TOOLS`` is None, "all" or a list of installed models registered in the admin."""
-    from django.contrib import admin
+    """``ADMIN_TOOLS`` is None, "all" or a list of installed models registered in an AdminSite."""
 
     from .tools.admin_tools import bridge
 
@@ -170,12 +169,12 @@ def check_admin_tools(app_configs=None, **kwargs):
     errors = []
     for label in value:
         model = bridge.model_for_label(str(label))
-        if model is None or model not in admin.site._registry:
+        if model is None or model not in bridge.registered_admins():
             errors.append(
                 Error(
                     f'AHENTIC["ADMIN_TOOLS"] names {label!r}, which is not an installed model '
-                    "registered with the admin site.",
-                    hint='Use "app_label.model" of a model registered in admin.site.',
+                    "registered with an admin site.",
+                    hint='Use "app_label.model" of a model registered in an AdminSite.',
                     id="ahentic.E006",
                 )
             )

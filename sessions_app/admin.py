@@ -18,12 +18,14 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from django.contrib import admin
-from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets, quote, unquote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Count, F
-from django.urls import reverse
+from django.http import HttpResponseBase, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -149,16 +151,17 @@ class ReadOnlyAdmin(UserColumnsAdmin):
 
 @admin.register(Session)
 class SessionAdmin(ReadOnlyAdmin):
+    # Six columns that fit a 1366 px laptop beside the admin's navigation and the filters (the
+    # template's CSS keeps them from wrapping word by word): a long title is clipped to two
+    # lines with the whole title as its tooltip; the mode goes under the status, the cost under
+    # the tokens, the sub-agents under the steps.
     list_display = [
-        "title",
+        "title_column",
         "owner_name",
-        "status",
-        "mode",
-        "tokens_used",
-        "cost_usd",
-        "step_count",
-        "children_count",
-        "updated_at",
+        "status_column",
+        "usage",
+        "steps",
+        "updated",
     ]
     list_filter = ["status", "mode", "view_mode", "updated_at"]
     search_fields = ["title"]
@@ -257,17 +260,49 @@ class SessionAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         # The list's actions (already filtered by their permissions) as buttons on this page.
-        run_actions = [
+        extra_context = {
+            **(extra_context or {}),
+            "run_actions": self.run_actions(request),
+            "run_actions_url": reverse(
+                f"{self.admin_site.name}:sessions_app_session_run", args=[quote(object_id)]
+            ),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def run_actions(self, request) -> list[tuple[str, str]]:
+        return [
             (name, description)
             for name, (_func, _name, description) in self.get_actions(request).items()
             if name != "delete_selected"  # the page has its own Delete link
         ]
-        extra_context = {
-            **(extra_context or {}),
-            "run_actions": run_actions,
-            "run_actions_url": reverse(f"{self.admin_site.name}:sessions_app_session_changelist"),
-        }
-        return super().change_view(request, object_id, form_url, extra_context)
+
+    def get_urls(self):
+        run = path(
+            "<path:object_id>/run/",
+            self.admin_site.admin_view(self.run_action_view),
+            name="sessions_app_session_run",
+        )
+        return [run, *super().get_urls()]  # before the catch-all change URL
+
+    def run_action_view(self, request, object_id):
+        """A run button of the change page: the list's action (as ``get_actions`` offers it to
+        this user, so with the same permission checks) on this one session, then back to the
+        page with the action's message. A download (export diagnostics) is answered as is."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None or not self.has_view_or_change_permission(request, obj):
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        page = reverse(f"{self.admin_site.name}:sessions_app_session_change", args=[quote(obj.pk)])
+        name = request.POST.get("action", "")
+        if name not in dict(self.run_actions(request)):
+            self.message_user(request, "You may not run that action here.", messages.ERROR)
+            return HttpResponseRedirect(page)
+        func = self.get_actions(request)[name][0]
+        response = func(self, request, self.get_queryset(request).filter(pk=obj.pk))
+        if isinstance(response, HttpResponseBase):
+            return response
+        return HttpResponseRedirect(page)
 
     def has_run_control_permission(self, request) -> bool:
         """Cancel, continue and heal runs (``sessions_app.control_runs``); actions that declare
@@ -288,13 +323,42 @@ class SessionAdmin(ReadOnlyAdmin):
 
     owner_name = UsernameColumn("owner")
 
-    @admin.display(description="tokens used", ordering=F("tokens_in") + F("tokens_out"))
-    def tokens_used(self, obj: Session) -> int:
-        return obj.tokens_used
+    @admin.display(description="title", ordering="title")
+    def title_column(self, obj: Session) -> SafeString:
+        return format_html('<span class="ahentic-clip" title="{}">{}</span>', obj.title, obj.title)
 
-    @admin.display(description="children", ordering="children_count")
-    def children_count(self, obj: Session) -> int:
-        return obj.children_count
+    @admin.display(description="status", ordering="status")
+    def status_column(self, obj: Session) -> SafeString:
+        return format_html(
+            '{}<br><span class="ahentic-muted">{} mode</span>',
+            obj.get_status_display(),
+            obj.mode,
+        )
+
+    @admin.display(description="tokens / cost", ordering=F("tokens_in") + F("tokens_out"))
+    def usage(self, obj: Session) -> SafeString:
+        cost = f"${obj.cost_usd:,.4f}" if obj.cost_usd is not None else "-"
+        return format_html(
+            '{}<br><span class="ahentic-muted">{}</span>', f"{obj.tokens_used:,}", cost
+        )
+
+    @admin.display(description="steps", ordering="step_count")
+    def steps(self, obj: Session) -> SafeString:
+        children = obj.children_count
+        if not children:
+            return format_html("{}", obj.step_count)
+        subs = "1 sub-agent" if children == 1 else f"{children} sub-agents"
+        return format_html('{}<br><span class="ahentic-muted">{}</span>', obj.step_count, subs)
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, obj: Session) -> SafeString:
+        local = timezone.localtime(obj.updated_at)
+        return format_html(
+            '<span title="{}">{}<br>{}</span>',
+            formats.date_format(local, "DATETIME_FORMAT"),
+            formats.date_format(local, "M j, Y"),
+            formats.time_format(local, "H:i"),
+        )
 
     # Detail sections
 

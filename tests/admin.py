@@ -11,4 +11,4 @@ class ShelfAdmin(admin.ModelAdmin):
 
 @admin.register(Book)
 class BookAdmin(admin.ModelAdmin):
-    list_display = ["title", "shelf"]
+    list_display = ["title", "shelf", "format", "published"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -444,3 +444,107 @@ def test_a_second_admin_site_lists_searches_and_links_to_itself(admin_client, in
     for path in re.findall(r'href="(/[^"]*/(?:event|traceevent|artifact)/[^"]*)"', html):
         assert path.startswith("/ops/"), path
     assert f'action="{changelist}"' in html or changelist in html
+
+
+# --- run buttons on the session page (issue 21) -----------------------------------------------------
+
+
+def run_button(admin_client, session, action, site="admin"):
+    """What a run button of the session page posts, read from the page itself."""
+    page = admin_client.get(reverse(f"{site}:sessions_app_session_change", args=[session.pk]))
+    html = page.content.decode()
+    forms = re.findall(
+        r'<form method="post" action="([^"]+)" class="ahentic-run-action">.*?'
+        r'name="action" value="([^"]+)"',
+        html,
+        re.S,
+    )
+    [target] = [target for target, name in forms if name == action]
+    return admin_client.post(target, {"action": action}, follow=True)
+
+
+def shown_messages(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_a_run_button_returns_to_the_session_page_with_a_plain_message(admin_client, session):
+    runstate.session_transition(
+        session_id=session.pk, from_statuses=["idle"], to_status="running", lease_token=""
+    )
+
+    cancelled = run_button(admin_client, session, "cancel_runs")
+    again = run_button(admin_client, session, "cancel_runs")
+    continued = run_button(admin_client, session, "continue_runs")
+    healed = run_button(admin_client, session, "heal_tool_calls")
+
+    page = url(Session, "change", session.pk)
+    for response in (cancelled, again, continued, healed):
+        assert response.redirect_chain == [(page, 302)]
+        assert response.status_code == 200
+    assert shown_messages(cancelled) == ["Cancelled the run."]
+    assert shown_messages(again) == ["Nothing to cancel: the session is cancelled."]
+    assert shown_messages(continued) == ["Nothing to continue: the session is cancelled."]
+    assert shown_messages(healed) == ["No orphaned tool calls to answer."]
+    session.refresh_from_db()
+    assert session.status == "cancelled"
+
+
+def test_the_export_button_still_downloads(admin_client, inspected):
+    response = run_button(admin_client, inspected, "export_diagnostics")
+
+    assert response.redirect_chain == []
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="ahentic-diagnostics-{inspected.pk}.json"'
+    )
+
+
+def test_a_run_url_refuses_actions_the_user_may_not_run(client, session):
+    viewer = User.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_session"]))
+    client.force_login(viewer)
+    runstate.session_transition(
+        session_id=session.pk, from_statuses=["idle"], to_status="running", lease_token=""
+    )
+    target = reverse("admin:sessions_app_session_run", args=[session.pk])
+
+    page = client.get(url(Session, "change", session.pk)).content.decode()
+    response = client.post(target, {"action": "cancel_runs"}, follow=True)
+    fetched = client.get(target)
+
+    assert 'value="cancel_runs"' not in page and 'value="export_diagnostics"' in page
+    assert response.redirect_chain == [(url(Session, "change", session.pk), 302)]
+    assert shown_messages(response) == ["You may not run that action here."]
+    assert fetched.status_code == 405
+    session.refresh_from_db()
+    assert session.status == "running"
+
+
+def test_the_list_actions_count_in_words(admin_client, owner):
+    live, idle = SessionFactory(owner=owner), SessionFactory(owner=owner)
+    runstate.session_transition(
+        session_id=live.pk, from_statuses=["idle"], to_status="running", lease_token=""
+    )
+
+    cancelled = admin_client.post(
+        url(Session, "changelist"),
+        {"action": "cancel_runs", "_selected_action": [str(live.pk), str(idle.pk)]},
+        follow=True,
+    )
+    continued = admin_client.post(
+        url(Session, "changelist"),
+        {"action": "continue_runs", "_selected_action": [str(live.pk), str(idle.pk)]},
+        follow=True,
+    )
+
+    assert shown_messages(cancelled) == ["Cancelled 1 run. Nothing to cancel in 1 other session."]
+    assert shown_messages(continued) == ["Nothing to continue in 2 sessions."]
+
+
+@pytest.mark.urls("tests.second_admin_site")
+def test_a_run_button_on_a_second_admin_site_returns_to_that_site(admin_client, session):
+    response = run_button(admin_client, session, "heal_tool_calls", site="ops")
+
+    assert response.redirect_chain == [
+        (reverse("ops:sessions_app_session_change", args=[session.pk]), 302)
+    ]
+    assert shown_messages(response) == ["No orphaned tool calls to answer."]

@@ -20,11 +20,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.admin.utils import model_format_dict, prepare_lookup_value, unquote
+from django.contrib.admin import ListFilter, SimpleListFilter
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import model_format_dict, unquote
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.exceptions import (
     FieldDoesNotExist,
     FieldError,
     PermissionDenied,
+    SuspiciousOperation,
     ValidationError,
 )
 from django.db import DataError, models, router, transaction
@@ -236,26 +240,62 @@ def _choices(form_field) -> list[list[Any]] | None:
     return listed
 
 
-def _filter_paths(model_admin, request) -> list[str]:
-    paths = []
+@dataclass
+class ListFilters:
+    """A ModelAdmin's list filters as the names ``filters`` takes: field paths, and the query
+    parameters of filter classes (a ``SimpleListFilter``'s ``parameter_name``), with the
+    choices a SimpleListFilter offers (value -> label)."""
+
+    names: list[str]
+    choices: dict[str, list[list[str]]]
+
+    def takes(self, key: str) -> bool:
+        return key in self.choices or any(
+            key == name or key.startswith(name + "__") for name in self.names
+        )
+
+
+def list_filters(model_admin, request) -> ListFilters:
+    names: list[str] = []
+    choices: dict[str, list[list[str]]] = {}
     for entry in model_admin.get_list_filter(request):
         if isinstance(entry, (list, tuple)):
             entry = entry[0]
         if isinstance(entry, str):
-            paths.append(entry)
-    return paths
+            names.append(entry)
+        elif isinstance(entry, type) and issubclass(entry, ListFilter):
+            # Built as the change list builds it (no parameters given): what it offers.
+            spec = entry(request, {}, model_admin.model, model_admin)
+            if isinstance(spec, SimpleListFilter):
+                offered = [[str(value), str(label)] for value, label in spec.lookup_choices]
+                choices[spec.parameter_name] = offered[:MAX_CHOICES]
+            else:
+                names.extend(p for p in spec.expected_parameters() if p not in names)
+    return ListFilters(names, choices)
 
 
-def _columns(model_admin, request) -> list[str]:
+def _column_key(entry: Any) -> str:
+    """The name a list_display entry has in the rows: its own for a name, the function's name
+    for a callable (a lambda by its column header)."""
+    if isinstance(entry, str):
+        return entry
+    name = getattr(entry, "__name__", "")
+    if name and name != "<lambda>":
+        return name
+    return str(getattr(entry, "short_description", "") or "column")
+
+
+def _columns(model_admin, request) -> list[tuple[str, Any]]:
+    """The list_display columns the agent sees, as (key, entry): the change list's columns
+    but the checkbox, ``__str__`` (every row has ``repr``), hidden and password fields."""
     hidden = bridge._hidden(model_admin)
-    return [
-        c
-        for c in model_admin.get_list_display(request)
-        if isinstance(c, str)
-        and c not in ("action_checkbox", "__str__")
-        and c not in hidden
-        and not bridge._sensitive(c)
-    ]
+    columns = []
+    for entry in model_admin.get_list_display(request):
+        key = _column_key(entry)
+        if key in ("action_checkbox", "__str__") or key in hidden or bridge._sensitive(key):
+            continue
+        columns.append((key, entry))
+    return columns
 
 
 def describe(model_admin, request, granted: list[str]) -> dict[str, Any]:
@@ -297,14 +337,16 @@ def describe(model_admin, request, granted: list[str]) -> dict[str, Any]:
         {"name": name, "description": str(description % model_format_dict(opts))}
         for _, name, description in model_admin.get_actions(request).values()
     ]
+    filters = list_filters(model_admin, request)
     return {
         "model": bridge.model_label(model_admin.model),
         "name": str(opts.verbose_name),
         "namePlural": str(opts.verbose_name_plural),
         "permissions": granted,
         "fields": fields,
-        "columns": _columns(model_admin, request),
-        "filters": _filter_paths(model_admin, request),
+        "columns": [key for key, _ in _columns(model_admin, request)],
+        "filters": [*filters.names, *filters.choices],
+        "filterChoices": filters.choices,
         "search": bool(model_admin.get_search_fields(request)),
         "actions": actions,
     }
@@ -355,9 +397,11 @@ MULTI_VALUE_LOOKUPS = ("__in", "__range")
 LARGEST_INTEGER = 2**63 - 1
 
 
-def _lookup_value(key: str, value: Any) -> Any:
-    """A filter value as the change list reads its query string (``prepare_lookup_value``:
-    "a,b" for ``__in``, "false"/"0" for ``__isnull``); JSON numbers and booleans as they are."""
+def _query_params(key: str, value: Any) -> dict[str, Any]:
+    """A field lookup of ``filters`` as the change list's query string takes it: text as it
+    is (the change list splits "a,b" for ``__in`` and reads "false"/"0" for ``__isnull``),
+    JSON numbers and booleans as their text, a list for ``__in`` as its values, a
+    ``__range`` as ``__gte`` and ``__lte``, null as ``__isnull``."""
     several = key.endswith(MULTI_VALUE_LOOKUPS)
     numbers = value if isinstance(value, list) else [value]
     if any(
@@ -378,18 +422,40 @@ def _lookup_value(key: str, value: Any) -> Any:
                     ]
                 },
             )
-        return value
-    if isinstance(value, str):
-        return prepare_lookup_value(key, value)
-    if several:
+        if key.endswith("__range"):
+            if len(value) != 2:
+                raise _invalid(
+                    f"{key} takes two values.", {"filters": [f"{key}: give [lowest, highest]."]}
+                )
+            base = key.removesuffix("__range")
+            return {f"{base}__gte": value[0], f"{base}__lte": value[1]}
+        return {key: value}
+    if value is None:
+        return {f"{key.removesuffix('__exact')}__isnull": True}
+    if several and not isinstance(value, str):
         raise _invalid(f"{key} takes a list.", {"filters": [f"{key}: give a list of values."]})
-    return value
+    return {key: value}
+
+
+def _choice_param(key: str, value: Any, choices: list[list[str]]) -> dict[str, Any]:
+    """A SimpleListFilter's parameter: one of the values it offers."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        text = str(value)
+    if text not in [choice for choice, _ in choices]:
+        raise _invalid(
+            f"{key} takes one of the values its filter offers.",
+            {"filters": [f"{key}: one of {', '.join(c for c, _ in choices) or 'nothing'}."]},
+            choices=choices,
+        )
+    return {key: text}
 
 
 def _ordering(model_admin, request, ordering: Any) -> list[str]:
-    """``ordering`` as one readable field of the model (``-`` for descending), or the admin's."""
+    """``ordering`` as one readable field of the model (``-`` for descending); none for the
+    change list's own ordering."""
     if not ordering:
-        return list(model_admin.get_ordering(request) or model_admin.opts.ordering or [])
+        return []  # the change list's own ordering
     name = ordering[1:] if ordering.startswith("-") else ordering
     orderable = {"pk"} | {
         field.name
@@ -436,44 +502,67 @@ def _ordering(model_admin, request, ordering: Any) -> list[str]:
 def admin_list(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     model_admin, request = bridge.model_admin_for(ctx.user, input["model"])
     bridge.require(model_admin, request, "view")
-    queryset = model_admin.get_queryset(request)
     filters = input.get("filters") or {}
-    paths = _filter_paths(model_admin, request)
+    offered = list_filters(model_admin, request)
+    params: dict[str, Any] = {}
     for key, value in sorted(filters.items()):
-        if not any(key == p or key.startswith(p + "__") for p in paths) or not (
-            model_admin.lookup_allowed(key, value, request)
-        ):
+        if not offered.takes(key) or not model_admin.lookup_allowed(key, value, request):
             raise _invalid(
                 f"{key} is not one of the model's list filters.",
                 {"filters": [f"Unknown filter {key!r}."]},
-                filters=paths,
+                filters=[*offered.names, *offered.choices],
             )
+        if key in offered.choices:
+            params.update(_choice_param(key, value, offered.choices[key]))
+        else:
+            params.update(_query_params(key, value))
+    if input.get("search"):
+        params[SEARCH_VAR] = input["search"]
     order = _ordering(model_admin, request, input.get("ordering"))
     limit = int(input.get("limit") or DEFAULT_LIMIT)
     offset = int(input.get("offset") or 0)
+    # The change list as the admin's changelist view builds it for this query string: its
+    # get_queryset, list filters (SimpleListFilter included), search, ordering and count.
+    list_request = bridge.admin_request(
+        ctx.user,
+        {
+            k: [_param_text(v) for v in vs] if isinstance(vs, list) else _param_text(vs)
+            for k, vs in params.items()
+        },
+        method="GET",
+    )
     try:
         # Values the field cannot take fail here (filter, or the query): the model's mistake.
         with transaction.atomic(using=router.db_for_read(model_admin.model)):
-            for key, value in sorted(filters.items()):
-                queryset = queryset.filter(**{key: _lookup_value(key, value)})
-            if input.get("search"):
-                queryset, may_have_duplicates = model_admin.get_search_results(
-                    request, queryset, input["search"]
-                )
-                if may_have_duplicates:
-                    queryset = queryset.distinct()
-            # The primary key makes pages deterministic.
-            queryset = queryset.order_by(*order, "-pk")
-            total = queryset.count()
+            changelist = model_admin.get_changelist_instance(list_request)
+            queryset = changelist.queryset
+            if order:
+                # The primary key makes pages deterministic.
+                queryset = queryset.order_by(*order, "-pk")
+            total = changelist.result_count
             objects = list(queryset[offset : offset + limit])
-    except (ValidationError, ValueError, TypeError, OverflowError, FieldError, DataError) as exc:
+    except IncorrectLookupParameters as exc:
+        cause = exc.__cause__ or exc
+        raise _invalid("The filters do not fit the fields.", {"filters": [str(cause)]}) from exc
+    except (
+        SuspiciousOperation,
+        ValidationError,
+        ValueError,
+        TypeError,
+        OverflowError,
+        FieldError,
+        DataError,
+    ) as exc:
         raise _invalid("The filters do not fit the fields.", {"filters": [str(exc)]}) from exc
+    refused = list_request._messages.collected
+    if refused:  # the change list's search form refused the text
+        raise _invalid("The search text was refused.", {"search": refused})
     columns = _columns(model_admin, request)
     rows = [
         {
             "id": bridge.object_id(obj),
             "repr": str(obj),
-            **{c: bridge.column_text(model_admin, obj, c) for c in columns},
+            **{key: bridge.column_value(model_admin, obj, entry) for key, entry in columns},
         }
         for obj in objects
     ]
@@ -482,6 +571,11 @@ def admin_list(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     if offset + len(rows) < total:
         result["nextOffset"] = offset + len(rows)
     return result
+
+
+def _param_text(value: Any) -> str:
+    """A JSON value as query-string text (booleans as Python's, which every field reads)."""
+    return str(value)
 
 
 def _object_json(model_admin, request, obj) -> dict[str, Any]:

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import html
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.admin.sites import all_sites
 from django.contrib.admin.utils import (
-    display_for_field,
-    display_for_value,
     flatten_fieldsets,
     lookup_field,
     quote,
@@ -78,10 +78,21 @@ class CollectedMessages(BaseStorage):
         self.collected.append(strip_tags(str(message)))
 
 
-def admin_request(user, post: dict[str, Any] | None = None) -> AgentRequest:
-    """A POST request for ``user``, as the admin's views would receive it."""
+def _query_dict(data: dict[str, Any] | None) -> QueryDict:
+    query = QueryDict(mutable=True)
+    for key, value in (data or {}).items():
+        if isinstance(value, list):
+            query.setlist(key, [str(v) for v in value])
+        else:
+            query[key] = str(value)
+    return query
+
+
+def admin_request(user, post: dict[str, Any] | None = None, method: str = "POST") -> AgentRequest:
+    """A request for ``user``, as the admin's views would receive it: a POST of ``post``, or
+    with ``method="GET"`` a GET with ``post`` as its query string (the change list's)."""
     request = AgentRequest()
-    request.method = "POST"
+    request.method = method
     request.user = user
     request.path = request.path_info = "/"
     # What a WSGI server always sets: the admin's pages read SCRIPT_NAME (each_context), so an
@@ -89,16 +100,14 @@ def admin_request(user, post: dict[str, Any] | None = None) -> AgentRequest:
     request.META.update(
         SERVER_NAME="ahentic.agent",
         SERVER_PORT="80",
-        REQUEST_METHOD="POST",
+        REQUEST_METHOD=method,
         SCRIPT_NAME="",
         PATH_INFO="/",
     )
-    request.POST = QueryDict(mutable=True)
-    for key, value in (post or {}).items():
-        if isinstance(value, list):
-            request.POST.setlist(key, [str(v) for v in value])
-        else:
-            request.POST[key] = str(value)
+    if method == "GET":
+        request.GET = _query_dict(post)
+    else:
+        request.POST = _query_dict(post)
     request._messages = CollectedMessages(request)
     return request
 
@@ -115,13 +124,30 @@ def configured_labels() -> list[str] | str | None:
     return [str(label).lower() for label in value]
 
 
+def admin_sites() -> list[admin.AdminSite]:
+    """Every AdminSite of the project, in the order the tools prefer them: ``admin.site``
+    first, then the others by name (``all_sites`` itself has no order)."""
+    others = sorted((s for s in all_sites if s is not admin.site), key=lambda s: s.name)
+    return [admin.site, *others]
+
+
+def registered_admins() -> dict[type[models.Model], admin.ModelAdmin]:
+    """model -> the ModelAdmin the tools use for it. A model registered on several sites is
+    used through the first site of ``admin_sites`` that has it (``admin.site`` when it does)."""
+    found: dict[type[models.Model], admin.ModelAdmin] = {}
+    for site in admin_sites():
+        for model, model_admin in site._registry.items():
+            found.setdefault(model, model_admin)
+    return found
+
+
 def enabled_admins() -> dict[str, admin.ModelAdmin]:
     """label -> ModelAdmin for every enabled model, sorted by label (a stable catalog)."""
     configured = configured_labels()
     if not configured:
         return {}
     found = {}
-    for model, model_admin in admin.site._registry.items():
+    for model, model_admin in registered_admins().items():
         label = model_label(model)
         if configured == "all" and model._meta.app_label in OWN_APPS:
             continue
@@ -150,10 +176,11 @@ def usable_admins(user) -> dict[str, tuple[admin.ModelAdmin, list[str]]]:
     if not admins or not user.is_authenticated:
         return {}
     request = admin_request(user)
-    if not admin.site.has_permission(request):  # active staff only, like the admin itself
-        return {}
     usable = {}
     for label, model_admin in admins.items():
+        # The admin site's own gate first (active staff, for the default site), as its views.
+        if not model_admin.admin_site.has_permission(request):
+            continue
         granted = permissions(model_admin, request)
         if granted:
             usable[label] = (model_admin, granted)
@@ -280,14 +307,14 @@ def to_json(value: Any) -> Any:
 
 
 def field_value(model_admin, obj, name: str) -> Any:
-    """The value of a shown field: model fields as data, admin callables as their text."""
+    """The value of a shown field: model fields as data, admin callables as their value."""
     try:
         field = obj._meta.get_field(name)
     except FieldDoesNotExist:
         field = None
     if field is not None and (field.concrete or field.many_to_many):
         return field_data(field, obj)
-    return column_text(model_admin, obj, name)
+    return column_value(model_admin, obj, name)
 
 
 def field_data(field, obj) -> Any:
@@ -301,20 +328,43 @@ def field_data(field, obj) -> Any:
     return to_json(field.value_from_object(obj))
 
 
-def column_text(model_admin, obj, name: str) -> str:
-    """A list_display column or read-only field rendered as the admin renders it, as text."""
-    empty = model_admin.get_empty_value_display()
+def shortened(text: str) -> str:
+    return text if len(text) <= COLUMN_CHARS else text[: COLUMN_CHARS - 1] + "…"
+
+
+def as_text(value: Any) -> str:
+    """What a page shows of ``value``: HTML (``format_html``, a link) as its plain text."""
+    return shortened(html.unescape(strip_tags(str(value))))
+
+
+def related_value(obj) -> dict[str, Any]:
+    return {"id": object_id(obj), "repr": as_text(obj)}
+
+
+def column_value(model_admin, obj, name: Any) -> Any:
+    """A list_display column (a field name, a ModelAdmin or model method, a callable) or a
+    read-only field, as JSON, from the value the admin renders rather than its HTML: booleans
+    (a BooleanField, or a callable marked ``boolean``) as true/false/null, dates as ISO text,
+    a related object as its id and text, a field with choices as the choice's label, numbers
+    as numbers, anything else as its text. null where the admin shows its empty value."""
     try:
         field, attr, value = lookup_field(name, obj, model_admin)
     except (AttributeError, ObjectDoesNotExist):
-        return empty
+        return None
     if field is not None:
-        text = display_for_field(value, field, empty, avoid_link=True)
-    else:
-        boolean = getattr(attr, "boolean", False)
-        text = display_for_value(value, empty, boolean)
-    text = strip_tags(str(text))
-    return text if len(text) <= COLUMN_CHARS else text[: COLUMN_CHARS - 1] + "…"
+        if getattr(field, "flatchoices", None) and value is not None:
+            return as_text(dict(field.flatchoices).get(value, value))
+        if isinstance(field, models.BooleanField):
+            return None if value is None else bool(value)
+    elif getattr(attr, "boolean", False):
+        return None if value is None else bool(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, models.Model):
+        return related_value(value)
+    if isinstance(value, (datetime.date, datetime.time, decimal.Decimal, uuid.UUID)):
+        return to_json(value)
+    return as_text(value)
 
 
 def object_fields(model_admin, request, obj) -> dict[str, Any]:
@@ -436,7 +486,9 @@ def admin_page(user, url: Any) -> dict[str, Any] | None:
     except Resolver404:
         return None
     model_admin = getattr(match.func, "model_admin", None)
-    if model_admin is None or admin.site._registry.get(model_admin.model) is not model_admin:
+    if model_admin is None or model_admin.admin_site._registry.get(model_admin.model) is not (
+        model_admin
+    ):
         return None
     label = model_label(model_admin.model)
     if label not in usable_admins(user):
