@@ -5,22 +5,29 @@ Through the public surfaces: the HTTP API with the local Messages API server, th
 the test client, system checks, the management commands and the demo's pages.
 """
 
+import inspect
 import json
+import re
+from pathlib import Path
 
 import pytest
 from django.contrib.flatpages.models import FlatPage
 from django.contrib.sites.models import Site
+from django.core.checks import run_checks
 
 from orchestrator_app.models import ToolGrant
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
+from orchestrator_app.tools import tool, unregister
 from sessions_app.models import Session
 
-from .conftest import payload_of, transcript_of
+from .conftest import API, payload_of, post, transcript_of
 from .test_admin_tools import Agent, staff
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
 PAGES = "flatpages.flatpage"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
 
 
 @pytest.fixture
@@ -160,3 +167,164 @@ def test_a_readonly_action_runs_at_once(agent_for, editor, page):
     [result] = tool_responses(agent)
     answer = json.loads(result["content"])
     assert (answer["ok"], answer["repr"]) == (True, str(page))
+
+
+# --- 2. a host tool written from the README ---------------------------------------------------------
+
+
+@pytest.fixture
+def host_tools():
+    """Tools a test registers as a host app would; unregistered afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        unregister(name)
+
+
+def check_messages(tool_id: str = "ahentic.W003") -> list:
+    return [m for m in run_checks() if m.id == tool_id]
+
+
+def register_note_tool(host_tools, **options):
+    calls = []
+
+    @tool(
+        name="host_note_write",
+        description="Write a note.",
+        input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+        **options,
+    )
+    def host_note_write(ctx, input):
+        calls.append(input)
+        return {"ok": True}
+
+    host_tools.append("host_note_write")
+    return calls
+
+
+def test_a_host_tool_that_says_nothing_about_approval_asks_before_it_runs(
+    owner_client, session, llm, run_tasks, host_tools
+):
+    calls = register_note_tool(host_tools)  # neither readonly nor requires_approval given
+    listed = {t["name"]: t for t in owner_client.get(f"{API}/tools").json()}
+    assert listed["host_note_write"]["readonly"] is False
+    assert listed["host_note_write"]["requiresApproval"] is True
+    llm.enqueue(tool_reply(tool_call("host_note_write", {"title": "x"}, id="toolu_host")))
+
+    run_tasks(post, owner_client, session, "messages", {"content": "Write a note"})
+
+    body = payload_of(owner_client, session)
+    assert body["status"] == "awaiting_human"
+    assert body["pendingTool"]["name"] == "host_note_write"
+    assert calls == []
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_a_host_tool_that_writes_without_a_permission_function_is_a_warning(host_tools):
+    register_note_tool(host_tools)
+
+    [warning] = check_messages()
+
+    assert warning.obj == "host_note_write"
+    assert "tests.test_first_hour" in warning.msg
+    assert "permission=" in warning.hint
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.parametrize(
+    "options",
+    [{"permission": lambda user: user.is_staff}, {"readonly": True}],
+    ids=["with-permission", "readonly"],
+)
+def test_a_host_tool_with_a_permission_or_readonly_is_no_warning(host_tools, options):
+    register_note_tool(host_tools, **options)
+
+    assert check_messages() == []  # the built-ins (page_fill_fields...) are not warned about
+
+
+def test_a_permission_function_keeps_a_host_tool_from_a_non_staff_user(
+    owner_client, session, llm, run_tasks, host_tools
+):
+    calls = register_note_tool(host_tools, permission=lambda user: user.is_staff)
+    llm.enqueue(
+        tool_reply(tool_call("host_note_write", {"title": "x"}, id="toolu_host")),
+        text_reply("I may not."),
+    )
+
+    run_tasks(post, owner_client, session, "messages", {"content": "Write a note"})
+
+    assert "host_note_write" not in {t["name"] for t in llm.message_requests()[0]["tools"]}
+    assert payload_of(owner_client, session)["status"] == "idle"
+    assert calls == []
+
+
+def readme_section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
+    return text[start : end if end > 0 else len(text)]
+
+
+def test_the_readmes_tool_example_shows_permission_and_its_table_lists_every_option():
+    section = readme_section("## Installing into a host site")
+    [example] = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "@tool(" in b]
+    assert re.search(r"^\s+permission=", example, re.M)
+    documented = set(re.findall(r"^\| `(\w+)` \|", section, re.M))
+    options = set(inspect.signature(tool).parameters)
+    assert options - documented == set()
+    assert "ahentic.W003" in section
+
+
+# --- 11. check --deploy: the model's base URL is this machine --------------------------------------
+
+
+def deploy_ids() -> set[str]:
+    return {m.id for m in run_checks(include_deployment_checks=True) if m.id.startswith("ahentic.")}
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://127.0.0.1:8765",
+        "http://localhost:8765/",
+        "http://[::1]:8765",
+        "http://127.0.0.2",
+        "http://0.0.0.0:8765",
+        "http://api.localhost",
+    ],
+)
+def test_a_local_base_url_in_production_is_a_deploy_warning(settings, base_url):
+    settings.DEBUG = False
+    settings.AHENTIC = {**settings.AHENTIC, "BASE_URL": base_url}
+
+    assert "ahentic.W004" in deploy_ids()
+    # A deploy check only: plain `check` (the development server) stays quiet.
+    assert "ahentic.W004" not in {m.id for m in run_checks()}
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_the_environments_base_url_counts_too(settings, monkeypatch):
+    settings.DEBUG = False
+    settings.AHENTIC = {k: v for k, v in settings.AHENTIC.items() if k != "BASE_URL"}
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://localhost:8765")
+
+    assert "ahentic.W004" in deploy_ids()
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.parametrize(
+    "debug, base_url",
+    [
+        (True, "http://127.0.0.1:8765"),
+        (False, "https://api.anthropic.com"),
+        (False, "https://llm-proxy.internal.example.com"),
+        (False, ""),
+    ],
+)
+def test_a_remote_base_url_or_debug_is_no_deploy_warning(settings, monkeypatch, debug, base_url):
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    settings.DEBUG = debug
+    settings.AHENTIC = {**settings.AHENTIC, "BASE_URL": base_url, "API_KEY": "sk-test"}
+
+    assert "ahentic.W004" not in deploy_ids()
