@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 from django.contrib.flatpages.models import FlatPage
 from django.contrib.sites.models import Site
+from django.core import signing
 from django.core.checks import run_checks
+from django.urls import reverse
 
 from orchestrator_app.models import ToolGrant
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from orchestrator_app.tools import tool, unregister
+from orchestrator_app.tools.admin_tools import stale
 from sessions_app.models import Session
 
 from .conftest import API, payload_of, post, transcript_of
@@ -328,3 +331,158 @@ def test_a_remote_base_url_or_debug_is_no_deploy_warning(settings, monkeypatch, 
     settings.AHENTIC = {**settings.AHENTIC, "BASE_URL": base_url, "API_KEY": "sk-test"}
 
     assert "ahentic.W004" not in deploy_ids()
+
+
+# --- 3. an open admin change form does not undo the agent's change ---------------------------------
+
+
+def change_url(page, site: str = "admin") -> str:
+    return reverse(f"{site}:flatpages_flatpage_change", args=[page.pk])
+
+
+def open_change_form(client, url: str) -> dict:
+    """GET the change form; the data its Save button would post, the hidden token included."""
+    response = client.get(url)
+    assert response.status_code == 200
+    html = response.content.decode()
+    form = response.context["adminform"].form
+    data: dict = {}
+    for name in form.fields:
+        value = form[name].value()
+        if value is True:
+            data[name] = "on"
+        elif value not in (None, False):
+            data[name] = [str(v) for v in value] if isinstance(value, list) else str(value)
+    [token] = re.findall(r'<input type="hidden" name="_ahentic_loaded" value="([^"]+)">', html)
+    data["_ahentic_loaded"] = token
+    return data
+
+
+@pytest.fixture
+def editor_in_admin(editor, client):
+    client.force_login(editor)
+    return client
+
+
+@pytest.mark.parametrize(
+    "site", ["admin", pytest.param("pages", marks=pytest.mark.urls("tests.stale_admin_site"))]
+)
+def test_a_form_opened_before_the_agent_changed_the_object_warns_and_saves_nothing(
+    agent_for, editor, editor_in_admin, page, site
+):
+    url = change_url(page, site)
+    form = open_change_form(editor_in_admin, url)
+    result = agent_for(editor).call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "About us"}}
+    )
+    assert result["ok"] is True
+
+    # The user edits another field of the stale form and saves.
+    response = editor_in_admin.post(url, {**form, "content": "<p>Mine.</p>", "_save": "Save"})
+
+    assert response.status_code == 200  # shown again, not redirected
+    html = response.content.decode()
+    assert "was changed after you opened this form" in html
+    assert "Title" in response.context["adminform"].form.non_field_errors()[0]
+    assert 'name="_ahentic_save_anyway"' in html
+    page.refresh_from_db()
+    assert (page.title, page.content) == ("About us", "<p>Hello.</p>")
+
+    # The re-shown form keeps the first token: saving again without the box still warns.
+    again = open_form_data(response)
+    assert again["_ahentic_loaded"] == form["_ahentic_loaded"]
+    assert editor_in_admin.post(url, {**again, "_save": "Save"}).status_code == 200
+    page.refresh_from_db()
+    assert page.title == "About us"
+
+    confirmed = editor_in_admin.post(url, {**again, "_ahentic_save_anyway": "1", "_save": "Save"})
+
+    assert confirmed.status_code == 302
+    page.refresh_from_db()
+    assert (page.title, page.content) == ("About", "<p>Mine.</p>")
+
+
+def open_form_data(response) -> dict:
+    """The posted data of a re-shown change form, token included (as the browser sends it)."""
+    html = response.content.decode()
+    form = response.context["adminform"].form
+    data = {name: form.data.getlist(name) for name in form.data if not name.startswith("_")}
+    [token] = re.findall(r'<input type="hidden" name="_ahentic_loaded" value="([^"]+)">', html)
+    data["_ahentic_loaded"] = token
+    return data
+
+
+def test_a_form_saved_with_no_change_since_it_was_loaded_saves_at_once(editor_in_admin, page):
+    url = change_url(page)
+    form = open_change_form(editor_in_admin, url)
+
+    response = editor_in_admin.post(url, {**form, "title": "Welcome", "_save": "Save"})
+
+    assert response.status_code == 302
+    page.refresh_from_db()
+    assert page.title == "Welcome"
+
+
+def test_an_agent_save_that_changes_no_stored_value_is_no_conflict(
+    agent_for, editor, editor_in_admin, page
+):
+    # The agent saves the same title again (a LogEntry is written): nothing the form edits
+    # changed in storage, so the user's save overwrites nothing.
+    url = change_url(page)
+    form = open_change_form(editor_in_admin, url)
+    agent_for(editor).call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "About"}}
+    )
+
+    response = editor_in_admin.post(url, {**form, "content": "<p>Mine.</p>", "_save": "Save"})
+
+    assert response.status_code == 302
+    page.refresh_from_db()
+    assert page.content == "<p>Mine.</p>"
+
+
+def test_an_agent_action_that_logs_nothing_is_caught_too(editor, editor_in_admin, page):
+    # A change made without a LogEntry (a bulk update, an admin action, another process).
+    url = change_url(page)
+    form = open_change_form(editor_in_admin, url)
+    FlatPage.objects.filter(pk=page.pk).update(registration_required=True)
+
+    response = editor_in_admin.post(url, {**form, "_save": "Save"})
+
+    assert response.status_code == 200
+    assert "Registration required" in response.context["adminform"].form.non_field_errors()[0]
+    page.refresh_from_db()
+    assert page.registration_required is True
+
+
+def test_a_model_outside_admin_tools_gets_no_token(editor_in_admin, page, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": ["auth.group"]}
+
+    response = editor_in_admin.get(change_url(page))
+
+    assert response.status_code == 200
+    assert "_ahentic_loaded" not in response.content.decode()
+
+
+def test_the_user_change_form_is_guarded_too_and_its_password_hash_is_not_part_of_it(
+    agent_for, client, settings, db
+):
+    # UserAdmin has a get_form of its own signature and a disabled password field.
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": ["auth.user"]}
+    manager = staff("manager", "view_user", "change_user")
+    client.force_login(manager)
+    url = reverse("admin:auth_user_change", args=[manager.pk])
+    form = open_change_form(client, url)
+    assert "password" not in signing.loads(form["_ahentic_loaded"], salt=stale.SALT)["fields"]
+    form.pop("password", None)
+    result = agent_for(manager).call(
+        "admin_save", {"model": "auth.user", "id": manager.pk, "values": {"first_name": "Ann"}}
+    )
+    assert result["ok"] is True
+
+    response = client.post(url, {**form, "last_name": "Lee", "_save": "Save"})
+
+    assert response.status_code == 200
+    assert "First name" in response.context["adminform"].form.non_field_errors()[0]
+    manager.refresh_from_db()
+    assert (manager.first_name, manager.last_name) == ("Ann", "")
