@@ -8,6 +8,8 @@ the test client, system checks, the management commands and the demo's pages.
 import inspect
 import json
 import re
+import subprocess
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -486,3 +488,128 @@ def test_the_user_change_form_is_guarded_too_and_its_password_hash_is_not_part_o
     assert "First name" in response.context["adminform"].form.non_field_errors()[0]
     manager.refresh_from_db()
     assert (manager.first_name, manager.last_name) == ("Ann", "")
+
+
+# --- 11. the Makefile's DEMO_ADDR ---------------------------------------------------------------------
+
+
+def test_make_demo_serves_on_the_address_demo_addr_names():
+    def demo_command(*args: str) -> str:
+        dry_run = subprocess.run(
+            ["make", "-n", "demo", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+        [line] = [line for line in dry_run.stdout.splitlines() if "ahentic_demo" in line]
+        return line
+
+    assert demo_command().endswith("manage.py ahentic_demo --addrport 127.0.0.1:8000")
+    assert demo_command("DEMO_ADDR=127.0.0.1:8123").endswith("--addrport 127.0.0.1:8123")
+
+
+def test_the_readme_refers_to_no_file_outside_the_repository_and_installs_by_a_real_name():
+    text = README.read_text(encoding="utf-8")
+    assert "../" not in text
+    install = readme_section("## Installing into a host site")
+    assert (
+        "pip install django-ahentic\n" not in install
+        and "`pip install django-ahentic`" not in install
+    )
+    assert "dist/django_ahentic-" in install
+    # Running without a key is an install step, before the section ends.
+    steps = install[install.index("### Steps") :]
+    assert "ahentic_localapi --offline" in steps
+    assert "ANTHROPIC_BASE_URL=http://127.0.0.1:8765" in steps
+
+
+# --- 12. the demo's "Things to type" ------------------------------------------------------------------
+
+
+@pytest.fixture
+def demo_settings(settings, db):
+    from ahentic_site.settings import AHENTIC as DEMO
+
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": DEMO["ADMIN_TOOLS"]}
+
+
+def things_to_type(client) -> list[str]:
+    response = client.get("/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    section = html[html.index("Things to type") : html.index("Coffee newsletter")]
+    return [unescape(prompt) for prompt in re.findall(r"<kbd>(.*?)</kbd>", section)]
+
+
+def run_prompt(client, session, llm, run_tasks, prompt: str) -> dict:
+    """Type ``prompt``; answer a browser tool as the sidebar would; the final payload."""
+    url = f"{API}/sessions/{session.pk}"
+    response = run_tasks(client.post, f"{url}/messages", {"content": prompt}, format="json")
+    assert response.status_code == 202, response.content
+    body = client.get(url).json()
+    if body["status"] == "awaiting_browser":
+        result = {"title": "Ahentic demo", "url": "/", "text": "Things to type"}
+        run_tasks(
+            client.post,
+            f"{url}/browser-results",
+            {"callId": body["pendingTool"]["callId"], "result": result},
+            format="json",
+        )
+        body = client.get(url).json()
+    return body
+
+
+def test_the_member_is_offered_only_prompts_that_work_for_it(demo_settings, llm, run_tasks):
+    from rest_framework.test import APIClient
+
+    from orchestrator_app.testing.offline import demo_responder
+
+    from .factories import SessionFactory, UserFactory
+
+    member = UserFactory(username="member", is_staff=False, agent_permission=True)
+    client = APIClient()
+    client.force_login(member)
+    prompts = things_to_type(client)
+    assert prompts and "Write a page about coffee" not in prompts
+    assert "List the pages" not in prompts
+    llm.responder = demo_responder
+
+    for prompt in prompts:
+        session = SessionFactory(owner=member)
+        body = run_prompt(client, session, llm, run_tasks, prompt)
+        assert body["status"] == "idle", prompt
+        transcript = client.get(f"{API}/sessions/{session.pk}/messages?view=debug").json()
+        failed = [
+            m
+            for m in transcript["messages"]
+            if m["kind"] == "tool_response" and not m["meta"]["ok"]
+        ]
+        assert failed == [], prompt
+        reply = transcript["messages"][-1]
+        assert reply["kind"] == "agent_message" and "did not work" not in reply["content"], prompt
+
+
+def test_staff_with_the_page_admin_is_offered_the_admin_prompts_too(demo_settings, client):
+    from .factories import UserFactory
+
+    demo = UserFactory(username="demo", is_staff=True, is_superuser=True, agent_permission=True)
+    client.force_login(demo)
+
+    prompts = things_to_type(client)
+
+    assert {"Write a page about coffee", "List the pages", "What is on this page?"} <= set(prompts)
+
+
+def test_the_offline_models_texts_do_not_tell_a_host_site_to_run_make_demo(
+    owner_client, session, llm, run_tasks
+):
+    from orchestrator_app.testing import offline
+
+    llm.responder = offline.demo_responder
+    body = run_prompt(owner_client, session, llm, run_tasks, "Hello there")
+
+    reply = body["messages"][-1]["content"]
+    assert "You said: “Hello there”" in reply
+    assert "make demo" not in reply
+    assert "ANTHROPIC_API_KEY" in reply
+    # No reply text of the offline model names the demo's command.
+    source = Path(offline.__file__).read_text(encoding="utf-8")
+    texts = re.findall(r'"\(Offline demo model\)[^"]*"', source)
+    assert texts and not [t for t in texts if "make demo" in t]
