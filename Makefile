@@ -1,10 +1,12 @@
 # Two commands: `make demo` starts the demo site, `make test` runs the tests.
 # Both create .venv and install the project with its dev extras from pyproject.toml.
+# `make demo DEMO_ADDR=127.0.0.1:8001` serves the demo on another address or port.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+DEMO_ADDR ?= 127.0.0.1:8000
 
 .PHONY: demo test lint clean
 
@@ -16,7 +18,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) manage.py ahentic_demo
+	$(PY) manage.py ahentic_demo --addrport $(DEMO_ADDR)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

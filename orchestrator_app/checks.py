@@ -281,3 +281,76 @@ def check_model_surface(app_configs=None, **kwargs):
                     )
                 )
     return errors
+
+
+# Tools registered by this package; every other module's tools are the host's.
+BUILTIN_TOOL_PACKAGE = "orchestrator_app"
+
+
+@register()
+def check_host_tools(app_configs=None, **kwargs):
+    """W003: a host tool that changes data (not ``readonly``) has no ``permission`` function,
+    so every user with the agent permission may call it (after approval, when it asks)."""
+    from .tools import all_tools
+
+    warnings = []
+    for definition in all_tools():
+        module = definition.module
+        if module == BUILTIN_TOOL_PACKAGE or module.startswith(BUILTIN_TOOL_PACKAGE + "."):
+            continue
+        if definition.readonly or definition.permission is not None:
+            continue
+        warnings.append(
+            Warning(
+                f"The tool {definition.name!r} ({module or 'unknown module'}) changes data "
+                "and has no permission function: every user with the agent permission may "
+                "use it.",
+                hint="Pass permission=lambda user: ... to @tool (for example "
+                'user.has_perm("notes.add_note")), or readonly=True if it changes nothing.',
+                obj=definition.name,
+                id="ahentic.W003",
+            )
+        )
+    return warnings
+
+
+# Hosts that are this machine: a Messages API there is the local stand-in, not Anthropic's.
+LOCAL_HOSTS = ("localhost", "localhost.localdomain", "0.0.0.0", "::")
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``url`` names this machine (localhost, a loopback or unspecified address)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url if "//" in url else f"//{url}").hostname or "").lower()
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host in LOCAL_HOSTS or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
+@register(Tags.security, deploy=True)
+def check_local_base_url(app_configs=None, **kwargs):
+    """W004 (``check --deploy``): with ``DEBUG`` off, the model's base URL is this machine, so
+    the agent answers from a local stand-in (``ahentic_localapi``), not from Claude."""
+    base_url = str(ahentic_settings.BASE_URL or "")
+    if settings.DEBUG or not base_url or not is_local_url(base_url):
+        return []
+    return [
+        Warning(
+            f"AHENTIC['BASE_URL'] (or ANTHROPIC_BASE_URL) is {base_url}, a local address, "
+            "while DEBUG is False: the agent talks to a local stand-in, not to Claude.",
+            hint="In production unset BASE_URL (and ANTHROPIC_BASE_URL) and set "
+            "ANTHROPIC_API_KEY, or point BASE_URL at the real Messages API or a proxy to it.",
+            id="ahentic.W004",
+        )
+    ]

@@ -176,7 +176,11 @@ def browser_result_record(
 
 
 def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> None:
-    """Run one tool the user picked (a suggested action), then let the model follow up."""
+    """Run one tool the user picked (a suggested action), then let the model follow up.
+
+    A call that needs no approval runs at once in the worker. One that needs approval pauses
+    at ``awaiting_human`` with the approval card, as a model-made call does, unless a grant
+    covers it; ``non_preallowable`` tools (``admin_delete``, ``admin_action``) ask every time."""
     if session.status != Session.Status.IDLE:
         raise AhenticError(
             "ahentic_session_busy", "Actions run only while the session is idle.", 409
@@ -212,14 +216,15 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
             session_id=session.pk,
             from_statuses=[Session.Status.IDLE],
             label=summary,
-            # The user picked this call, so it counts as approved.
+            # Picking a call is not approving its write: the call goes through the pipeline's
+            # approval step like one the model made (a grant may cover it, a non-preallowable
+            # tool asks every time, the card shows); a call needing no approval runs at once.
             pending_tool=PendingTool(
                 name=name,
                 call_id=call_id,
                 input=tool_input,
                 summary=summary,
                 runtime=tool.runtime,
-                approved="user_action",
             ).to_json(),
         )
         if run_seq is None:

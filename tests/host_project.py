@@ -363,7 +363,9 @@ def build(dest: Path, readme: Path, host: Host) -> None:
 def host_env() -> dict[str, str]:
     env = dict(os.environ)
     # manage.py only sets a default: a caller's settings module (pytest's) must not leak in.
-    for name in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH"):
+    # A caller's local model server (ANTHROPIC_BASE_URL) must not reach `check --deploy`
+    # (ahentic.W004); the smoke run starts its own.
+    for name in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH", "ANTHROPIC_BASE_URL"):
         env.pop(name, None)
     # Install step 5: the key is in the environment (the smoke run's model is a local server).
     env["ANTHROPIC_API_KEY"] = "sk-ant-host-site"

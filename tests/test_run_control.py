@@ -23,7 +23,7 @@ from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call
 from sessions_app.models import LiveText, Session
 
 from . import tools_for_tests
-from .conftest import payload_of, post, session_url, trace_types, transcript_of
+from .conftest import decide, payload_of, post, session_url, trace_types, transcript_of
 from .factories import SessionFactory
 from .tools_for_tests import SlowWriteGate
 
@@ -458,7 +458,7 @@ def test_an_action_runs_one_tool_on_an_idle_session_and_the_model_follows_up(
     assert request["messages"][-1]["content"][0]["type"] == "tool_result"
 
 
-def test_an_action_of_a_mutating_tool_counts_as_approved(
+def test_an_action_of_a_mutating_tool_waits_for_approval_like_a_model_call(
     owner_client, session, llm, run_tasks, tool_calls
 ):
     response = run_tasks(
@@ -466,10 +466,19 @@ def test_an_action_of_a_mutating_tool_counts_as_approved(
     )
 
     assert response.status_code == 202
+    assert tool_calls == []
+    body = payload_of(owner_client, session)
+    assert body["status"] == "awaiting_human"
+    assert body["pendingTool"]["name"] == "notes_create"
+    assert body["pendingTool"]["approved"] is None
+
+    llm.enqueue(text_reply("Noted."))
+    body = decide(owner_client, session, run_tasks, "allow_once")
+
+    assert body["status"] == "idle"
     assert [c["tool"] for c in tool_calls] == ["notes_create"]
-    assert payload_of(owner_client, session)["status"] == "idle"
     [result] = tool_results(transcript_of(owner_client, session))
-    assert result["meta"]["approved"] == "user_action"
+    assert result["meta"]["approved"] == "allow_once"
 
 
 def test_an_action_on_a_busy_session_is_refused(owner_client, session, llm, tool_calls):

@@ -544,7 +544,8 @@ def test_a_worker_killed_mid_tool_is_healed_as_outcome_unknown_and_never_rerun(
 def test_healing_an_approved_call_that_was_interrupted_leaves_no_pending_tool(
     owner_client, session, llm, run_tasks, tool_calls
 ):
-    # A suggested action is an approved call: pending_tool holds it while it executes.
+    # A suggested action of a tool that needs no approval: pending_tool holds it while it
+    # executes.
     llm.enqueue(text_reply("The action was interrupted; nothing else to do."))
     with pytest.raises(WorkerKilled):
         run_tasks(

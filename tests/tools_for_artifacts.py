@@ -18,6 +18,7 @@ CALLS: list[dict] = []
         "required": ["title", "body"],
     },
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     artifact_field="body",
     artifact_kinds=("markdown", "html"),
     summary=lambda input: f"Publish note {input.get('title')!r}",
@@ -32,6 +33,7 @@ def publish_note(ctx, input):
     description="Delete every page of the site. Asks for approval every single time.",
     input_schema={"type": "object", "properties": {"confirm": {"type": "string"}}},
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     non_preallowable=True,
     summary=lambda input: "Wipe the whole site",
 )
@@ -61,6 +63,7 @@ def site_stats(ctx, input):
     },
     # Writes into the open editor (so Ask mode refuses it) but saves nothing: no approval card.
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     requires_approval=False,
     runtime="browser",
     artifact_field="content",

@@ -14,6 +14,7 @@ CALLS: list[dict] = []
         "required": ["title"],
     },
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     summary=lambda input: f"Publish the note {input.get('title')!r}",
 )
 def sidebar_publish_note(ctx, input):
@@ -25,6 +26,7 @@ def sidebar_publish_note(ctx, input):
     name="sidebar_wipe_notes",
     description="Delete every note. Always asks first.",
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     non_preallowable=True,
     summary=lambda input: "Delete every note",
 )

@@ -32,6 +32,7 @@ def echo(ctx, input):
         "required": ["title"],
     },
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     summary=lambda input: f"Create note {input.get('title')!r}",
 )
 def notes_create(ctx, input):
@@ -57,6 +58,7 @@ class WorkerKilled(BaseException):
     name="kills_worker",
     description="A mutating tool during which the worker process dies.",
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     requires_approval=False,
 )
 def kills_worker(ctx, input):
@@ -91,6 +93,7 @@ class SlowWriteGate:
     name="slow_write",
     description="A mutating tool that runs until the test releases it.",
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     requires_approval=False,
 )
 def slow_write(ctx, input):
@@ -105,6 +108,7 @@ def slow_write(ctx, input):
     description="Send a payment. Always asks for approval.",
     input_schema={"type": "object", "properties": {"amount": {"type": "number"}}},
     readonly=False,
+    permission=lambda user: user.is_active,  # any active user with the agent permission
     non_preallowable=True,
 )
 def payment_send(ctx, input):

@@ -176,7 +176,7 @@ browser_results = describe(
 )
 actions = describe(
     "actions",
-    "Run one tool as a suggested action (idle sessions only)",
+    "Run one tool as a suggested action (idle sessions only; a write waits for approval)",
     {202: s.SessionPayloadSerializer},
     (*WRITE_ERRORS, 409, 429, 503),
     request=s.ActionSerializer,

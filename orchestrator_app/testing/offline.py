@@ -1,7 +1,8 @@
 """The offline demo model: a scripted tour served by the local Messages API server.
 
-``make demo`` without ``ANTHROPIC_API_KEY`` answers every message with this responder, so the
-whole loop (plan card, a tool call, the final reply) can be seen without network access.
+``make demo`` without ``ANTHROPIC_API_KEY`` (and ``manage.py ahentic_localapi --offline`` on a
+host site) answers every message with this responder, so the whole loop (plan card, a tool
+call, the final reply) can be seen without network access.
 """
 
 from __future__ import annotations
@@ -250,8 +251,9 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
         )
     return text_reply(
         f"(Offline demo model) You said: “{said}”. This reply comes from the local Messages "
-        "API server bundled with django-ahentic. Set ANTHROPIC_API_KEY and restart `make demo` "
-        "to talk to Claude."
+        "API server bundled with django-ahentic, not from a model. To talk to Claude, set "
+        "ANTHROPIC_API_KEY (and no local base URL) for the web and worker processes and "
+        "restart them."
     )
 
 

@@ -4,15 +4,24 @@
 
     from orchestrator_app.tools import tool, ToolError
 
-    @tool(name="notes_create", description="...", input_schema={...}, readonly=False)
+    @tool(
+        name="notes_create",
+        description="...",
+        input_schema={...},
+        readonly=False,  # the default: a tool that is not readonly needs the user's approval
+        permission=lambda user: user.has_perm("notes.add_note"),
+    )
     def notes_create(ctx, input):
         ...  # return a JSON-serializable dict, or raise ToolError(code, message, hint=None)
 
 Tools are discovered from each installed app's ``ahentic_tools`` module on first use, the
 built-ins included (``orchestrator_app/ahentic_tools.py`` loads every module of this package,
 so a new built-in is one new file here).
-``requires_approval`` defaults to ``not readonly``; ``runtime="browser"`` tools have no server
-body (the sidebar runs them); ``artifact_field`` lets the model pass ``{"from_memory": key}``.
+``requires_approval`` defaults to ``not readonly`` (and ``readonly`` to False, so a tool that
+says nothing needs approval); ``permission(user)`` decides who may use it (system check
+``ahentic.W003`` warns about a host tool that writes without one); ``runtime="browser"`` tools
+have no server body (the sidebar runs them); ``artifact_field`` lets the model pass
+``{"from_memory": key}``.
 
 Two optional hooks decide what the user sees and grants for one call:
 
@@ -99,6 +108,8 @@ class Tool:
     grant_scope: Callable[[dict[str, Any]], str | None] | None = None
     # Built-ins that always answer without approval even though they write session state.
     internal: bool = field(default=False, compare=False)
+    # The module that registered it: system check ahentic.W003 tells host tools from built-ins.
+    module: str = field(default="", compare=False)
 
     def needs_approval(self, input: dict[str, Any]) -> bool:
         if callable(self.requires_approval):
@@ -227,6 +238,7 @@ def tool(
             preview=preview,
             grant_scope=grant_scope,
             internal=internal,
+            module=getattr(func, "__module__", None) or "",
         )
         existing = _registry.get(name)
         if existing is not None and getattr(existing.func, "__qualname__", None) != getattr(
