@@ -84,8 +84,8 @@ def image_reply(messages: list[dict[str, Any]]) -> LocalResponse | None:
         for kind, size in images
     ]
     return text_reply(
-        f"(Offline demo model) I see {', '.join(seen)}. Set ANTHROPIC_API_KEY and restart "
-        "`make demo` for a model that reads what is in it."
+        f"(Offline demo model) I see {', '.join(seen)}. With ANTHROPIC_API_KEY set for the web "
+        "and worker processes, Claude reads what is in it."
     )
 
 
