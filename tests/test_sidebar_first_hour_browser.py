@@ -424,6 +424,8 @@ def test_without_a_worker_the_sidebar_says_so_within_ten_seconds(page, llm, no_w
     expect(banner).to_contain_text("python manage.py qcluster")
     expect(banner.get_by_role("button", name="Stop")).to_be_visible()
     expect(sidebar(page)).to_have_attribute("data-status", "running")
+    # The status line agrees with the banner instead of saying the agent is thinking.
+    expect(page.locator('[data-role="progress"]')).to_have_text("Waiting for a worker…")
     screenshot(page, "first-hour-no-worker")
     assert llm.message_requests() == []  # nothing ran the step
 

@@ -54,6 +54,12 @@ function bannerState(app, s) {
   return null;
 }
 
+/** Whether the run waits for a worker that never took it (the "no-worker" banner shows). */
+export function waitsForWorker(app, s) {
+  const state = bannerState(app, s);
+  return Boolean(state && state.kind === "no-worker");
+}
+
 export function renderBanner(app, s) {
   const { ui } = app;
   const banner = bannerState(app, s);

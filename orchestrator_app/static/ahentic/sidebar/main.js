@@ -28,6 +28,7 @@ import {
   renderHitl,
   renderPending,
   renderPlan,
+  waitsForWorker,
 } from "./cards.js";
 import { camel, changed, el, fill, formatTokens, previewJson, shortened, show } from "./dom.js";
 import { createStorage } from "./storage.js";
@@ -658,7 +659,8 @@ function boot(root) {
     const p = s && s.payload;
     const live = isLive(p) && !s.stopping;
     let label = "";
-    if (live) label = (p.progress && p.progress.label) || STATUS_LABELS[p.status];
+    if (live && waitsForWorker(app, s)) label = "Waiting for a worker…";
+    else if (live) label = (p.progress && p.progress.label) || STATUS_LABELS[p.status];
     else if (s && s.stopping) label = "Stopping…";
     if (changed(ui.progress, (s ? s.id : "") + "|" + label)) {
       if (s) s.progressExpanded.value = false;
