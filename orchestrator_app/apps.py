@@ -8,8 +8,15 @@ class OrchestratorAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Wiring only: register system checks.
+        # Wiring only: register system checks, and delete a deleted attachment's uploaded file.
+        from django.db.models.signals import post_delete
+
+        from sessions_app.models import Attachment
+
         from . import checks  # noqa: F401
+        from .files import remote_delete
+
+        post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
 
         if apps.is_installed("django.contrib.admin"):
             from django.core.signals import request_started

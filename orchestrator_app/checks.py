@@ -191,7 +191,7 @@ def check_admin_tools(app_configs=None, **kwargs):
 
 def _attachment_errors() -> list:
     """``ATTACHMENT_STORAGE`` names a configured storage; the limits are positive integers;
-    ``FILES_API`` (not built yet) is off."""
+    ``FILES_API`` is a bool and ``FILES_API_MIN_BYTES`` an integer of 0 or more."""
     from django.conf import settings
 
     errors = []
@@ -213,11 +213,20 @@ def _attachment_errors() -> list:
         value = getattr(ahentic_settings, key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             errors.append(Error(f"AHENTIC[{key!r}] must be a positive integer.", id="ahentic.E008"))
-    if ahentic_settings.FILES_API:
+    if not isinstance(ahentic_settings.FILES_API, bool):
         errors.append(
             Error(
-                "AHENTIC['FILES_API'] is not supported yet: PDFs are sent as base64 blocks.",
-                hint="Leave FILES_API False.",
+                "AHENTIC['FILES_API'] must be True or False.",
+                hint="True sends PDFs of at least FILES_API_MIN_BYTES through the Files API.",
+                id="ahentic.E008",
+            )
+        )
+    threshold = ahentic_settings.FILES_API_MIN_BYTES
+    if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 0:
+        errors.append(
+            Error(
+                "AHENTIC['FILES_API_MIN_BYTES'] must be an integer of 0 or more.",
+                hint="PDFs of at least this many bytes go through the Files API (0: every PDF).",
                 id="ahentic.E008",
             )
         )

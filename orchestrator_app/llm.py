@@ -18,6 +18,8 @@ import httpx2  # the SDK's HTTP client; its errors can escape a stream being rea
 
 from sessions_app.conf import ahentic_settings
 
+# The Files API's beta: uploads, deletions, and a Messages request that references a file.
+FILES_BETA = "files-api-2025-04-14"
 # The streaming callback runs at most this often; it writes to the database.
 PROGRESS_INTERVAL_S = 2.0
 # While reply text streams in, how often the caller sees it (the sidebar's live text).
@@ -154,11 +156,7 @@ def call_model(
     thinking streams too but is never shown as the reply. ``thinking`` and ``output_config``
     are sent as given (``surface.request_options``)."""
     if not llm_available():
-        raise LLMError(
-            "ahentic_ai_unavailable",
-            "No Anthropic API key or base URL is configured.",
-            retryable=False,
-        )
+        raise _unavailable()
     started = time.monotonic()
     kwargs: dict[str, Any] = {
         "model": model,
@@ -172,6 +170,10 @@ def call_model(
         kwargs["thinking"] = thinking
     if output_config:
         kwargs["output_config"] = output_config
+    if uses_files(messages):
+        # Only a request that references an uploaded file carries the beta header; any other
+        # is sent exactly as before.
+        kwargs["extra_headers"] = {"anthropic-beta": FILES_BETA}
     last_progress = started
     thinking_started: float | None = None
     thinking_s = 0.0
@@ -238,6 +240,75 @@ def call_model(
         web_search_requests=getattr(server, "web_search_requests", 0) or 0,
         web_fetch_requests=getattr(server, "web_fetch_requests", 0) or 0,
     )
+
+
+def uses_files(messages: list[dict[str, Any]]) -> bool:
+    """Whether a request's messages hold a block whose source is a Files API file (at the top
+    of a message's content or in a tool_result's)."""
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for item in inner if isinstance(inner, list) else (block,):
+                source = item.get("source")
+                if isinstance(source, dict) and source.get("type") == "file":
+                    return True
+    return False
+
+
+def _unavailable() -> LLMError:
+    return LLMError(
+        "ahentic_ai_unavailable",
+        "No Anthropic API key or base URL is configured.",
+        retryable=False,
+    )
+
+
+def upload_file(name: str, data: bytes, media_type: str) -> str:
+    """Upload a file to the Files API (beta ``FILES_BETA``); its ``file_id``. Raises
+    ``LLMError`` (the same codes as a model call)."""
+    if not llm_available():
+        raise _unavailable()
+    started = time.monotonic()
+    try:
+        uploaded = _client().beta.files.upload(file=(name, data, media_type), betas=[FILES_BETA])
+    except anthropic.APIError as exc:
+        raise _map_error(exc, started) from exc
+    except httpx2.HTTPError as exc:
+        raise LLMError(
+            "ahentic_llm_error",
+            "The connection to the model broke.",
+            True,
+            None,
+            _ms(started),
+            detail=f"{exc.__class__.__name__}: {exc}",
+        ) from exc
+    return uploaded.id
+
+
+def delete_file(file_id: str) -> None:
+    """Delete an uploaded file from the Files API; a file already gone is not an error.
+    Raises ``LLMError``."""
+    if not llm_available():
+        raise _unavailable()
+    started = time.monotonic()
+    try:
+        _client().beta.files.delete(file_id, betas=[FILES_BETA])
+    except anthropic.NotFoundError:
+        return
+    except anthropic.APIError as exc:
+        raise _map_error(exc, started) from exc
+    except httpx2.HTTPError as exc:
+        raise LLMError(
+            "ahentic_llm_error",
+            "The connection to the model broke.",
+            True,
+            None,
+            _ms(started),
+            detail=f"{exc.__class__.__name__}: {exc}",
+        ) from exc
 
 
 def _ms(started: float) -> int:

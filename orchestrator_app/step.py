@@ -25,7 +25,7 @@ from sessions_app.models import (
 )
 from sessions_app.runstate import Lease
 
-from . import brain, context, llm, pipeline, prompt, runs, surface, usage
+from . import brain, context, files, llm, pipeline, prompt, runs, surface, usage
 from . import plan as plan_rules
 from .queue import enqueue_memory, enqueue_naming, enqueue_step
 from .toolcalls import answer_unanswered, result_text, tool_response_record
@@ -71,6 +71,7 @@ class StepRunner:
         # The streamed reply's live text, and when the lease was last refreshed (on_stream).
         self.live_text = ""
         self.refreshed_at = time.monotonic()
+        self.lost_lease = False  # found lost outside the model stream (``keep_lease``)
         self.step_number = self.session.step_count
         # The window's events as read at the step's start (``window``), until the step writes
         # an event before its request (a healed call, a promoted message).
@@ -283,7 +284,30 @@ class StepRunner:
         session.step_count = step
         self.step_number = step
         tools = tools_for(session, session.owner)
-        request = self.assemble(session, tools)
+        try:
+            request = self.assemble(session, tools)
+        except llm.LLMError as exc:  # a PDF's upload to the Files API (``files.prepare``)
+            self.trace(
+                "llm_error",
+                exc.message,
+                code=exc.code,
+                status=exc.status,
+                duration_ms=exc.duration_ms,
+                detail=exc.detail,
+                upload=True,
+            )
+            if exc.code == "ahentic_ai_unavailable":
+                self.fail(exc.code, exc.message, resumable=False)
+            else:
+                self.fail(
+                    "ahentic_attachment_upload",
+                    "An attached PDF could not be uploaded to the Files API. Continue to try "
+                    "again.",
+                    detail=f"{exc.code}: {exc.detail or exc.message}",
+                )
+            return
+        if self.lost_lease:
+            return
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
@@ -376,9 +400,20 @@ class StepRunner:
                 evicted=len(events) - len(assembly.window),
                 window_events=len(assembly.window),
             )
+        refs = files.refs_of([*assembly.inherited, *assembly.window])
+        if refs and files.prepare(refs, self.keep_lease):
+            self.trace("files_uploaded", "Attached PDFs uploaded to the Files API")
         request = assembly.request(session.pk)
         self.sent_buckets = context.buckets(request, assembly.memory_blocks)
         return request
+
+    def keep_lease(self) -> bool:
+        """After a long call outside the model stream (a Files API upload): the lease
+        refreshed; False (and ``lost_lease``) once it is lost."""
+        self.refreshed_at = time.monotonic()
+        if not runstate.lease_refresh(self.lease):
+            self.lost_lease = True
+        return not self.lost_lease
 
     def on_stream(self, text: str) -> bool:
         """While the model streams: the reply's text so far for the live view (when it grew),

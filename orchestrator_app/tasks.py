@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import brain, runs, step
+from . import brain, files, runs, step
 
 
 def run_step(session_id: str, run_seq: int) -> None:
@@ -23,3 +23,8 @@ def remember(session_id: str) -> None:
 def name_session(session_id: str) -> None:
     """Let the brain model name the session (keeps a title the user set)."""
     brain.name_session(session_id)
+
+
+def delete_file(file_id: str) -> None:
+    """Delete a file uploaded to the Files API whose attachment was deleted (best effort)."""
+    files.delete_remote(file_id)

@@ -4,7 +4,9 @@ Stored through Django's storage API (``AHENTIC["ATTACHMENT_STORAGE"]`` names a `
 alias; None is ``default_storage``), typed from their bytes (``media.sniff``), never from a
 name or a declared type. A message takes the uploads it names (``claim``); its event keeps
 their ``refs``, and the request builder turns each into an image or document block whose bytes
-never change once sent (``content_block``, encoded once per process), so the prompt cache holds.
+never change once sent (``content_block``, encoded once per process), so the prompt cache holds:
+a PDF is sent as base64 or, with ``FILES_API``, as an uploaded file, decided the first time a
+request carries it and kept.
 A row's file is deleted once the deletion of the row commits (its session's, its user's or its
 own: ``_file_delete``).
 """
@@ -255,34 +257,40 @@ def tool_images(*, session_id, result: dict[str, Any]) -> tuple[dict[str, Any], 
 
 # --- the request blocks ----------------------------------------------------------------------
 
-# Encoded blocks kept per process, by attachment id and digest, up to this many base64 bytes
-# (the least recently used go first). A block is the same bytes every time it is built: the
-# stored file never changes, and its encoding is deterministic.
+# How a PDF is sent (``Attachment.sent_as``); images are always base64.
+BASE64 = "base64"
+FILE = "file"
+
+# Built blocks kept per process, by attachment id, digest and form, up to this many base64
+# bytes (the least recently used go first). A block is the same bytes every time it is built:
+# the stored file never changes, its encoding is deterministic, and a PDF's form is decided
+# once (``decide_base64``, ``record_file``); only decided blocks are kept.
 BLOCK_CACHE_BYTES = 64 * 1024 * 1024
 
 
 class _BlockCache:
     def __init__(self):
-        self.blocks: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self.blocks: OrderedDict[tuple[str, str, str], tuple[dict[str, Any], int]] = OrderedDict()
         self.size = 0
         self.lock = threading.Lock()
 
     def get(self, key):
         with self.lock:
-            block = self.blocks.get(key)
-            if block is not None:
-                self.blocks.move_to_end(key)
-            return block
+            entry = self.blocks.get(key)
+            if entry is None:
+                return None
+            self.blocks.move_to_end(key)
+            return entry[0]
 
     def put(self, key, block: dict[str, Any], size: int) -> None:
         with self.lock:
             if key in self.blocks:
                 return
-            self.blocks[key] = block
+            self.blocks[key] = (block, size)
             self.size += size
             while self.size > BLOCK_CACHE_BYTES and len(self.blocks) > 1:
-                _, dropped = self.blocks.popitem(last=False)
-                self.size -= len(dropped["source"].get("data", ""))
+                _, (_, dropped) = self.blocks.popitem(last=False)
+                self.size -= dropped
 
 
 _blocks = _BlockCache()
@@ -296,15 +304,73 @@ def read_bytes(storage_name: str) -> bytes | None:
         return None
 
 
+def wants_file(content_type: str, size: int) -> bool:
+    """Whether a PDF not sent yet goes through the Files API: ``FILES_API`` is on and it is
+    at least ``FILES_API_MIN_BYTES``."""
+    return (
+        content_type == media.PDF
+        and bool(ahentic_settings.FILES_API)
+        and size >= int(ahentic_settings.FILES_API_MIN_BYTES)
+    )
+
+
+def cached_block(item: dict[str, Any]) -> dict[str, Any] | None:
+    """The decided block of a ref this process has built already, else None."""
+    for form in (FILE, BASE64):
+        block = _blocks.get((item["id"], item["sha256"], form))
+        if block is not None:
+            return block
+    return None
+
+
+def undecided(items: Iterable[dict[str, Any]]) -> list[Attachment]:
+    """The rows of the PDF refs ``items`` whose form is not decided yet (one query, none when
+    every PDF's block is in this process's cache)."""
+    ids = [
+        item["id"]
+        for item in items
+        if item.get("contentType") == media.PDF and cached_block(item) is None
+    ]
+    if not ids:
+        return []
+    return list(Attachment.objects.filter(pk__in=ids, sent_as="", file_id__isnull=True))
+
+
+def decide_base64(attachment_id) -> None:
+    """The PDF is sent as base64 from now on (unless its form was decided already)."""
+    Attachment.objects.filter(pk=attachment_id, sent_as="", file_id__isnull=True).update(
+        sent_as=BASE64
+    )
+
+
+def record_file(attachment_id, file_id: str) -> bool:
+    """The PDF is sent as the Files API's ``file_id`` from now on; False when its form was
+    decided already (the caller deletes the file it uploaded)."""
+    return bool(
+        Attachment.objects.filter(pk=attachment_id, sent_as="", file_id__isnull=True).update(
+            sent_as=FILE, file_id=file_id
+        )
+    )
+
+
 def content_block(item: dict[str, Any]) -> dict[str, Any]:
     """The image or document block of an attachment ref; a text note when its file is gone
-    (or no longer the bytes that were sent)."""
-    key = (item["id"], item["sha256"])
-    block = _blocks.get(key)
+    (or no longer the bytes that were sent). A PDF uploaded to the Files API is its file
+    block; any other is its base64 block (a PDF whose form is not decided yet too, not kept:
+    the step decides it before it sends a request, ``orchestrator_app.files.prepare``)."""
+    block = cached_block(item)
     if block is not None:
         return block
-    row = Attachment.objects.filter(pk=item["id"]).values_list("storage_name", flat=True).first()
-    data = read_bytes(row) if row else None
+    row = (
+        Attachment.objects.filter(pk=item["id"])
+        .values_list("storage_name", "sent_as", "file_id")
+        .first()
+    )
+    if row and row[2]:
+        block = {"type": "document", "source": {"type": "file", "file_id": row[2]}}
+        _blocks.put((item["id"], item["sha256"], FILE), block, len(row[2]))
+        return block
+    data = read_bytes(row[0]) if row else None
     if data is None or hashlib.sha256(data).hexdigest() != item["sha256"]:
         return {"type": "text", "text": f"[Attachment {item['name']!r} is no longer available.]"}
     kind = "document" if item["contentType"] == media.PDF else "image"
@@ -313,7 +379,8 @@ def content_block(item: dict[str, Any]) -> dict[str, Any]:
         "type": kind,
         "source": {"type": "base64", "media_type": item["contentType"], "data": encoded},
     }
-    _blocks.put(key, block, len(encoded))
+    if kind == "image" or row[1] == BASE64:
+        _blocks.put((item["id"], item["sha256"], BASE64), block, len(encoded))
     return block
 
 

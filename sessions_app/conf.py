@@ -76,6 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "ATTACHMENT_MAX_PER_MESSAGE": 5,
     "ATTACHMENT_MAX_PER_SESSION": 50,
     "FILES_API": False,
+    "FILES_API_MIN_BYTES": 1024 * 1024,
 }
 
 

@@ -435,6 +435,11 @@ class Attachment(models.Model):
     token_count = models.PositiveIntegerField(default=1)
     # A message took it (posted or queued): it cannot be attached to another one.
     sent = models.BooleanField(default=False)
+    # How a PDF goes to the model, decided when a request first carries it and never changed
+    # (the prompt cache holds its bytes): "" (not sent yet), "base64", or "file" (uploaded to
+    # the Files API as ``file_id``; ``AHENTIC["FILES_API"]``). Images are always base64.
+    sent_as = models.CharField(max_length=8, blank=True, default="")
+    file_id = models.CharField(max_length=255, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

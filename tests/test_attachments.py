@@ -519,14 +519,14 @@ def test_a_configured_storage_holds_the_files(owner_client, session, settings, r
     assert not attachment_store.storage().exists(name)
 
 
-def test_the_system_checks_refuse_an_unknown_storage_and_the_files_api(settings):
+def test_the_system_checks_refuse_an_unknown_storage_and_a_files_api_not_a_bool(settings):
     from orchestrator_app.checks import check_ahentic_settings
 
     settings.AHENTIC = {
         **settings.AHENTIC,
         "ATTACHMENT_STORAGE": "nowhere",
         "ATTACHMENT_MAX_PER_MESSAGE": 0,
-        "FILES_API": True,
+        "FILES_API": "yes",
     }
 
     messages = [e.msg for e in check_ahentic_settings() if e.id == "ahentic.E008"]

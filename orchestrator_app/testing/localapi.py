@@ -14,8 +14,12 @@ It uses only the standard library and the project's token-estimate rule (no Djan
 
 Behaviour
 ---------
-* Routes: ``POST /v1/messages`` (JSON or ``"stream": true`` SSE) and
-  ``POST /v1/messages/count_tokens``. Anything else is a 404 ``not_found_error``.
+* Routes: ``POST /v1/messages`` (JSON or ``"stream": true`` SSE),
+  ``POST /v1/messages/count_tokens``, and the Files API's ``POST /v1/files`` (multipart, field
+  ``file``) and ``DELETE /v1/files/{id}`` (both want the beta header ``FILES_BETA``;
+  ``fail_uploads`` scripts upload errors, ``files`` lists what is held). Anything else is a 404
+  ``not_found_error``. A ``document`` block with a ``file`` source is taken only with the beta
+  header and a file id the server holds, and counts as the same PDF sent as base64.
   Errors use the real body shape ``{"type": "error", "error": {"type", "message"},
   "request_id"}`` plus a ``request-id`` header.
 * Requests are validated like the real API (roles, tool_use/tool_result pairing, empty
@@ -94,6 +98,8 @@ success: just before the JSON answer is sent, or when a stream starts.
 from __future__ import annotations
 
 import base64
+import email.parser
+import email.policy
 import functools
 import hashlib
 import hmac
@@ -113,6 +119,7 @@ from sessions_app import media
 from sessions_app.tokens import estimate_tokens, tool_result_tokens
 
 JSON = dict[str, Any]
+Files = dict[str, bytes] | None  # uploaded files' bytes by id, for a request that may name them
 
 MAX_CACHE_BREAKPOINTS = 4
 ROLE_OVERHEAD_TOKENS = 4
@@ -147,6 +154,7 @@ SERVER_TOOLS = {
 SERVER_TOOL_VERSIONS = {v: name for name, versions in SERVER_TOOLS.items() for v in versions}
 THINKING_TYPES = ("thinking", "redacted_thinking")
 _SERVER_RESULTS = ("web_search_tool_result", "web_fetch_tool_result")
+FILES_BETA = "files-api-2025-04-14"
 EXTENDED_THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 
 
@@ -357,7 +365,7 @@ def _validate_system(system: Any) -> str | None:
     return None
 
 
-def _validate_messages(messages: Any) -> str | None:
+def _validate_messages(messages: Any, files: Files = None) -> str | None:
     if not isinstance(messages, list):
         return "messages: Input should be a valid list"
     if not messages:
@@ -430,11 +438,11 @@ def _validate_messages(messages: Any) -> str | None:
                         "corresponding `tool_use` block in the previous message."
                     )
                 result_ids.append(block["tool_use_id"])
-                problem = _validate_result_content(block.get("content"), where)
+                problem = _validate_result_content(block.get("content"), where, files)
                 if problem:
                     return problem
             elif kind in ("image", "document"):
-                problem = _validate_media(block, where, role)
+                problem = _validate_media(block, where, role, files)
                 if problem:
                     return problem
             if kind != "tool_result" and first_other is None:
@@ -449,10 +457,11 @@ def _validate_messages(messages: Any) -> str | None:
     return None
 
 
-def _validate_media(block: JSON, where: str, role: str) -> str | None:
+def _validate_media(block: JSON, where: str, role: str, files: Files = None) -> str | None:
     """An image or document block, refused as the real API refuses it: in an assistant
     message, a media type it does not take, data that is not base64, bytes that are not the
-    declared type, an image over 5 MB of base64."""
+    declared type, an image over 5 MB of base64, a file source without the Files API beta
+    header (``files`` None) or naming a file the server does not hold."""
     kind = block["type"]
     if role != "user":
         return f"{where}: `{kind}` blocks can only be in `user` messages"
@@ -463,8 +472,16 @@ def _validate_media(block: JSON, where: str, role: str) -> str | None:
     if source_type == "url":
         return None if isinstance(source.get("url"), str) else f"{where}.source.url: Field required"
     if source_type == "file" and kind == "document":
-        if not isinstance(source.get("file_id"), str):
+        file_id = source.get("file_id")
+        if not isinstance(file_id, str):
             return f"{where}.source.file_id: Field required"
+        if files is None:
+            return (
+                f"{where}.document.source.file: The file source requires the beta header "
+                f"'anthropic-beta: {FILES_BETA}'."
+            )
+        if file_id not in files:
+            return f"{where}.document.source.file: File not found: {file_id}"
         return None
     if source_type != "base64":
         return f"{where}.{kind}.source.type: Input should be 'base64', 'url' or 'file'"
@@ -492,7 +509,7 @@ def _validate_media(block: JSON, where: str, role: str) -> str | None:
     return None
 
 
-def _validate_result_content(content: Any, where: str) -> str | None:
+def _validate_result_content(content: Any, where: str, files: Files = None) -> str | None:
     """A tool_result's content list: text and image blocks (documents too)."""
     if not isinstance(content, list):
         return None
@@ -503,7 +520,7 @@ def _validate_result_content(content: Any, where: str) -> str | None:
             if not isinstance(inner.get("text"), str) or not inner["text"]:
                 return f"{inner_where}: text content blocks must be non-empty"
         elif kind in ("image", "document"):
-            problem = _validate_media(inner, inner_where, "user")
+            problem = _validate_media(inner, inner_where, "user", files)
             if problem:
                 return problem
         else:
@@ -631,8 +648,12 @@ def _count_cache_controls(body: JSON) -> int:
     return found + (1 if body.get("cache_control") else 0)
 
 
-def validate_request(body: Any, *, require_max_tokens: bool = True) -> str | None:
-    """Return the real API's style of error message for an invalid request, else None."""
+def validate_request(
+    body: Any, *, require_max_tokens: bool = True, files: Files = None
+) -> str | None:
+    """Return the real API's style of error message for an invalid request, else None.
+    ``files``: the uploaded files a ``file`` document source may name, by id (None: the
+    request lacks the Files API beta header, and no file source is taken)."""
     if not isinstance(body, dict):
         return "Request body must be a JSON object"
     for name in (
@@ -649,7 +670,7 @@ def validate_request(body: Any, *, require_max_tokens: bool = True) -> str | Non
     problem = (
         _validate_tools(body.get("tools"))
         or _validate_system(body.get("system"))
-        or _validate_messages(body["messages"])
+        or _validate_messages(body["messages"], files)
         or _validate_thinking(body)
     )
     if problem:
@@ -692,17 +713,23 @@ def _block_text(block: JSON) -> str:
     return _dumps(_without_cc(block))
 
 
-def _block_tokens(block: JSON) -> int:
+def _block_tokens(block: JSON, files: Files = None) -> int:
     """A content block's tokens: its text (``_block_text``), except that images and documents
     count as the real API counts them (``media.media_tokens``: width x height / 750 for an
-    image, pages for a PDF), never as their base64 text."""
+    image, pages for a PDF), never as their base64 text. A PDF named by its Files API id
+    counts as the same PDF sent as base64."""
     if block.get("type") == "tool_result":
         return tool_result_tokens(block.get("content") or "")
+    source = block.get("source")
+    if block.get("type") == "document" and isinstance(source, dict) and files:
+        data = files.get(source.get("file_id")) if source.get("type") == "file" else None
+        if data is not None:
+            return media.pdf_pages(data) * media.PDF_PAGE_TOKENS
     tokens = media.media_tokens(block)
     return estimate_tokens(_block_text(block)) if tokens is None else tokens
 
 
-def _pieces(body: JSON) -> list[_Piece]:
+def _pieces(body: JSON, files: Files = None) -> list[_Piece]:
     pieces: list[_Piece] = []
     for tool in body.get("tools") or []:
         plain = _without_cc(tool)
@@ -723,7 +750,7 @@ def _pieces(body: JSON) -> list[_Piece]:
                 _Piece(_dumps(["message", i, msg["role"], None]), ROLE_OVERHEAD_TOKENS, False)
             )
         for j, block in enumerate(blocks):
-            tokens = _block_tokens(block) + (ROLE_OVERHEAD_TOKENS if j == 0 else 0)
+            tokens = _block_tokens(block, files) + (ROLE_OVERHEAD_TOKENS if j == 0 else 0)
             key = _dumps(["message", i, msg["role"], _without_cc(block)])
             pieces.append(_Piece(key, tokens, bool(block.get("cache_control"))))
     if body.get("cache_control") and pieces:  # top-level automatic caching: mark the last piece
@@ -732,9 +759,10 @@ def _pieces(body: JSON) -> list[_Piece]:
     return pieces
 
 
-def count_request_tokens(body: JSON) -> int:
-    """Total input tokens of a valid request under the module's counting rule."""
-    return sum(piece.tokens for piece in _pieces(body))
+def count_request_tokens(body: JSON, files: Files = None) -> int:
+    """Total input tokens of a valid request under the module's counting rule (``files``: the
+    bytes of the uploaded files it may name, by id)."""
+    return sum(piece.tokens for piece in _pieces(body, files))
 
 
 def output_token_count(content: list[JSON]) -> int:
@@ -770,6 +798,8 @@ class LocalMessagesServer:
         self._queue: deque[LocalResponse] = deque()
         self._log: list[JSON] = []
         self._cached: set[str] = set()
+        self._files: dict[str, JSON] = {}  # uploaded files: their metadata and "bytes"
+        self._upload_errors: deque[LocalResponse] = deque()
         self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)  # bound now so .url works
         self._httpd.owner = self
         self._thread: threading.Thread | None = None
@@ -808,6 +838,22 @@ class LocalMessagesServer:
         with self._cond:
             self._queue.extend(responses)
 
+    def fail_uploads(self, *errors: LocalResponse) -> None:
+        """Answer the next ``POST /v1/files`` calls with these errors (``error_reply``), first
+        in first out; then uploads succeed again."""
+        with self._cond:
+            self._upload_errors.extend(errors)
+
+    @property
+    def files(self) -> dict[str, JSON]:
+        """The files uploaded and not deleted, by id: the API's metadata plus ``bytes``."""
+        with self._cond:
+            return {key: dict(value) for key, value in self._files.items()}
+
+    def _file_bytes(self) -> dict[str, bytes]:
+        with self._cond:
+            return {key: value["bytes"] for key, value in self._files.items()}
+
     @property
     def requests(self) -> list[JSON]:
         """Every request received so far, in arrival order (a snapshot copy).
@@ -834,6 +880,8 @@ class LocalMessagesServer:
             self._queue.clear()
             self._log.clear()
             self._cached.clear()
+            self._files.clear()
+            self._upload_errors.clear()
             self.responder = None
 
     # -- helpers for _Handler (called on handler threads)
@@ -860,11 +908,11 @@ class LocalMessagesServer:
         bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
         return self.api_key in (headers.get("x-api-key"), bearer)
 
-    def _message(self, body: JSON, scripted: LocalResponse) -> JSON:
+    def _message(self, body: JSON, scripted: LocalResponse, files: Files = None) -> JSON:
         """The full response message; computing its usage commits the cache prefixes."""
         content = json.loads(json.dumps(scripted.content))  # private copy per answer
         output = scripted.output_tokens
-        usage: JSON = self._account(body)
+        usage: JSON = self._account(body, files)
         usage["output_tokens"] = output_token_count(content) if output is None else output
         searches = sum(
             1
@@ -892,8 +940,8 @@ class LocalMessagesServer:
             "usage": usage,
         }
 
-    def _account(self, body: JSON) -> dict[str, int]:
-        pieces = _pieces(body)
+    def _account(self, body: JSON, files: Files = None) -> dict[str, int]:
+        pieces = _pieces(body, files)
         hashes: list[str] = []
         totals: list[int] = []
         running, total = hashlib.sha256(), 0
@@ -923,6 +971,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Handles one HTTP request; all shared state lives on the LocalMessagesServer."""
 
     entry: JSON
+    raw: bytes = b""
 
     @property
     def owner(self) -> LocalMessagesServer:
@@ -936,7 +985,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         path = self.path.split("?", 1)[0]
+        self.raw = raw
         self.entry = {
+            "method": self.command,
             "path": path,
             "headers": headers,
             "json": body,
@@ -963,14 +1014,18 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.owner
         if not owner._authorized(headers):
             return self._send_error(401, "authentication_error", "invalid x-api-key")
+        betas = [b.strip() for b in headers.get("anthropic-beta", "").split(",")]
+        if path == "/v1/files" or path.startswith("/v1/files/"):
+            return self._files_route(path, headers, FILES_BETA in betas)
         is_count = path == "/v1/messages/count_tokens"
         if self.command != "POST" or not (is_count or path == "/v1/messages"):
             return self._send_error(404, "not_found_error", "Not Found")
-        problem = validate_request(body, require_max_tokens=not is_count)
+        files = owner._file_bytes() if FILES_BETA in betas else None
+        problem = validate_request(body, require_max_tokens=not is_count, files=files)
         if problem:
             return self._send_error(400, "invalid_request_error", problem)
         if is_count:
-            return self._send_json(200, {"input_tokens": count_request_tokens(body)})
+            return self._send_json(200, {"input_tokens": count_request_tokens(body, files)})
         self.entry["accepted"] = True
         scripted = owner._next_response(body)
         if scripted.status >= 400:
@@ -979,9 +1034,54 @@ class _Handler(BaseHTTPRequestHandler):
             message = scripted.error_message
             return self._send_error(scripted.status, error_type, message, scripted.headers)
         if body.get("stream"):
-            return self._stream(body, scripted)
+            return self._stream(body, scripted, files)
         _wait(scripted)
-        self._send_json(200, owner._message(body, scripted))
+        self._send_json(200, owner._message(body, scripted, files))
+
+    def _files_route(self, path: str, headers: dict[str, str], beta: bool) -> None:
+        """``POST /v1/files`` (multipart, field ``file``) and ``DELETE /v1/files/{id}``, with
+        the Files API beta header, as the real API answers them."""
+        owner = self.owner
+        file_id = path.removeprefix("/v1/files").strip("/")
+        if not ((self.command == "POST" and not file_id) or (self.command == "DELETE" and file_id)):
+            return self._send_error(404, "not_found_error", "Not Found")
+        if not beta:
+            return self._send_error(
+                400,
+                "invalid_request_error",
+                f"The Files API requires the beta header 'anthropic-beta: {FILES_BETA}'.",
+            )
+        if self.command == "DELETE":
+            with owner._cond:
+                found = owner._files.pop(file_id, None)
+            if found is None:
+                return self._send_error(404, "not_found_error", f"File not found: {file_id}")
+            self.entry["accepted"] = True
+            return self._send_json(200, {"id": file_id, "type": "file_deleted"})
+        part = _multipart_file(headers.get("content-type", ""), self.raw)
+        if part is None:
+            return self._send_error(400, "invalid_request_error", "file: Field required")
+        name, declared, data = part
+        self.entry["accepted"] = True
+        with owner._cond:
+            error = owner._upload_errors.popleft() if owner._upload_errors else None
+        if error is not None:
+            _wait(error)
+            message = error.error_message
+            error_type = error.error_type or "api_error"
+            return self._send_error(error.status, error_type, message, error.headers)
+        metadata: JSON = {
+            "id": _new_id("file"),
+            "type": "file",
+            "filename": name.replace("\\", "/").rsplit("/", 1)[-1] or "unnamed",
+            "mime_type": media.sniff(data) or declared or "application/octet-stream",
+            "size_bytes": len(data),
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "downloadable": False,
+        }
+        with owner._cond:
+            owner._files[metadata["id"]] = {**metadata, "bytes": data}
+        self._send_json(200, metadata)
 
     def _send_json(self, status: int, payload: JSON, headers: dict[str, str] | None = None) -> None:
         self.owner._update(self.entry, status, payload)
@@ -1002,8 +1102,8 @@ class _Handler(BaseHTTPRequestHandler):
         payload = {"type": "error", "error": error, "request_id": _new_id("req")}
         self._send_json(status, payload, headers)
 
-    def _stream(self, body: JSON, scripted: LocalResponse) -> None:
-        message = self.owner._message(body, scripted)
+    def _stream(self, body: JSON, scripted: LocalResponse, files: Files = None) -> None:
+        message = self.owner._message(body, scripted, files)
         self.owner._update(self.entry, 200, message)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
@@ -1033,6 +1133,21 @@ class _Handler(BaseHTTPRequestHandler):
         delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
         send("message_delta", delta=delta, usage=usage)
         send("message_stop")
+
+
+def _multipart_file(content_type: str, raw: bytes) -> tuple[str, str, bytes] | None:
+    """The ``file`` part of a multipart/form-data body: its filename, type and bytes."""
+    if not content_type.startswith("multipart/form-data"):
+        return None
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    if not message.is_multipart():
+        return None
+    for part in message.iter_parts():
+        if part.get_param("name", header="content-disposition") == "file":
+            data = part.get_payload(decode=True) or b""
+            return part.get_filename() or "", part.get_content_type(), data
+    return None
 
 
 def _wait(scripted: LocalResponse) -> None:

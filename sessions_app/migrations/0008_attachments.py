@@ -32,6 +32,8 @@ class Migration(migrations.Migration):
                 ('pages', models.PositiveIntegerField(default=0)),
                 ('token_count', models.PositiveIntegerField(default=1)),
                 ('sent', models.BooleanField(default=False)),
+                ('sent_as', models.CharField(blank=True, default='', max_length=8)),
+                ('file_id', models.CharField(blank=True, max_length=255, null=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attachments', to='sessions_app.session')),
             ],
