@@ -333,21 +333,19 @@ def undecided(items: Iterable[dict[str, Any]]) -> list[Attachment]:
     ]
     if not ids:
         return []
-    return list(Attachment.objects.filter(pk__in=ids, sent_as="", file_id__isnull=True))
+    return list(Attachment.objects.filter(pk__in=ids, sent_as="", file_id=""))
 
 
 def decide_base64(attachment_id) -> None:
     """The PDF is sent as base64 from now on (unless its form was decided already)."""
-    Attachment.objects.filter(pk=attachment_id, sent_as="", file_id__isnull=True).update(
-        sent_as=BASE64
-    )
+    Attachment.objects.filter(pk=attachment_id, sent_as="", file_id="").update(sent_as=BASE64)
 
 
 def record_file(attachment_id, file_id: str) -> bool:
     """The PDF is sent as the Files API's ``file_id`` from now on; False when its form was
     decided already (the caller deletes the file it uploaded)."""
     return bool(
-        Attachment.objects.filter(pk=attachment_id, sent_as="", file_id__isnull=True).update(
+        Attachment.objects.filter(pk=attachment_id, sent_as="", file_id="").update(
             sent_as=FILE, file_id=file_id
         )
     )

@@ -439,7 +439,7 @@ class Attachment(models.Model):
     # (the prompt cache holds its bytes): "" (not sent yet), "base64", or "file" (uploaded to
     # the Files API as ``file_id``; ``AHENTIC["FILES_API"]``). Images are always base64.
     sent_as = models.CharField(max_length=8, blank=True, default="")
-    file_id = models.CharField(max_length=255, null=True, blank=True)
+    file_id = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

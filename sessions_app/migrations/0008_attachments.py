@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
                 ('token_count', models.PositiveIntegerField(default=1)),
                 ('sent', models.BooleanField(default=False)),
                 ('sent_as', models.CharField(blank=True, default='', max_length=8)),
-                ('file_id', models.CharField(blank=True, max_length=255, null=True)),
+                ('file_id', models.CharField(blank=True, default='', max_length=255)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attachments', to='sessions_app.session')),
             ],
