@@ -306,7 +306,8 @@ class StepRunner:
                     detail=f"{exc.code}: {exc.detail or exc.message}",
                 )
             return
-        if self.lost_lease:
+        if self.lost_lease:  # during an upload: the run was cancelled or taken over
+            self.trace("llm_aborted", "Step abandoned during an upload: the lease was lost")
             return
         max_tokens = int(
             ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
