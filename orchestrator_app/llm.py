@@ -216,14 +216,7 @@ def call_model(
             _ms(started),
         ) from exc
     except httpx2.HTTPError as exc:
-        raise LLMError(
-            "ahentic_llm_error",
-            "The connection to the model broke.",
-            True,
-            None,
-            _ms(started),
-            detail=f"{exc.__class__.__name__}: {exc}",
-        ) from exc
+        raise _broken(exc, started) from exc
     usage = message.usage
     server = getattr(usage, "server_tool_use", None)
     return LLMResult(
@@ -277,14 +270,7 @@ def upload_file(name: str, data: bytes, media_type: str) -> str:
     except anthropic.APIError as exc:
         raise _map_error(exc, started) from exc
     except httpx2.HTTPError as exc:
-        raise LLMError(
-            "ahentic_llm_error",
-            "The connection to the model broke.",
-            True,
-            None,
-            _ms(started),
-            detail=f"{exc.__class__.__name__}: {exc}",
-        ) from exc
+        raise _broken(exc, started) from exc
     return uploaded.id
 
 
@@ -301,18 +287,23 @@ def delete_file(file_id: str) -> None:
     except anthropic.APIError as exc:
         raise _map_error(exc, started) from exc
     except httpx2.HTTPError as exc:
-        raise LLMError(
-            "ahentic_llm_error",
-            "The connection to the model broke.",
-            True,
-            None,
-            _ms(started),
-            detail=f"{exc.__class__.__name__}: {exc}",
-        ) from exc
+        raise _broken(exc, started) from exc
 
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
+
+
+def _broken(exc: Exception, started: float) -> LLMError:
+    """An HTTP error of the SDK's client that escaped it (a stream or an upload cut off)."""
+    return LLMError(
+        "ahentic_llm_error",
+        "The connection to the model broke.",
+        True,
+        None,
+        _ms(started),
+        detail=f"{exc.__class__.__name__}: {exc}",
+    )
 
 
 def _map_error(exc: anthropic.APIError, started: float) -> LLMError:
