@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import IntegrityError
 
-from sessions_app import compiled, db
+from sessions_app import db
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
@@ -267,16 +267,12 @@ def _note(session_id, text: str) -> None:
 
 
 def pointers(session_id) -> list[Artifact]:
-    """The session's artifacts without their bodies (``payload`` deferred), oldest first.
-    Every step reads them: the SQL Django compiled is kept (``sessions_app.compiled``)."""
-
-    def build():
-        session = compiled.Param("session", Artifact._meta.get_field("session"))
-        artifacts = Artifact.objects.filter(session=session).order_by("created_at", "pk")
-        return artifacts.values_list(*compiled.attnames(Artifact, defer=("payload",)))
-
-    values = {"session": session_id}
-    return compiled.instances("pointers", Artifact, build, values, defer=("payload",))
+    """The session's artifacts without their bodies (``payload`` deferred), oldest first."""
+    return list(
+        Artifact.objects.filter(session_id=session_id)
+        .defer("payload")
+        .order_by("created_at", "pk")
+    )
 
 
 def pointer_line(artifact: Artifact) -> str:

@@ -107,10 +107,7 @@ def load_session(lease: Lease, *, queued: bool = False) -> Session:
     if not queued:
         return runstate.session_load(lease.session_id)
     return runstate.session_load(
-        lease.session_id,
-        queued=True,
-        annotations=usage.daily_tokens_annotation,
-        **usage.daily_tokens_values(),
+        lease.session_id, queued=True, annotations=usage.daily_tokens_annotation()
     )
 
 

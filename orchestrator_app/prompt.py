@@ -22,8 +22,7 @@ from django.utils import timezone
 
 from artifacts_app import store
 from sessions_app import attachments as attachment_store
-from sessions_app import compiled
-from sessions_app import services as session_services
+from sessions_app import versioned
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
 from sessions_app.tokens import block_tokens, definition_tokens
@@ -118,17 +117,17 @@ def expertise_text(session: Session) -> str:
 
 def goals_text(session: Session) -> str:
     """Active goals, and completed ones until 5 conversation messages have passed (a section
-    of the step context)."""
+    of the step context). Kept per session version (``sessions_app.versioned``): a goal's
+    write and a new message both move it."""
+    return versioned.derived("goals", session.pk, session.version, lambda: _goals_text(session))
 
-    def build():
-        goals = Goal.objects.filter(
-            session=compiled.Param("session", Goal._meta.get_field("session"))
-        )
-        goals = goals.exclude(status=Goal.Status.ABANDONED).order_by("pk")
-        return goals.values_list(*compiled.attnames(Goal))
 
-    # Every step reads them: the SQL Django compiled is kept (``sessions_app.compiled``).
-    goals = compiled.instances("goals_text", Goal, build, {"session": session.pk})
+def _goals_text(session: Session) -> str:
+    goals = list(
+        Goal.objects.filter(session_id=session.pk)
+        .exclude(status=Goal.Status.ABANDONED)
+        .order_by("pk")
+    )
     completed = [
         g.completed_at for g in goals if g.status == Goal.Status.COMPLETED and g.completed_at
     ]
@@ -237,7 +236,10 @@ def step_context(session: Session) -> str:
         parts.append(
             f"Current plan{title} (keep it current with update_plan):\n" + "\n".join(lines)
         )
-    pointers = store.prompt_pointers(session.pk)
+    # Kept per session version: every artifact write notes itself in the session's events.
+    pointers = versioned.derived(
+        "pointers", session.pk, session.version, lambda: store.prompt_pointers(session.pk)
+    )
     if pointers:
         parts.append(pointers)
     # Sections are separated by blank lines (context.buckets splits them the same way).
@@ -261,12 +263,17 @@ def context_carrier(events: list[Event], context: str) -> Event | None:
     return None if previous == context else newest
 
 
-def attach_context(events: list[Event], context: str) -> Event | None:
-    """Store ``context`` with the event ``context_carrier`` picks (if any); returns it."""
+def attach_context(events: list[EventRow], context: str) -> EventRow | None:
+    """Put ``context`` on the event ``context_carrier`` picks (if any), in ``events`` (a new
+    row replaces it: rows are immutable); returns the new row, which the caller stores with
+    the turn the request answers (``services.events_append``'s ``notes``)."""
     carrier = context_carrier(events, context)
-    if carrier is not None:
-        session_services.event_payload_merge(event=carrier, context=context)
-    return carrier
+    if carrier is None:
+        return None
+    noted = carrier.with_payload({**carrier.payload, "context": context})
+    index = next(i for i in range(len(events) - 1, -1, -1) if events[i] is carrier)
+    events[index] = noted
+    return noted
 
 
 def _blocks_for(event: Event, result_chars: int) -> tuple[str, dict[str, Any]] | None:
@@ -385,7 +392,7 @@ def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str
     # Not kept for a row with attachments: its blocks come from the attachments' own bounded
     # cache (``attachments.content_block``), and the row memo budgets text, not base64 bytes.
     if isinstance(event, EventRow) and not event.payload.get("attachments"):
-        event.parts = (own, parts)
+        event.remember_parts((own, parts))
     return parts
 
 

@@ -12,17 +12,10 @@ import logging
 import time
 from typing import Any
 
-from sessions_app import db, runstate
+from sessions_app import db, runstate, window
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import (
-    Event,
-    EventRow,
-    PendingMessage,
-    Session,
-    event_rows,
-    open_calls,
-)
+from sessions_app.models import Event, EventRow, PendingMessage, Session, open_calls
 from sessions_app.runstate import Lease
 
 from . import brain, context, files, llm, pipeline, prompt, runs, surface, usage
@@ -50,6 +43,11 @@ PREDICTION_FIELDS = (
     "active_workflow",
     "context_usage",
     "viewport_start_event_id",
+    # What the kept window is checked against (``sessions_app.window``), and the version the
+    # goals and pointers are kept by (``sessions_app.versioned``).
+    "version",
+    "last_seq",
+    "edit_version",
 )
 
 
@@ -76,14 +74,28 @@ class StepRunner:
         # The window's events as read at the step's start (``window``), until the step writes
         # an event before its request (a healed call, a promoted message).
         self.window_read: list[EventRow] | None = None
+        # The session's newest seq as loaded, until the step appends (then unknown: None).
+        self.last_seq: int | None = self.session.last_seq
+        # The step context stored with the turn this step's request answers (``assemble``).
+        self.notes: list[EventRow] = []
 
     def window(self) -> list[EventRow]:
         """The events from the window's start on, by seq: one read serves the open-call check
-        and the request, unless an event was written in between."""
+        and the request, unless an event was written in between. Only what changed since this
+        process last read the window is read (``sessions_app.window``)."""
         if self.window_read is None:
-            start = self.session.viewport_start_event_id
-            self.window_read = event_rows(self.session_id, from_id=start)
+            self.window_read = window.windows.rows(
+                self.session_id,
+                edit_version=self.session.edit_version,
+                last_seq=self.last_seq,
+                from_id=self.session.viewport_start_event_id,
+            )
         return self.window_read
+
+    def appended(self) -> None:
+        """The step wrote events before its request: the window is read again (what is new)."""
+        self.window_read = None
+        self.last_seq = None
 
     def reload(self) -> Session:
         self.session = pipeline.load_session(self.lease)
@@ -245,7 +257,7 @@ class StepRunner:
             else:
                 still_open.append(call)
         if healed:
-            self.window_read = None  # the answers are events of the window
+            self.appended()  # the answers are events of the window
         pending = runstate.PendingTool.from_json(self.session.pending_tool)
         if pending is not None and pending.call_id in healed:
             # The approval was for a call that is answered now: nothing is pending any more.
@@ -259,7 +271,7 @@ class StepRunner:
             return
         count = runs.pending_promote(self.session_id)
         if count:
-            self.window_read = None  # the messages are events of the window
+            self.appended()  # the messages are events of the window
             self.trace(
                 "pending_promoted",
                 f"{count} queued message(s) joined the conversation",
@@ -385,8 +397,11 @@ class StepRunner:
         what the model sees is what the database holds, however an event was edited."""
         events = self.window()
         assembly = context.assemble(session, tools, events)
-        if prompt.attach_context(assembly.window, assembly.step_context) is not None:
-            assembly.window_tokens += context.tokens(assembly.step_context)  # stored with it now
+        noted = prompt.attach_context(assembly.window, assembly.step_context)
+        if noted is not None:
+            # Stored with the turn that answers this request (``persist_turn``).
+            self.notes = [noted]
+            assembly.window_tokens += context.tokens(assembly.step_context)
         self.sent = assembly
         if assembly.new_start is not None:
             with db.atomic():
@@ -441,17 +456,24 @@ class StepRunner:
             (session.context_usage or {}).get("calibration") or 1.0
         )
         start = session.viewport_start_event_id or 0
+        # The window as the step leaves it (the refresh read its last seq and edit version).
+        kept = window.windows.rows(
+            self.session_id,
+            edit_version=session.edit_version,
+            last_seq=session.last_seq,
+            from_id=session.viewport_start_event_id,
+        )
         if self.sent is not None:
             newest = self.sent.window[-1].pk if self.sent.window else start - 1
-            added = event_rows(self.session_id, after_id=newest)
+            added = [event for event in kept if event.pk > newest]
             usage = context.predicted_usage_after(
                 session, self.sent, self.sent_buckets, added, calibration
             )
             if usage is not None:
                 return usage
             events = self.sent.window + added
-        else:  # no model call in this step: read the window afresh
-            events = event_rows(self.session_id, from_id=start)
+        else:  # no model call in this step
+            events = kept
         return context.predicted_usage(
             session, tools_for(session, session.owner), events, calibration
         )
@@ -550,6 +572,9 @@ class StepRunner:
                 items=items,
                 lease=self.lease,
                 session_fields=runstate.usage_sums(**sums),
+                notes=self.notes,
+                # Retention is applied once a run, with its first turn.
+                prune=self.step_number == 1,
             )
             if events is None or not items:  # the usage counts all the same
                 runstate.usage_add(session_id=self.session_id, **sums)

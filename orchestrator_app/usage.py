@@ -14,7 +14,7 @@ from django.db.models import F, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from sessions_app import compiled, db, runstate
+from sessions_app import db, runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
@@ -161,15 +161,10 @@ def daily_tokens_used() -> int:
 
 
 def daily_tokens_annotation() -> dict[str, Any]:
-    """``daily_tokens_used()`` as an annotation of another query (``daily_tokens``), for the
-    day ``daily_tokens_values`` names: a step reads it with its session."""
-    day = compiled.Param("day", DailyUsage._meta.get_field("day"))
-    today = DailyUsage.objects.filter(day=day).values("tokens")[:1]
+    """``daily_tokens_used()`` as an annotation of another query (``daily_tokens``): a step
+    reads it with its session."""
+    today = DailyUsage.objects.filter(day=timezone.localdate()).values("tokens")[:1]
     return {"daily_tokens": Coalesce(Subquery(today), 0)}
-
-
-def daily_tokens_values() -> dict[str, Any]:
-    return {"day": timezone.localdate()}
 
 
 def daily_limit_reached(used: int | None = None) -> bool:

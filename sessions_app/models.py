@@ -8,19 +8,15 @@ Writes go through ``sessions_app.services``, and every UPDATE of the session row
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Cast
 
-from . import compiled, db
+from . import db
 
 
 class SessionQuerySet(models.QuerySet):
@@ -158,6 +154,10 @@ class Session(models.Model):
     last_seq = models.BigIntegerField(default=0)
     trace_count = models.BigIntegerField(default=0)
     version = models.BigIntegerField(default=1)
+    # Moves whenever an event already written changes or goes (an admin edit, retention
+    # pruning, a payload note added to an earlier event): a worker that kept the window's rows
+    # (``sessions_app.window``) reads them again. Appends do not move it.
+    edit_version = models.BigIntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -203,10 +203,15 @@ class Session(models.Model):
         return order[(order.index(current) + 1) % len(order)]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EventRow:
     """An event read for building a request: the fields the context engine uses, without a
-    model instance (a step reads its whole window; instances cost most of that read)."""
+    model instance (a step reads its whole window; instances cost most of that read).
+
+    Immutable: a window's rows are kept by the process (``sessions_app.window``) and handed to
+    every step of the session it runs, so nothing may change one in place (a changed event is a
+    new row: ``with_payload``). Its ``payload`` dict is shared the same way and is read-only.
+    """
 
     pk: int
     session_id: Any
@@ -217,13 +222,23 @@ class EventRow:
     tool_use_id: str
     run: int
     token_count: int
-    # What the request builder made of the row (``prompt.event_parts``), kept with it (see
-    # ``_RowMemo``).
+    # What the request builder made of the row (``prompt.event_parts``): derived from the
+    # values above only, computed once (``remember_parts``) and kept with the row.
     parts: Any = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> int:
         return self.pk
+
+    def with_payload(self, payload: dict[str, Any]) -> EventRow:
+        """The same event with another payload (what the request builder made of it is not
+        kept: it depends on the payload)."""
+        return replace(self, payload=payload, parts=None)
+
+    def remember_parts(self, parts: Any) -> None:
+        """Keep what the request builder made of the row (set once: a pure function of the
+        row's values, so every reader would compute the same)."""
+        object.__setattr__(self, "parts", parts)
 
 
 # The columns an EventRow is read from, in its fields' order after ``session_id`` (the caller
@@ -235,64 +250,9 @@ def _as_event_rows(session_id, rows) -> list[EventRow]:
     """``EventRow``s of the session ``session_id`` from rows of ``EVENT_ROW_COLUMNS``."""
     session_id = Session._meta.pk.to_python(session_id)  # a task passes it as text
     return [
-        EventRow(pk, session_id, seq, kind, content, payload, tool_use_id, run, token_count)
-        for pk, seq, kind, content, payload, tool_use_id, run, token_count in rows
+        EventRow(pk, session_id, seq, kind, content, payload or {}, tool_use_id, run, tokens)
+        for pk, seq, kind, content, payload, tool_use_id, run, tokens in rows
     ]
-
-
-# How much a process keeps of the rows it read (``_RowMemo``), in the rows' stored token
-# estimates (about 4 bytes of text each): 2,000,000 is about 8 MB of text, ten full windows at
-# the default context budget. The least recently read rows go first.
-MEMO_TOKENS = 2_000_000
-
-
-class _RowMemo:
-    """The window rows this process read, by key, each with the exact stored values it was
-    built from (its signature: every column, the payload as the database's text).
-
-    A step reads its whole window every time, so what it reads is always what the database
-    holds. What it saves is the work on a row that did not change since this process last
-    read it: decoding its payload and building and sizing its request blocks
-    (``EventRow.parts``). A row whose stored values differ in any way (an admin edit, a
-    merge, a data migration, a redaction) has another signature and is built afresh, so the
-    memo never serves a stale row and needs no invalidation."""
-
-    def __init__(self):
-        self.rows: OrderedDict[int, tuple[tuple, EventRow, dict]] = OrderedDict()
-        self.tokens = 0
-        self.lock = threading.Lock()
-
-    def row(self, session_id, values: tuple) -> EventRow:
-        pk, seq, kind, content, payload, tool_use_id, run, token_count = values
-        signature = values[1:]
-        with self.lock:
-            kept = self.rows.get(pk)
-            if (
-                kept is not None
-                and kept[0] == signature
-                and kept[1].session_id == session_id
-                and kept[1].payload is kept[2]  # not merged in memory since (see below)
-            ):
-                self.rows.move_to_end(pk)
-                return kept[1]
-        decoded = json.loads(payload) if payload else {}
-        row = EventRow(pk, session_id, seq, kind, content, decoded, tool_use_id, run, token_count)
-        with self.lock:
-            old = self.rows.pop(pk, None)
-            if old is not None:
-                self.tokens -= old[1].token_count
-            # The decoded payload is kept beside the row: ``event_payload_merge`` gives a row a
-            # new payload before its UPDATE, and should that UPDATE not commit, the row in
-            # memory is no longer the stored one.
-            self.rows[pk] = (signature, row, decoded)
-            self.tokens += token_count
-            while self.tokens > MEMO_TOKENS and self.rows:
-                _, (_, dropped, _) = self.rows.popitem(last=False)
-                self.tokens -= dropped.token_count
-        return row
-
-
-_memo = _RowMemo()
 
 
 def event_rows(
@@ -301,30 +261,19 @@ def event_rows(
     from_id: int | None = None,
     after_id: int | None = None,
     through_id: int | None = None,
+    where: Q | None = None,
 ) -> list[EventRow]:
     """A session's events from ``from_id`` on or after ``after_id``, and through
-    ``through_id``, by seq, as ``EventRow``s (a step's window, what it appended, the parent
-    history a sub-agent inherits)."""
+    ``through_id`` (and matching ``where``, when given), by seq, as ``EventRow``s, read from
+    the write database (a worker reads what it acts on). A step's window goes through
+    ``sessions_app.window``, which keeps what it read."""
     bounds = {"pk__gte": from_id, "pk__gt": after_id, "pk__lte": through_id}
-    used = tuple(lookup for lookup, bound in bounds.items() if bound is not None)
-
-    def build() -> models.QuerySet:
-        pk = compiled.model_field(Event, "pk")
-        events = db.primary(Event).filter(
-            session=compiled.Param("session", compiled.model_field(Event, "session")),
-            **{lookup: compiled.Param(lookup, pk) for lookup in used},
-        )
-        # The payload as the database's text: the memo compares it before decoding it.
-        columns = [
-            Cast("payload", models.TextField()) if c == "payload" else c for c in EVENT_ROW_COLUMNS
-        ]
-        return events.order_by("seq").values_list(*columns)
-
-    values = {"session": session_id, **{lookup: bounds[lookup] for lookup in used}}
-    # Every step reads its window: the SQL Django compiled for it is kept (``compiled``).
-    found = compiled.rows(("event_rows", used), Event, build, values, write=True)
-    session_id = Session._meta.pk.to_python(session_id)  # a task passes it as text
-    return [_memo.row(session_id, row) for row in found]
+    events = db.primary(Event).filter(
+        session_id=session_id, **{k: v for k, v in bounds.items() if v is not None}
+    )
+    if where is not None:
+        events = events.filter(where)
+    return _as_event_rows(session_id, events.order_by("seq").values_list(*EVENT_ROW_COLUMNS))
 
 
 def open_calls(rows: list[EventRow]) -> list[EventRow]:

@@ -30,7 +30,7 @@ from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from . import compiled, db
+from . import db
 from .conf import ahentic_settings
 from .models import STATUS_TRANSITIONS, LiveText, PendingMessage, Session
 
@@ -136,13 +136,12 @@ def _write_returning(
     if visible:
         fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
     if isinstance(rows, dict):
-        changed = _update_compiled(rows, fields)
-    else:
-        values = {
-            name: _orm_add(name, value.amount) if isinstance(value, Add) else value
-            for name, value in fields.items()
-        }
-        changed = rows.update(**values)
+        rows = Session.objects.filter(**rows)
+    values = {
+        name: _orm_add(name, value.amount) if isinstance(value, Add) else value
+        for name, value in fields.items()
+    }
+    changed = rows.update(**values)
     if changed != 1:
         return None
     written: tuple[Any, ...] = ()
@@ -155,15 +154,8 @@ def _write_returning(
 
 def _read_back(session_id, columns: tuple[str, ...]) -> tuple[Any, ...] | None:
     """``columns`` of the row, from the write database (a write's read-back: Django has no
-    ``UPDATE ... RETURNING``; the prediction's refresh); None when there is no such row.
-    Compiled once per shape: seqs and trace numbers are read back several times a step."""
-
-    def build() -> QuerySet:
-        rows = db.primary(Session).filter(pk=compiled.Param("pk", Session._meta.pk))
-        return rows.values_list(*columns)
-
-    found = compiled.rows(("read_back", columns), Session, build, {"pk": session_id}, write=True)
-    return found[0] if found else None
+    ``UPDATE ... RETURNING``; the prediction's refresh); None when there is no such row."""
+    return db.primary(Session).filter(pk=session_id).values_list(*columns).first()
 
 
 def _orm_add(name: str, amount: Any) -> Combinable:
@@ -172,31 +164,6 @@ def _orm_add(name: str, amount: Any) -> Combinable:
     if not hasattr(amount, "resolve_expression"):
         amount = Value(amount, output_field=field)
     return Coalesce(F(name), Value(0), output_field=field) + amount
-
-
-def _update_compiled(where: dict[str, Any], fields: dict[str, Any]) -> int:
-    """``Session.objects.filter(**where).update(...)`` of ``fields`` (``Add`` values as
-    ``_orm_add``), compiled once per shape (``compiled``): the lease-guarded and counter
-    writes run several times in every step, and compiling each costs more than running it."""
-    shape = (tuple(where), tuple((name, isinstance(v, Add)) for name, v in fields.items()))
-
-    def build():
-        rows = Session.objects.filter(
-            **{
-                name: compiled.Param(f"w_{name}", compiled.model_field(Session, name))
-                for name in where
-            }
-        )
-        update = {}
-        for name, value in fields.items():
-            param = compiled.Param(f"s_{name}", compiled.model_field(Session, name), save=True)
-            update[name] = _orm_add(name, param) if isinstance(value, Add) else param
-        return rows, update
-
-    values = {f"w_{name}": value for name, value in where.items()}
-    for name, value in fields.items():
-        values[f"s_{name}"] = value.amount if isinstance(value, Add) else value
-    return compiled.update(shape, Session, build, values)
 
 
 def _write(
@@ -278,45 +245,19 @@ def session_rename_auto(*, session_id, title: str, named_at_messages: int) -> bo
 
 
 def session_load(
-    session_id,
-    *,
-    queued: bool = False,
-    annotations: Callable[[], dict[str, Any]] | None = None,
-    **values: Any,
+    session_id, *, queued: bool = False, annotations: dict[str, Any] | None = None
 ) -> Session:
     """The session with its owner (one query, on the write database: a worker acts on it);
     with ``queued``, also whether messages wait in the queue (``has_queued``), and with
-    ``annotations`` (a function building them, with ``compiled.Param`` placeholders for
-    ``values``), those too, in the same query. Raises ``Session.DoesNotExist``.
-
-    Every step starts with it: the SQL Django compiled for each shape is kept (``compiled``),
-    and the instances are built as a queryset builds them (``Model.from_db``)."""
-    owner_model = Session._meta.get_field("owner").related_model
-    session_names, owner_names = compiled.attnames(Session), compiled.attnames(owner_model)
-    extra = list(annotations()) if annotations is not None else []
+    ``annotations`` (expressions by name), those too, in the same query. Raises
+    ``Session.DoesNotExist``."""
+    sessions = db.primary(Session).select_related("owner")
+    if annotations:
+        sessions = sessions.annotate(**annotations)
     if queued:
-        extra.append("has_queued")
-
-    def build() -> QuerySet:
-        sessions = db.primary(Session).annotate(**(annotations() if annotations else {}))
-        if queued:
-            waiting = PendingMessage.objects.filter(session_id=OuterRef("pk"))
-            sessions = sessions.annotate(has_queued=Exists(waiting))
-        sessions = sessions.filter(pk=compiled.Param("pk", Session._meta.pk))
-        owner = [f"owner__{name}" for name in owner_names]
-        return sessions.values_list(*session_names, *owner, *extra)
-
-    key = ("session_load", queued, annotations)
-    found = compiled.rows(key, Session, build, {"pk": session_id, **values}, write=True)
-    if not found:
-        raise Session.DoesNotExist(f"Session {session_id} does not exist.")
-    row, split, alias = found[0], len(session_names), db.write_alias(Session)
-    session = Session.from_db(alias, session_names, row[:split])
-    owner = owner_model.from_db(alias, owner_names, row[split : split + len(owner_names)])
-    Session._meta.get_field("owner").set_cached_value(session, owner)
-    for name, value in zip(extra, row[split + len(owner_names) :], strict=True):
-        setattr(session, name, value)
-    return session
+        waiting = PendingMessage.objects.filter(session_id=OuterRef("pk"))
+        sessions = sessions.annotate(has_queued=Exists(waiting))
+    return sessions.get(pk=session_id)
 
 
 def session_refresh(session: Session, names: Sequence[str]) -> None:
@@ -334,26 +275,38 @@ def session_refresh(session: Session, names: Sequence[str]) -> None:
 
 def seq_allocate(
     *, session_id, count: int, lease: Lease | None = None, fields: dict[str, Any] | None = None
-) -> tuple[int, int] | None:
-    """Reserve ``count`` event seqs; returns (first seq, run_seq). Caller is inside a
-    transaction: the UPDATE locks the row until it commits. With a lease, nothing is reserved
-    (None) once the lease is lost, so a turn is never saved after a cancel committed.
-    ``fields``: more of the row to write in the same UPDATE (``usage_sums``,
-    ``answered_fields``: what goes with these events)."""
+) -> tuple[int, int, int] | None:
+    """Reserve ``count`` event seqs; returns (first seq, run_seq, edit_version as written).
+    Caller is inside a transaction: the UPDATE locks the row until it commits. With a lease,
+    nothing is reserved (None) once the lease is lost, so a turn is never saved after a cancel
+    committed. ``fields``: more of the row to write in the same UPDATE (``usage_sums``,
+    ``answered_fields``, ``edit_version_bump``: what goes with these events)."""
     rows = lease.guard() if lease is not None else {"pk": session_id}
     written = _write_returning(
         rows,
         session_id,
         {**(fields or {}), "last_seq": Add(count)},
-        ("last_seq", "run_seq"),
+        ("last_seq", "run_seq", "edit_version"),
         # What rides along is bookkeeping for a parent (a turn's usage sums, as ``usage_add``
         # writes them): it sees them with the child's next change of title or status.
         summary_fields=CHILD_SUMMARY_FIELDS - frozenset(fields or ()),
     )
     if written is None:
         return None
-    last_seq, run_seq = written
-    return last_seq - count + 1, run_seq
+    last_seq, run_seq, edit_version = written
+    return last_seq - count + 1, run_seq, edit_version
+
+
+def edit_version_bump() -> dict[str, Any]:
+    """The field that tells workers keeping a window's rows to read them again
+    (``sessions_app.window``): for the write that changes or deletes events already written."""
+    return {"edit_version": Add(1)}
+
+
+def history_rewritten(*, session_id) -> None:
+    """Move the edit version alone (bookkeeping: what the user sees did not change), after
+    events were deleted or changed outside a write of the row that could carry it."""
+    _write({"pk": session_id}, session_id, edit_version_bump(), visible=False)
 
 
 def trace_count_next(*, session_id, count: int = 1) -> tuple[int, int, int]:
@@ -497,28 +450,14 @@ def run_claim(*, session_id, run_seq: int) -> Lease | None:
     """Take the session's lease with one conditional UPDATE; None if someone else has it."""
     token = uuid.uuid4().hex
     now = timezone.now()
-    rows = {"pk": session_id, "status": Session.Status.RUNNING, "run_seq": run_seq}
-    fields = {"lease_token": token, "lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    if compiled.update("run_claim", Session, _claim_statement, {**rows, **fields, "now": now}) != 1:
-        return None
-    return Lease(session_id=session_id, run_seq=run_seq, token=token)
-
-
-def _claim_statement() -> tuple[QuerySet, dict[str, Any]]:
-    """``run_claim``'s UPDATE (a bookkeeping write), compiled once (``compiled``): every step
-    starts with it."""
-
-    def param(name: str, *, save: bool = False) -> compiled.Param:
-        field = "lease_expires_at" if name == "now" else name
-        return compiled.Param(name, compiled.model_field(Session, field), save=save)
-
-    now = param("now")
     free = Q(lease_token="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     rows = Session.objects.filter(
-        free, pk=param("pk"), status=param("status"), run_seq=param("run_seq")
+        free, pk=session_id, status=Session.Status.RUNNING, run_seq=run_seq
     )
-    names = ("lease_token", "lease_expires_at", "heartbeat_at")
-    return rows, {name: param(name, save=True) for name in names}
+    fields = {"lease_token": token, "lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
+    if rows.update(**fields) != 1:
+        return None
+    return Lease(session_id=session_id, run_seq=run_seq, token=token)
 
 
 def lease_refresh(lease: Lease) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import compiled, db, runstate
+from . import db, runstate, window
 from .conf import ahentic_settings
 from .models import (
     Attachment,
@@ -64,8 +64,9 @@ def events_append(
     session_id,
     items: Sequence[dict[str, Any]],
     lease: runstate.Lease | None = None,
-    prune: bool = True,
+    prune: bool = False,
     session_fields: dict[str, Any] | None = None,
+    notes: Sequence[EventRow] = (),
 ) -> list[Event] | None:
     """Append several events atomically (an assistant turn with its tool calls, say).
 
@@ -73,20 +74,25 @@ def events_append(
     ``seq`` is per session and never reused, even after retention pruned older rows.
     With a ``lease`` the events are written only while it holds (checked under the row lock
     in the same transaction as the insert); None means the lease was lost and nothing was
-    written. ``prune``: apply ``ENTRY_RETENTION`` (a tool's answer leaves it to the next
-    turn, so a step prunes once). ``session_fields``: more of the session row to write in the
-    UPDATE that reserves the seqs (``runstate.seq_allocate``).
+    written. ``prune``: apply ``ENTRY_RETENTION`` (once a run: the run's first model turn).
+    ``session_fields``: more of the session row to write in the UPDATE that reserves the seqs
+    (``runstate.seq_allocate``). ``notes``: earlier events of the window with a new payload
+    (``EventRow.with_payload``: the step context stored with the turn it was sent with),
+    written in the same transaction, the edit version moving in the same UPDATE.
     """
     if not items:
         return [] if lease is None or lease.holds() else None
+    fields = dict(session_fields or {})
+    if notes:
+        fields.update(runstate.edit_version_bump())
     # No savepoint of its own inside a caller's transaction: an error rolls back the caller's.
     with db.atomic(savepoint=False):
         allocated = runstate.seq_allocate(
-            session_id=session_id, count=len(items), lease=lease, fields=session_fields
+            session_id=session_id, count=len(items), lease=lease, fields=fields
         )
         if allocated is None:
             return None
-        first_seq, run_seq = allocated
+        first_seq, run_seq, edit_version = allocated
         now = timezone.now()
         events = [
             Event(
@@ -103,6 +109,13 @@ def events_append(
             for i, item in enumerate(items)
         ]
         _insert(Event, events)
+        for note in notes:
+            Event.objects.filter(pk=note.pk, session_id=session_id).update(payload=note.payload)
+        if notes:
+            changed = {note.pk: note for note in notes}
+            db.on_commit(
+                lambda: window.windows.rewritten(session_id, after=edit_version, rows=changed)
+            )
         retention = ahentic_settings.ENTRY_RETENTION
         last = first_seq + len(items) - 1
         if prune and retention and last > retention:
@@ -151,23 +164,23 @@ def events_prune(*, session_id, through_seq: int) -> int:
 
     An event no snapshot covers yet is kept however old it is: memory never loses history.
     Snapshots cover the session's events from the first one on, without gaps, up to the
-    newest ``to_event_id`` (folds keep the range), so one bound decides.
+    newest ``to_event_id`` (folds keep the range), so one bound decides. ``QuerySet.delete``:
+    one DELETE while nothing watches the rows (a host's ``pre_delete``/``post_delete``
+    receivers for ``Event`` are sent as for any delete). The edit version moves when rows
+    went, so workers keeping the window read it again.
     """
-
-    def build():
-        session = compiled.Param("session", Event._meta.get_field("session"))
-        covered = (  # the newest event a snapshot covers
-            Snapshot.objects.filter(session=session)
-            .order_by("-to_event_id")
-            .values("to_event_id")[:1]
-        )
-        through = compiled.Param("through", Event._meta.get_field("seq"))
-        return Event.objects.filter(session=session, seq__lte=through, pk__lte=covered)
-
-    # Nothing references an event row: one DELETE, compiled once (every step of a long chat
-    # runs it; ``compiled``).
-    values = {"session": session_id, "through": through_seq}
-    return compiled.delete("events_prune", Event, build, values)
+    covered = (  # the newest event a snapshot covers
+        Snapshot.objects.filter(session_id=session_id)
+        .order_by("-to_event_id")
+        .values("to_event_id")[:1]
+    )
+    with db.atomic(savepoint=False):
+        deleted, _ = Event.objects.filter(
+            session_id=session_id, seq__lte=through_seq, pk__lte=covered
+        ).delete()
+        if deleted:
+            runstate.history_rewritten(session_id=session_id)
+    return deleted
 
 
 def event_append(
@@ -178,7 +191,7 @@ def event_append(
     payload: dict[str, Any] | None = None,
     tool_use_id: str = "",
     run: int | None = None,
-    prune: bool = True,
+    prune: bool = False,
 ) -> Event:
     item: dict[str, Any] = {
         "kind": kind,
@@ -360,8 +373,8 @@ def session_delete(*, session_id) -> None:
 def event_edit(*, event_id, content: str) -> bool:
     """A staff repair of what an event says (the admin's Event change form): its text and
     token estimate, and a visible change of its session (clients and the payload cache see a
-    new version). The next request to the model carries it: a step reads its window from the
-    database every time. False when the event is gone."""
+    new version) that also moves its edit version, so every worker keeping the window reads it
+    again: the next request to the model carries the edit. False when the event is gone."""
     with db.atomic():
         event = Event.objects.select_for_update().filter(pk=event_id).first()
         if event is None:
@@ -370,20 +383,22 @@ def event_edit(*, event_id, content: str) -> bool:
         Event.objects.filter(pk=event_id).update(
             content=content, token_count=event_token_count(item)
         )
-        runstate.session_update(session_id=event.session_id)
+        runstate.session_update(session_id=event.session_id, **runstate.edit_version_bump())
     return True
 
 
-def event_payload_merge(*, event: Event, **values: Any) -> dict[str, Any]:
-    """Merge bookkeeping keys into an event's payload (a tool call's ``started`` marker, the
-    per-step context note of a user turn). What the event says is never rewritten. The caller
-    is the event's only writer (the worker holding the session's lease), so the payload in
-    hand is current and one UPDATE suffices."""
-    event.payload = {**(event.payload or {}), **values}
-    if isinstance(event, EventRow):
-        event.parts = None  # what the request builder made of it is out of date
-    Event.objects.filter(pk=event.pk).update(payload=event.payload)
-    return event.payload
+def event_payload_merge(*, event: Event | EventRow, **values: Any) -> dict[str, Any]:
+    """Merge bookkeeping keys into a tool call's payload (its ``started`` marker). What the
+    event says is never rewritten. The caller is the event's only writer (the worker holding
+    the session's lease), so the payload in hand is current and one UPDATE suffices. An
+    ``EventRow`` is left as it is (rows are immutable: a worker keeping the window reads an
+    open call again with the rows past it, see ``sessions_app.window``); an ``Event`` takes
+    the new payload. Returns the new payload."""
+    payload = {**(event.payload or {}), **values}
+    if isinstance(event, Event):
+        event.payload = payload
+    Event.objects.filter(pk=event.pk).update(payload=payload)
+    return payload
 
 
 def goal_create(*, session_id, description: str, parent_id: int | None = None) -> Goal:

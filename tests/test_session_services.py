@@ -109,6 +109,7 @@ def test_it_prunes_the_oldest_events_beyond_retention_once_memory_covers_them(
     batch = services.events_append(
         session_id=session.pk,
         items=[{"kind": "agent_message", "content": f"b{i}"} for i in range(3)],
+        prune=True,
     )
 
     assert [e.seq for e in batch] == [13, 14, 15]  # never reuses a pruned seq
@@ -127,7 +128,7 @@ def test_it_reports_no_more_messages_when_the_rest_was_pruned(owner_client, sess
         services.event_append(session_id=session.pk, kind="user_message", content="m")
     remembered(session, through_seq=7)
     for _ in range(5):
-        services.event_append(session_id=session.pk, kind="user_message", content="m")
+        services.event_append(session_id=session.pk, kind="user_message", content="m", prune=True)
 
     payload = owner_client.get(f"{API}/sessions/{session.pk}").json()
 
@@ -138,7 +139,7 @@ def test_it_reports_no_more_messages_when_the_rest_was_pruned(owner_client, sess
 @ahentic(ENTRY_RETENTION=None)
 def test_it_keeps_every_event_without_retention(session):
     for _ in range(12):
-        services.event_append(session_id=session.pk, kind="user_message", content="m")
+        services.event_append(session_id=session.pk, kind="user_message", content="m", prune=True)
 
     assert Event.objects.filter(session=session).count() == 12
 
