@@ -269,9 +269,7 @@ def _note(session_id, text: str) -> None:
 def pointers(session_id) -> list[Artifact]:
     """The session's artifacts without their bodies (``payload`` deferred), oldest first."""
     return list(
-        Artifact.objects.filter(session_id=session_id)
-        .defer("payload")
-        .order_by("created_at", "pk")
+        Artifact.objects.filter(session_id=session_id).defer("payload").order_by("created_at", "pk")
     )
 
 

@@ -7,6 +7,7 @@ ETag). Nothing here calls the network.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ def events_append(
             for i, item in enumerate(items)
         ]
         _insert(Event, events)
+        written = [_as_row(event) for event in events]
+        db.on_commit(lambda: window.windows.appended(session_id, written))
         for note in notes:
             Event.objects.filter(pk=note.pk, session_id=session_id).update(payload=note.payload)
         if notes:
@@ -121,6 +124,22 @@ def events_append(
         if prune and retention and last > retention:
             events_prune(session_id=session_id, through_seq=last - retention)
     return events
+
+
+def _as_row(event: Event) -> EventRow:
+    """The ``EventRow`` of an event just written, as a read would give it (its payload as the
+    database's JSON holds it)."""
+    return EventRow(
+        event.pk,
+        Session._meta.pk.to_python(event.session_id),
+        event.seq,
+        event.kind,
+        event.content,
+        json.loads(json.dumps(event.payload)),
+        event.tool_use_id,
+        event.run,
+        event.token_count,
+    )
 
 
 def _insert(model, instances: list) -> None:

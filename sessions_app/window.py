@@ -17,6 +17,9 @@ it runs (``services.event_payload_merge``). A call is open until its answer is w
 every read of new rows reads the open calls again in the same statement, so a kept call is as
 current as the answer that closes it.
 
+A worker also keeps the rows it appends itself when they directly follow the ones it holds, so
+neither the rest of its step nor its next step reads them back.
+
 The keeping is bounded (``MAX_SESSIONS`` windows and ``MAX_TOKENS`` of rows, by the rows'
 token estimates; the least recently used go first) and per process: several workers each keep
 their own, and each checks the two numbers it loaded with the session before it uses them.
@@ -134,6 +137,17 @@ class WindowCache:
         extended = _kept(kept.edit_version, kept.from_id, rows, kept.last_seq)
         self.put(session_id, extended)
         return extended
+
+    def appended(self, session_id, rows: list[EventRow]) -> None:
+        """This process appended ``rows`` (consecutive seqs, called once they committed): kept
+        with the window when they directly follow its newest row (nobody appended between), so
+        neither this step nor the next reads them back."""
+        if not rows:
+            return
+        session_id = Session._meta.pk.to_python(session_id)
+        kept = self.get(session_id)
+        if kept is not None and kept.last_seq + 1 == rows[0].seq:
+            self.put(session_id, _kept(kept.edit_version, kept.from_id, kept.rows + tuple(rows)))
 
     def rewritten(self, session_id, *, after: int, rows: dict[int, EventRow]) -> None:
         """This process changed ``rows`` (by pk) of the session's events and moved the edit

@@ -1,8 +1,9 @@
 """Staff repair what an event says in the admin, and the model sees it at once.
 
-A step reads its window from the database every time (no worker keeps rows between steps), so
-an event edited in the admin (a redaction, a correction) is what the next request to the model
-carries, whichever worker runs it; the session's version moves, so clients see it too."""
+An edit moves the session's edit version, so a worker that kept the window's rows between steps
+(``sessions_app.window``) reads them again: an event edited in the admin (a redaction, a
+correction) is what the next request to the model carries, whichever worker runs it; the
+session's version moves, so clients see it too."""
 
 import gc
 import threading
@@ -82,10 +83,9 @@ def test_an_event_is_read_only_without_the_change_permission(owner, session, cli
 def test_a_step_in_a_thread_of_its_own_leaves_no_hold_on_the_threads_connection(
     owner, llm, tool_calls
 ):
-    """The SQL Django compiled for a step's statements is kept on the connection itself
-    (``sessions_app.compiled``): a step run in a thread of its own leaves nothing that holds
-    the thread's connection, which is closed when the thread's objects are collected (an open
-    one would stay a database session for good)."""
+    """A step run in a thread of its own leaves nothing that holds the thread's connection
+    (what a worker keeps between steps is plain values), which is closed when the thread's
+    objects are collected (an open one would stay a database session for good)."""
     session = session_create(owner=owner)
     llm.enqueue(tool_reply(tool_call("echo", {"text": "x"})), text_reply("Done."))
     with mock.patch("orchestrator_app.queue.async_task"):
