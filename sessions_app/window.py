@@ -65,6 +65,26 @@ def _kept(edit_version: int, from_id: int | None, rows: tuple[EventRow, ...], la
     return Kept(edit_version, from_id, last_seq, rows, sum(r.token_count for r in rows), calls)
 
 
+def _grown(kept: Kept, rows: tuple[EventRow, ...]) -> Kept:
+    """``kept`` with ``rows`` (the next seqs) after its own, without going over the kept ones."""
+    answered = {r.tool_use_id for r in rows if r.kind == Event.Kind.TOOL_RESPONSE}
+    still_open = tuple(pk for pk in kept.open_calls if _call_id(kept, pk) not in answered) + tuple(
+        r.pk for r in rows if r.kind == Event.Kind.TOOL_CALL and r.tool_use_id not in answered
+    )
+    return Kept(
+        kept.edit_version,
+        kept.from_id,
+        rows[-1].seq,
+        kept.rows + rows,
+        kept.tokens + sum(r.token_count for r in rows),
+        still_open,
+    )
+
+
+def _call_id(kept: Kept, pk: int) -> str:
+    return next(r.tool_use_id for r in reversed(kept.rows) if r.pk == pk)
+
+
 def _covers(kept: Kept, from_id: int | None) -> bool:
     if kept.from_id is None:
         return True
