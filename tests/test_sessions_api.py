@@ -444,6 +444,7 @@ def test_it_reads_a_session_in_a_constant_number_of_queries(owner_client, owner)
     small, large = SessionFactory(owner=owner), SessionFactory(owner=owner)
     fill_session(small, events=5)
     fill_session(large, events=400)
+    owner_client.get(f"{API}/tools")  # the permission answer is read once, then cached
 
     with CaptureQueriesContext(connection) as small_queries:
         small_response = owner_client.get(f"{API}/sessions/{small.pk}")
@@ -454,7 +455,7 @@ def test_it_reads_a_session_in_a_constant_number_of_queries(owner_client, owner)
     assert len(large_response.json()["messages"]) == 50
     assert large_response.json()["traceCount"] == 400
     assert len(large_response.json()["children"]) == 40
-    assert len(small_queries) == len(large_queries) <= 11
+    assert len(small_queries) == len(large_queries) <= 10
 
 
 def test_it_answers_304_to_a_poll_with_the_current_etag(

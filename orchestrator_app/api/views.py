@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import FileResponse, Http404, HttpResponse
 from django.utils import timezone
@@ -32,7 +32,7 @@ from rest_framework.response import Response
 
 from artifacts_app import store
 from sessions_app import attachments as attachment_store
-from sessions_app import compiled, runstate
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.models import Attachment, LiveText, Session
 
@@ -46,15 +46,7 @@ from .errors import ApiError, exception_handler, session_not_found
 from .pagination import SessionListPagination
 from .parsers import AhenticJSONParser
 from .payload import events_for_view, session_payload
-from .permissions import (
-    HasAgentPermission,
-    IsActiveUser,
-    IsSessionOwner,
-    SessionAuthentication401,
-    agent_permission_held,
-    may_use_agent,
-    permission_key,
-)
+from .permissions import HasAgentPermission, IsSessionOwner, SessionAuthentication401
 from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
 
 # Request bodies above this are refused before parsing (browser tool results are the largest).
@@ -97,53 +89,17 @@ def cache_payload_json(pk, version: int, body: bytes, *, include_artifacts: bool
 
 
 class PollRow(NamedTuple):
-    """What the poll reads of a session (``poll_read``)."""
+    """What the poll reads of a session (``SessionViewSet.poll_row``)."""
 
     pk: uuid.UUID
     owner_id: Any
     version: int
     heartbeat_at: datetime | None
-    claimed: bool  # a worker holds the run's lease
-    held: bool | None  # the user holds the agent permission (None: not read)
+    lease_token: str  # not blank while a worker holds the run's lease
 
-
-POLL_COLUMNS = ("version", "heartbeat_at", "lease_token")
-
-
-def _poll_queryset():
-    sessions = Session.objects.filter(
-        owner=compiled.Param("owner", Session._meta.get_field("owner")),
-        pk=compiled.Param("pk", Session._meta.pk),
-    )
-    held = agent_permission_held("owner")
-    if held is None:  # a user model without permission tables
-        return sessions.values_list(*POLL_COLUMNS)[:1]
-    held = ExpressionWrapper(held, output_field=BooleanField())
-    return sessions.annotate(held=held).values_list(*POLL_COLUMNS, "held")[:1]
-
-
-def poll_read(user, pk) -> PollRow | None:
-    """The session ``pk`` of ``user``: its version and heartbeat, and whether the user holds
-    the agent permission (``agent_permission_held``), in one query. None when there is no
-    such session of theirs or ``pk`` is not a UUID. The scope is ``Session.objects.for_user``'s
-    (the owner), written here as the compiled query's parameter."""
-    # Every poll runs it: the SQL Django compiled is kept (``sessions_app.compiled``).
-    key = ("poll", *permission_key())
-    try:
-        rows = compiled.rows(key, Session, _poll_queryset, {"owner": user.pk, "pk": pk})
-    except DjangoValidationError:  # not a UUID
-        return None
-    if not rows:
-        return None
-    version, heartbeat_at, lease_token, *held = rows[0]
-    return PollRow(
-        uuid.UUID(str(pk)),
-        user.pk,
-        version,
-        heartbeat_at,
-        bool(lease_token),
-        bool(held[0]) if held else None,
-    )
+    @property
+    def claimed(self) -> bool:
+        return bool(self.lease_token)
 
 
 class AhenticViewSet(viewsets.GenericViewSet):
@@ -233,12 +189,6 @@ class SessionViewSet(AhenticViewSet):
         if self.action == "attachment_upload":
             return attachment_store.upload_limit()
         return super().body_limit()
-
-    def get_permissions(self):
-        if self.action == "retrieve":
-            # The poll checks the agent permission in the query that reads the version.
-            return [IsActiveUser(), IsSessionOwner()]
-        return super().get_permissions()
 
     def get_object(self, *fields: str) -> Session:
         """The addressed session (only ``fields`` when given); 404 when it is not the user's
@@ -331,16 +281,17 @@ class SessionViewSet(AhenticViewSet):
         return self.conditional_payload(self.poll_row(), include_artifacts=include_artifacts)
 
     def poll_row(self) -> PollRow:
-        """The poll's one query (besides authentication): the session's version and heartbeat,
-        and whether the user holds the agent permission. 403 without the permission and 404
-        for an unknown or foreign session, the same answers as every other route."""
-        user = self.request.user
-        session = poll_read(user, self.kwargs[self.lookup_url_kwarg])
-        # An unknown or foreign session: 404 for a user who may use the agent, else 403.
-        if not may_use_agent(user, held=session.held if session is not None else None):
-            raise exceptions.PermissionDenied(HasAgentPermission.message)
-        if session is None:
+        """The poll's one query (besides authentication; the agent permission is cached): the
+        session's version, heartbeat and lease. 404 for an unknown or foreign session, or an
+        id that is not a UUID."""
+        pk = self.kwargs[self.lookup_url_kwarg]
+        try:
+            rows = list(self.get_queryset().filter(pk=pk).values_list(*PollRow._fields)[:1])
+        except DjangoValidationError:  # not a UUID
+            rows = []
+        if not rows:
             raise session_not_found()
+        session = PollRow(*rows[0])
         self.check_object_permissions(self.request, session)
         return session
 
