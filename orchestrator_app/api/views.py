@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.cache import get_conditional_response
 from django.utils.http import content_disposition_header
 from drf_spectacular.openapi import AutoSchema
-from rest_framework import exceptions, status, viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404
 from rest_framework.negotiation import DefaultContentNegotiation
