@@ -17,8 +17,9 @@ from rest_framework.test import APIClient
 
 from artifacts_app import store
 from orchestrator_app.api.permissions import HasAgentPermission
+from sessions_app import services
 
-from .conftest import API
+from .conftest import API, payload_of
 from .factories import SessionFactory, UserFactory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -294,6 +295,22 @@ def test_the_payload_cache_keeps_the_artifact_bodies_apart(owner_client, session
     assert "payload" not in plain["artifacts"][0]
     assert full["artifacts"][0]["payload"] == {"content": "# A"}
     assert plain_again == plain
+
+
+def test_the_trace_part_is_cached_per_session_and_follows_new_rows(owner_client, owner):
+    first, second = SessionFactory(owner=owner), SessionFactory(owner=owner)
+    for session in (first, second):
+        services.trace_record(session_id=session.pk, type="step", summary=f"{session.pk} one")
+
+    def trace(session):
+        return [row["summary"] for row in payload_of(owner_client, session)["trace"]]
+
+    assert trace(first) == [f"{first.pk} one"]
+    assert trace(second) == [f"{second.pk} one"]  # the same trace count, its own rows
+    services.trace_record(session_id=first.pk, type="step", summary="two")
+    owner_client.patch(f"{API}/sessions/{first.pk}", {"title": "Renamed"}, format="json")
+
+    assert trace(first) == [f"{first.pk} one", "two"]
 
 
 # --- the schema -----------------------------------------------------------------------------

@@ -207,9 +207,7 @@ class MessageSerializer(serializers.Serializer):
         meta = self.kind_meta(event)
         attached = (event.payload or {}).get("attachments")
         if attached:
-            meta["attachments"] = AttachmentSerializer(
-                attached, many=True, context={"session_id": event.session_id}
-            ).data
+            meta["attachments"] = attachments_json(self, attached, event.session_id)
         return meta
 
     def kind_meta(self, event: Event) -> dict[str, Any]:
@@ -333,6 +331,18 @@ class AttachmentSerializer(serializers.Serializer):
         return attachment_url(self.context["session_id"], item["id"])
 
 
+def attachments_json(parent: serializers.Serializer, refs: list, session_id) -> list:
+    """``refs`` rendered by ``AttachmentSerializer``: one list serializer per ``parent`` and
+    session, built on first use (not one per row: building a serializer copies its fields)."""
+    built = parent.__dict__.setdefault("_attachment_serializers", {})
+    serializer = built.get(session_id)
+    if serializer is None:
+        serializer = built[session_id] = AttachmentSerializer(
+            many=True, context={"session_id": session_id}
+        )
+    return serializer.to_representation(refs)
+
+
 class AttachmentListSerializer(serializers.Serializer):
     attachments = AttachmentSerializer(many=True)
 
@@ -362,17 +372,15 @@ class PendingMessageSerializer(serializers.Serializer):
     @extend_schema_field(AttachmentSerializer(many=True))
     def get_attachments(self, pending) -> list:
         refs = getattr(pending, "attachments", None) or []
-        return AttachmentSerializer(
-            refs, many=True, context={"session_id": pending.session_id}
-        ).data
+        return attachments_json(self, refs, pending.session_id) if refs else []
 
 
 class TraceEnvelopeSerializer(serializers.Serializer):
-    """A trace row without its data (the payload's window). The diagnostics export, which the
-    admin serves without the REST layer, builds the same envelope with ``data``
-    (``diagnostics.trace_envelope``)."""
+    """A trace row without its data (the payload's window: ``values()`` rows). The diagnostics
+    export, which the admin serves without the REST layer, builds the same envelope with
+    ``data`` (``diagnostics.trace_envelope``)."""
 
-    id = serializers.IntegerField(source="pk")
+    id = serializers.IntegerField()
     at = IsoDateTimeField()
     ms = serializers.IntegerField()
     run = serializers.IntegerField()
@@ -457,7 +465,12 @@ class GoalSerializer(serializers.Serializer):
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_subGoals(self, goal: Goal) -> list:
         children = self.context["sub_goals"].get(goal.pk, [])
-        return GoalSerializer(children, many=True, context=self.context).data
+        if not children:
+            return []
+        # One list serializer per level, built on first use (not one per goal).
+        if "_sub_serializer" not in self.__dict__:
+            self._sub_serializer = GoalSerializer(many=True, context=self.context)
+        return self._sub_serializer.to_representation(children)
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -506,6 +519,12 @@ class PendingToolField(serializers.DictField):
     pass
 
 
+@extend_schema_field(TraceEnvelopeSerializer(many=True))
+class TraceWindowField(serializers.ReadOnlyField):
+    """The trace window, rendered ahead by ``TraceEnvelopeSerializer`` and cached by the
+    session's trace count (``payload.trace_window``): passed through as it is."""
+
+
 class SessionPayloadSerializer(serializers.Serializer):
     """The session payload (the sidebar's poll target): a ``payload.PayloadSource``, whose
     ``session`` is the row and whose other attributes are the bounded windows read with it."""
@@ -521,9 +540,7 @@ class SessionPayloadSerializer(serializers.Serializer):
     messages = MessageSerializer(many=True)
     hasMore = serializers.BooleanField(source="has_more")
     pendingMessages = PendingMessageSerializer(source="pending_messages", many=True)
-    trace = TraceEnvelopeSerializer(
-        many=True, help_text="The last TRACE_POLL_WINDOW trace rows, without data."
-    )
+    trace = TraceWindowField(help_text="The last TRACE_POLL_WINDOW trace rows, without data.")
     traceCount = serializers.IntegerField(source="session.trace_count")
     progress = serializers.DictField(allow_null=True)
     heartbeatAt = IsoDateTimeField(source="session.heartbeat_at", allow_null=True)
