@@ -2,9 +2,11 @@
 OpenAPI schema on a host that configured neither DRF nor drf-spectacular."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -314,6 +316,75 @@ def test_the_trace_part_is_cached_per_session_and_follows_new_rows(owner_client,
 
 
 # --- the schema -----------------------------------------------------------------------------
+
+
+def served_schema(client) -> dict:
+    response = client.get(f"{API}/schema", {"format": "json"})
+    assert response.status_code == 200
+    return response.json()["components"]["schemas"]
+
+
+def test_the_schema_states_what_the_request_bodies_take(owner_client, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "ATTACHMENT_MAX_PER_MESSAGE": 3}
+    schemas = served_schema(owner_client)
+
+    approval = schemas["ApprovalRequest"]["properties"]
+    assert schemas["DecisionEnum"]["enum"] == [
+        "allow_once",
+        "allow_session",
+        "always_allow",
+        "deny",
+    ]
+    assert approval["decision"] == {"$ref": "#/components/schemas/DecisionEnum"}
+    for component, field in [
+        ("ApprovalRequest", "input"),
+        ("ActionRequest", "input"),
+        ("MessageCreateRequest", "pageContext"),
+        ("PatchedSessionUpdateRequest", "pageContext"),
+    ]:
+        assert schemas[component]["properties"][field]["type"] == "object", component
+    browser = schemas["BrowserResultRequest"]
+    assert browser["anyOf"] == [
+        {"required": ["result"]},
+        {"required": ["error"], "properties": {"error": {"type": "string"}}},
+    ]
+    attachments = schemas["MessageCreateRequest"]["properties"]["attachments"]
+    assert attachments["maxItems"] == 3
+    assert attachments["items"] == {"type": "string", "format": "uuid"}
+
+
+def test_the_shared_status_enums_have_names(owner_client):
+    schemas = served_schema(owner_client)
+
+    assert "SessionStatusEnum" in schemas
+    hashed = [name for name in schemas if re.fullmatch(r"\w+[0-9A-F]{3}Enum", name)]
+    assert hashed == []
+    row_status = schemas["SessionRow"]["properties"]["status"]
+    assert row_status == {"$ref": "#/components/schemas/SessionStatusEnum"}
+
+
+def test_what_the_schema_allows_the_api_takes(owner_client, session):
+    """Cases at the edges of the schema (the fuzzing leg's positive phase runs many)."""
+    url = f"{API}/sessions/{session.pk}"
+
+    answers = [
+        owner_client.get(f"{url}/messages", {"after": 2, "before": 9}).status_code,
+        owner_client.get(f"{API}/sessions", {"cursor": ""}).status_code,
+        owner_client.post(
+            f"{url}/approvals", {"decision": "deny", "input": {}}, format="json"
+        ).status_code,
+        owner_client.post(
+            f"{url}/browser-results", {"callId": "x", "result": None}, format="json"
+        ).status_code,
+        owner_client.post(
+            f"{url}/messages",
+            {"content": "", "attachments": [str(uuid.uuid4())]},
+            format="json",
+        ).status_code,
+    ]
+
+    # Taken, or refused for the session's state (nothing pending, no such upload): 409.
+    assert answers == [200, 200, 409, 409, 409]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,11 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import ISO_8601, serializers
 
+from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session
+
+from ..decisions import DECISIONS
+from .errors import ApiError
 
 
 class StrictCharField(serializers.CharField):
@@ -29,6 +33,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True, "nullable": True})
 class JSONObjectField(serializers.JSONField):
     """A JSON object (dict) or null."""
 
@@ -72,17 +77,15 @@ class MessagesQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
     view = serializers.ChoiceField(choices=Session.ViewMode.choices, required=False)
 
-    def validate(self, attrs):
-        if "before" in attrs and "after" in attrs:
-            raise serializers.ValidationError("Use either before or after, not both.")
-        return attrs
-
 
 class SessionListQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
     status = serializers.ChoiceField(choices=Session.Status.choices, required=False)
     cursor = StrictCharField(
-        required=False, max_length=200, help_text="nextCursor of the previous page (older)."
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="nextCursor of the previous page (older); blank: the first page.",
     )
 
 
@@ -95,15 +98,41 @@ class MessageCreateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
     pageContext = JSONObjectField(required=False, allow_null=True)
     ifBusy = serializers.ChoiceField(choices=["enqueue", "reject"], required=False)
-    # Ids of this session's unsent uploads (POST attachments), sent with the message.
-    attachments = serializers.ListField(
-        child=StrictCharField(max_length=64), required=False, max_length=100
-    )
+    # Ids of this session's unsent uploads (POST attachments), sent with the message; at most
+    # ATTACHMENT_MAX_PER_MESSAGE (``get_fields``: the setting as it is now).
+    attachments = serializers.ListField(child=serializers.UUIDField(format="hex_verbose"))
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["attachments"] = serializers.ListField(
+            child=serializers.UUIDField(format="hex_verbose"),
+            required=False,
+            max_length=int(ahentic_settings.ATTACHMENT_MAX_PER_MESSAGE),
+            help_text="Ids of this session's unsent uploads (POST attachments).",
+        )
+        return fields
+
+    def validate_attachments(self, value):
+        return [str(key) for key in value]
+
+
+class DecisionField(serializers.ChoiceField):
+    """The approval's decision: one of ``decisions.DECISIONS``; anything else is the stable
+    400 ``ahentic_bad_decision`` (not a field error)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=DECISIONS, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or data not in DECISIONS:
+            raise ApiError(
+                "ahentic_bad_decision", f"decision must be one of {', '.join(DECISIONS)}."
+            )
+        return data
 
 
 class ApprovalSerializer(serializers.Serializer):
-    # Unknown decisions are the service's ahentic_bad_decision, not a field error.
-    decision = StrictCharField(max_length=32)
+    decision = DecisionField()
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
     input = JSONObjectField(required=False, allow_null=True)
 

@@ -352,15 +352,16 @@ class SessionViewSet(AhenticViewSet):
         view_mode = query.get("view") or session.view_mode
         limit = query["limit"]
         events = events_for_view(session.pk, view_mode)
+        if "before" in query:
+            events = events.filter(seq__lt=query["before"])
         if "after" in query:
-            # The oldest `limit` events after the cursor (paging forward).
+            # The oldest `limit` events after the cursor (paging forward; below `before` too
+            # when both are given).
             rows = list(events.filter(seq__gt=query["after"]).order_by("seq")[: limit + 1])
             has_more = len(rows) > limit
             rows = rows[:limit]
         else:
             # The newest `limit` events before the cursor (or overall), chronological.
-            if "before" in query:
-                events = events.filter(seq__lt=query["before"])
             rows = list(events.order_by("-seq")[: limit + 1])
             has_more = len(rows) > limit
             rows = list(reversed(rows[:limit]))
