@@ -51,16 +51,54 @@ class SessionCreateSerializer(serializers.Serializer):
 
 
 class SessionUpdateSerializer(serializers.Serializer):
+    """PATCH a session: ``validated_data`` holds the model's field names (``source=``), ready
+    for ``runstate.session_update``."""
+
     title = StrictCharField(required=False, allow_blank=False, max_length=255)
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
-    viewMode = serializers.ChoiceField(choices=Session.ViewMode.choices, required=False)
-    pageContext = JSONObjectField(required=False, allow_null=True)
+    viewMode = serializers.ChoiceField(
+        source="view_mode", choices=Session.ViewMode.choices, required=False
+    )
+    pageContext = JSONObjectField(source="page_context", required=False, allow_null=True)
     activeSkills = serializers.ListField(
-        child=StrictCharField(max_length=128), required=False, max_length=32
+        source="active_skills", child=StrictCharField(max_length=128), required=False, max_length=32
     )
     activeWorkflow = StrictCharField(
-        required=False, allow_blank=True, allow_null=True, max_length=128
+        source="active_workflow",
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=128,
     )
+
+    def validate_activeSkills(self, value: list[str]) -> list[str]:
+        from .. import skills
+
+        unknown = sorted(set(value) - set(skills.skills()))
+        if unknown:
+            raise ApiError(
+                "ahentic_unknown_skill",
+                f"Unknown skill(s): {', '.join(unknown)}. See GET skills.",
+                fields={"activeSkills": unknown},
+            )
+        return list(dict.fromkeys(value))
+
+    def validate_activeWorkflow(self, value: str | None) -> str:
+        from .. import skills
+
+        workflow = value or ""
+        if workflow and workflow not in skills.workflows():
+            raise ApiError(
+                "ahentic_unknown_workflow",
+                f"Unknown workflow {workflow!r}. See GET workflows.",
+                fields={"activeWorkflow": [workflow]},
+            )
+        return workflow
+
+    def validate(self, attrs):
+        if "title" in attrs:  # a title the user set is never replaced by an automatic one
+            attrs["title_source"] = Session.TitleSource.USER
+        return attrs
 
 
 # Cursors beyond a database integer would overflow the query (a 500 on PostgreSQL).

@@ -144,10 +144,15 @@ class AhenticViewSet(viewsets.GenericViewSet):
         return MAX_BODY_BYTES
 
     def validated(self, serializer_class, data, *, strict: bool = False):
-        """Validate a body or query. ``strict``: an unknown or read-only key is a 400 naming it."""
+        """Validate a body or query: its ``validated_data``. ``strict``: an unknown or
+        read-only key is a 400 naming it."""
+        return self.validated_serializer(serializer_class, data, strict=strict).validated_data
+
+    def validated_serializer(self, serializer_class, data, *, strict: bool = False, instance=None):
+        """The validated serializer (``get_serializer`` with ``serializer_class``)."""
         if not isinstance(data, dict):
             raise ApiError("ahentic_invalid_input", "Expected a JSON object.")
-        serializer = serializer_class(data=data)
+        serializer = self.get_serializer(instance, data=data, serializer_class=serializer_class)
         if strict:
             fields = {
                 key: ["This field is read-only." if key in READ_ONLY_FIELDS else "Unknown field."]
@@ -161,7 +166,15 @@ class AhenticViewSet(viewsets.GenericViewSet):
                     fields=fields,
                 )
         serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
+        return serializer
+
+    def get_serializer(self, *args, serializer_class=None, **kwargs):
+        """DRF's ``get_serializer``, for ``serializer_class`` when given (a route's input or
+        query serializer) else ``get_serializer_class()``."""
+        if serializer_class is None:
+            return super().get_serializer(*args, **kwargs)
+        kwargs.setdefault("context", self.get_serializer_context())
+        return serializer_class(*args, **kwargs)
 
 
 class SessionViewSet(AhenticViewSet):
@@ -298,42 +311,15 @@ class SessionViewSet(AhenticViewSet):
     @docs.described(docs.session_update)
     def partial_update(self, request, session_id=None):
         session = self.get_object()
-        data = self.validated(s.SessionUpdateSerializer, request.data, strict=True)
-        fields = {}
-        if "title" in data:
-            title = data["title"].strip()
-            if not title:
-                raise ApiError(
-                    "ahentic_invalid_input", "Title cannot be blank.", fields={"title": ["blank"]}
-                )
-            fields.update(title=title, title_source=Session.TitleSource.USER)
-        if "mode" in data:
-            fields["mode"] = data["mode"]
-        if "viewMode" in data:
-            fields["view_mode"] = data["viewMode"]
-        if "pageContext" in data:
-            fields["page_context"] = data["pageContext"]
-        if "activeSkills" in data:
-            unknown = sorted(set(data["activeSkills"]) - set(skills.skills()))
-            if unknown:
-                raise ApiError(
-                    "ahentic_unknown_skill",
-                    f"Unknown skill(s): {', '.join(unknown)}. See GET skills.",
-                    fields={"activeSkills": unknown},
-                )
-            fields["active_skills"] = list(dict.fromkeys(data["activeSkills"]))
-        if "activeWorkflow" in data:
-            workflow = data["activeWorkflow"] or ""
-            if workflow and workflow not in skills.workflows():
-                raise ApiError(
-                    "ahentic_unknown_workflow",
-                    f"Unknown workflow {workflow!r}. See GET workflows.",
-                    fields={"activeWorkflow": [workflow]},
-                )
-            fields["active_workflow"] = workflow
-        if fields:
-            runstate.session_update(session_id=session.pk, **fields)
+        serializer = self.validated_serializer(
+            s.SessionUpdateSerializer, request.data, strict=True, instance=session
+        )
+        self.perform_update(serializer)
         return self.payload_response(session.pk)
+
+    def perform_update(self, serializer):
+        if serializer.validated_data:
+            runstate.session_update(session_id=serializer.instance.pk, **serializer.validated_data)
 
     @docs.described(docs.session_destroy)
     def destroy(self, request, session_id=None):
