@@ -10,6 +10,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import ISO_8601, serializers
 
+from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session
 
@@ -46,8 +47,17 @@ class JSONObjectField(serializers.JSONField):
 
 
 class SessionCreateSerializer(serializers.Serializer):
+    """POST sessions: ``save(owner=...)`` creates it through the service."""
+
     title = StrictCharField(required=False, allow_blank=True, max_length=255)
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
+
+    def create(self, validated_data):
+        return session_services.session_create(
+            owner=validated_data["owner"],
+            title=validated_data.get("title"),
+            mode=validated_data.get("mode", Session.Mode.AGENT),
+        )
 
 
 class SessionUpdateSerializer(serializers.Serializer):

@@ -278,13 +278,12 @@ class SessionViewSet(AhenticViewSet):
 
     @docs.described(docs.session_create)
     def create(self, request):
-        data = self.validated(s.SessionCreateSerializer, request.data)
-        session = session_services.session_create(
-            owner=request.user,
-            title=data.get("title"),
-            mode=data.get("mode", Session.Mode.AGENT),
-        )
-        return self.payload_response(session.pk, status.HTTP_201_CREATED)
+        serializer = self.validated_serializer(s.SessionCreateSerializer, request.data)
+        self.perform_create(serializer)
+        return self.payload_response(serializer.instance.pk, status.HTTP_201_CREATED)
+
+    def perform_create(self, serializer):
+        serializer.save(owner=self.request.user)
 
     # --- one session ------------------------------------------------------------------------
 
