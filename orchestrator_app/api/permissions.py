@@ -104,19 +104,21 @@ def start_generation() -> int:
     return cache.get(GENERATION_KEY) or 0
 
 
-def _now_and_on_commit(drop) -> None:
+def _now_and_on_commit(drop, using: str | None) -> None:
+    """``drop`` now, and again when the transaction on ``using`` (the database the change was
+    written to) commits."""
     drop()
-    transaction.on_commit(drop)
+    transaction.on_commit(drop, using=using)
 
 
-def invalidate_users(user_pks) -> None:
+def invalidate_users(user_pks, using: str | None = None) -> None:
     """Drop the cached answers of these users."""
     keys = [user_key(pk) for pk in user_pks]
     if keys:
-        _now_and_on_commit(lambda: cache.delete_many(keys))
+        _now_and_on_commit(lambda: cache.delete_many(keys), using)
 
 
-def invalidate_all() -> None:
+def invalidate_all(using: str | None = None) -> None:
     """Drop every cached answer (a new generation)."""
 
     def bump():
@@ -125,30 +127,30 @@ def invalidate_all() -> None:
         except ValueError:  # not stored: any new number will do
             cache.set(GENERATION_KEY, time.time_ns(), timeout=None)
 
-    _now_and_on_commit(bump)
+    _now_and_on_commit(bump, using)
 
 
-def _user_m2m_changed(sender, instance, action, reverse, pk_set, **kwargs):
+def _user_m2m_changed(sender, instance, action, reverse, pk_set, using, **kwargs):
     """``user_permissions`` or ``groups`` changed, from the user's side (``instance`` is the
     user) or the other (``pk_set`` holds the users; a clear names none)."""
     if not action.startswith("post_"):
         return
     if not reverse:
-        invalidate_users([instance.pk])
+        invalidate_users([instance.pk], using)
     elif pk_set is not None:
-        invalidate_users(pk_set)
+        invalidate_users(pk_set, using)
     else:
-        invalidate_all()
+        invalidate_all(using)
 
 
-def _everyone_changed(sender, **kwargs):
+def _everyone_changed(sender, using=None, **kwargs):
     action = kwargs.get("action")
     if action is None or action.startswith("post_"):
-        invalidate_all()
+        invalidate_all(using)
 
 
-def _user_saved_or_deleted(sender, instance, **kwargs):
-    invalidate_users([instance.pk])
+def _user_saved_or_deleted(sender, instance, using=None, **kwargs):
+    invalidate_users([instance.pk], using)
 
 
 def _m2m_through(user_model, name: str, target):
