@@ -8,15 +8,19 @@ class OrchestratorAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Wiring only: register system checks, and delete a deleted attachment's uploaded file.
+        # Wiring only: register system checks, delete a deleted attachment's uploaded file, and
+        # drop cached permission answers.
         from django.db.models.signals import post_delete
 
         from sessions_app.models import Attachment
 
         from . import checks  # noqa: F401
+        from .api.permissions import connect_invalidation
         from .files import remote_delete
 
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
+        # The cached agent permission answers, dropped when a user's grants change.
+        connect_invalidation()
 
         if apps.is_installed("django.contrib.admin"):
             from django.core.signals import request_started

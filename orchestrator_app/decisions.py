@@ -38,7 +38,7 @@ ACTION_ERRORS = {
 def _require_pending(session: Session, status: str) -> PendingTool:
     pending = PendingTool.from_json(session.pending_tool)
     if pending is None:
-        raise AhenticError("ahentic_no_pending", "There is no pending tool call.", 400)
+        raise AhenticError("ahentic_no_pending", "There is no pending tool call.", 409)
     if session.status != status:
         raise AhenticError(
             "ahentic_not_awaiting", f"The session is {session.status}, not {status}.", 409

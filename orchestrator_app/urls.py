@@ -17,7 +17,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
-from .api import views
+from .api import schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 
@@ -67,6 +67,7 @@ SCHEMA_SETTINGS = {
     "DESCRIPTION": "Agent sessions, runs, approvals and catalogs. Errors are {code, detail}.",
     "VERSION": "1",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": schema.ENUM_NAME_OVERRIDES,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "orchestrator_app.api.schema.postprocess",

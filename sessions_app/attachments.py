@@ -173,8 +173,9 @@ def ref(attachment: Attachment) -> dict[str, Any]:
 
 def claim(*, session_id, ids: Iterable[str], take: bool = True) -> list[dict[str, Any]]:
     """Take the session's unsent uploads ``ids`` for one message, in the caller's
-    transaction; their refs in the order given (``take=False``: only check them). 400 ``ahentic_attachment_invalid`` when one is
-    not an unsent upload of this session (another session's or user's, sent already, unknown),
+    transaction; their refs in the order given (``take=False``: only check them). 400 ``ahentic_attachment_invalid`` for an id that is
+    not a UUID, 409 when one is not an unsent upload of this session (another session's or
+    user's, sent already, unknown),
     ``ahentic_attachment_limit`` over the per-message count."""
     wanted: list[uuid.UUID] = []
     for value in ids:
@@ -205,6 +206,7 @@ def claim(*, session_id, ids: Iterable[str], take: bool = True) -> list[dict[str
                 "ahentic_attachment_invalid",
                 f"Not an unsent attachment of this chat: {', '.join(missing)}. Upload the file "
                 "to this chat (POST attachments) and send each upload once.",
+                409,
             )
         if take:
             Attachment.objects.filter(pk__in=wanted).update(sent=True)

@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "WEB_FETCH": None,  # None (off) or {"max_uses", "allowed_domains", ..., "max_content_tokens"}
     "WEB_SEARCH_PRICE_PER_1000": 10,  # USD per 1,000 searches, added to the ledger's cost
     "PERMISSION": "sessions_app.use_agent",
+    # Seconds a user's answer to PERMISSION is cached (Django's default cache); 0 is off.
+    "PERMISSION_CACHE_S": 60,
     # Per-user rates (DRF throttles, 429 ahentic_throttled + Retry-After); None is off.
     "THROTTLE_MESSAGES": "30/min",  # every route that can start or resume a run, shared
     "THROTTLE_SESSIONS": "60/hour",  # POST sessions

@@ -313,3 +313,14 @@ def session_update_origins(request):
         yield origins
     strays = origins.outside_the_writer()
     assert not strays, f"session table updated outside sessions_app/runstate.py: {strays}"
+
+
+@pytest.fixture(autouse=True)
+def clear_caches():
+    """Every test starts with empty caches (the payload cache, the cached permission answers):
+    nothing a test sees was left there by another."""
+    from django.conf import settings
+    from django.core.cache import caches
+
+    for alias in settings.CACHES:
+        caches[alias].clear()

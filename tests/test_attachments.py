@@ -151,7 +151,7 @@ def test_another_users_attachment_is_a_404_and_cannot_be_sent(
     assert response.status_code == 404
     # Nor can they send it with a message of theirs.
     response = send(other_client, theirs, run_tasks, "look", [item["id"]])
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["code"] == "ahentic_attachment_invalid"
     assert not theirs.events.exists()
     # The owner's upload is untouched.
@@ -259,7 +259,7 @@ def test_an_attachment_is_sent_once(owner_client, session, llm, run_tasks):
 
     response = send(owner_client, session, run_tasks, "again", [item["id"]])
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["code"] == "ahentic_attachment_invalid"
     response = owner_client.delete(item["url"])
     assert response.status_code == 409

@@ -159,7 +159,7 @@ def test_a_result_when_nothing_waits_for_the_browser_is_refused(
         owner_client, session, "browser-results", {"callId": "toolu_read", "result": PAGE}
     )
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["code"] == "ahentic_no_pending"
     assert (
         len([m for m in transcript_of(owner_client, session) if m["kind"] == "tool_response"]) == 1
@@ -352,7 +352,7 @@ def test_continue_recovers_a_stale_browser_pause_and_the_run_goes_on(
     assert "browser_timeout_fallback" in trace_types(owner_client, session)
 
     late = post(owner_client, session, "browser-results", {"callId": "toolu_read", "result": PAGE})
-    assert late.status_code == 400
+    assert late.status_code == 409
     assert late.json()["code"] == "ahentic_no_pending"
 
 

@@ -625,8 +625,8 @@ def test_the_session_list_pages_with_a_cursor(owner_client, owner):
     assert titles == ["S4", "S3", "S2", "S1", "S0"]
     assert pages == 3
     bad = owner_client.get(f"{API}/sessions?cursor=not-a-cursor")
-    assert bad.status_code == 400
-    assert "cursor" in bad.json()["fields"]
+    assert bad.status_code == 404  # a cursor the list never handed out names no page
+    assert bad.json()["code"] == "ahentic_cursor_not_found"
 
 
 def test_token_stats_say_null_for_a_day_with_an_unpriced_call(owner_client, owner, session):

@@ -357,7 +357,7 @@ def test_a_non_preallowable_tool_asks_every_time_even_after_a_grant(
 def test_an_approval_without_a_pending_call_is_a_400(owner_client, session, llm):
     response = post(owner_client, session, "approvals", {"decision": "allow_once"})
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["code"] == "ahentic_no_pending"
 
 

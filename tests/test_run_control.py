@@ -723,7 +723,7 @@ def test_a_non_preallowable_tool_can_only_be_allowed_once(
 def test_an_approval_without_a_pending_call_is_a_400(owner_client, session, llm):
     response = post(owner_client, session, "approvals", {"decision": "allow_once"})
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["code"] == "ahentic_no_pending"
 
 
@@ -757,7 +757,7 @@ def test_a_second_decision_on_the_same_call_is_refused(
 
     response = post(owner_client, session, "approvals", {"decision": "allow_once"})
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert response.json()["code"] == "ahentic_no_pending"
     assert len(tool_calls) == 1
 

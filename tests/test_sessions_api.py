@@ -401,7 +401,6 @@ def test_it_rejects_a_body_over_two_mebibytes(owner_client, session, method, pat
         "sessions/{id}/messages?limit=500",
         "sessions/{id}/messages?before=x",
         "sessions/{id}/messages?after=-1",
-        "sessions/{id}/messages?before=5&after=1",
         "sessions/{id}/messages?view=loud",
         "stats/tokens?days=0",
         "stats/tokens?days=121",
@@ -444,6 +443,7 @@ def test_it_reads_a_session_in_a_constant_number_of_queries(owner_client, owner)
     small, large = SessionFactory(owner=owner), SessionFactory(owner=owner)
     fill_session(small, events=5)
     fill_session(large, events=400)
+    owner_client.get(f"{API}/tools")  # the permission answer is read once, then cached
 
     with CaptureQueriesContext(connection) as small_queries:
         small_response = owner_client.get(f"{API}/sessions/{small.pk}")
@@ -454,7 +454,7 @@ def test_it_reads_a_session_in_a_constant_number_of_queries(owner_client, owner)
     assert len(large_response.json()["messages"]) == 50
     assert large_response.json()["traceCount"] == 400
     assert len(large_response.json()["children"]) == 40
-    assert len(small_queries) == len(large_queries) <= 11
+    assert len(small_queries) == len(large_queries) <= 10
 
 
 def test_it_answers_304_to_a_poll_with_the_current_etag(
@@ -573,6 +573,10 @@ def test_it_keeps_the_parents_etag_when_a_child_only_records_events(owner_client
         ("after=2&limit=3", [3, 4, 5], True),
         ("after=7&limit=3", [8, 9, 10], False),
         ("after=10", [], False),
+        # Both: the range between them, oldest first from after.
+        ("after=2&before=9&limit=3", [3, 4, 5], True),
+        ("after=5&before=9&limit=3", [6, 7, 8], False),
+        ("after=5&before=6", [], False),
     ],
 )
 def test_it_pages_messages_by_seq(owner_client, session, query, expected, has_more):

@@ -26,10 +26,11 @@ class SessionListPagination(CursorPagination):
         try:
             return super().decode_cursor(request)
         except NotFound:
+            # A cursor names a page; one this list never handed out names none (DRF's 404).
             raise ApiError(
-                "ahentic_invalid_input",
-                "Invalid cursor: pass nextCursor from the previous page.",
-                fields={"cursor": ["invalid"]},
+                "ahentic_cursor_not_found",
+                "No page at this cursor: pass nextCursor from the previous page.",
+                404,
             ) from None
 
     def encode_cursor(self, cursor) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Case, F, Q, When
 
 from artifacts_app import store
@@ -20,7 +21,7 @@ from sessions_app.runstate import PendingTool
 
 from .. import context
 from ..tools import get_tool
-from .serializers import SessionPayloadSerializer
+from .serializers import SessionPayloadSerializer, TraceEnvelopeSerializer
 
 # Basic view: conversation text and system events, no tool traffic.
 BASIC_KINDS = [
@@ -127,7 +128,7 @@ class PayloadSource:
     messages: list[Event]
     has_more: bool
     pending_messages: list[PendingMessage]
-    trace: list[TraceEvent]
+    trace: list[dict[str, Any]]  # rendered (``trace_window``)
     children: list[dict[str, Any]]
     artifacts: list[Artifact]
     goals: list[Goal]  # the top-level ones; ``sub_goals`` holds the rest by parent id
@@ -145,11 +146,6 @@ class PayloadSource:
 def payload_source(session: Session, *, include_artifacts: bool = False) -> PayloadSource:
     window = ahentic_settings.MESSAGES_WINDOW
     recent = list(events_for_view(session.pk, session.view_mode).order_by("-seq")[: window + 1])
-    trace = (
-        TraceEvent.objects.filter(session_id=session.pk)
-        .order_by("-seq")
-        .defer("data")[: ahentic_settings.TRACE_POLL_WINDOW]
-    )
     artifacts = Artifact.objects.filter(session_id=session.pk)
     if not include_artifacts:
         artifacts = artifacts.defer("payload")
@@ -161,7 +157,7 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
         pending_messages=list(
             session.pending_messages.order_by("id")[: ahentic_settings.MAX_PENDING_MESSAGES]
         ),
-        trace=list(trace)[::-1],
+        trace=trace_window(session),
         children=list(
             Session.objects.filter(parent_id=session.pk)
             .annotate(tokens_used=F("tokens_in") + F("tokens_out"))
@@ -177,6 +173,44 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
         active_workflow=session.active_workflow or None,
         context_usage=context_usage_json(session.context_usage),
     )
+
+
+TRACE_COLUMNS = ("id", "at", "ms", "run", "type", "step", "summary")
+
+
+def trace_window(session: Session) -> list[dict[str, Any]]:
+    """The payload's trace: the last ``TRACE_POLL_WINDOW`` rows, rendered by
+    ``TraceEnvelopeSerializer`` and cached by ``(session, trace_count)``.
+
+    Trace rows are written with the count that numbers them, in one transaction, and never
+    change; the cap drops only rows older than the newest ``TRACE_CAP - TRACE_HEAD - 1``. So
+    the rows numbered up to a count, within that tail, are the same whenever they are read:
+    a poll after a step that added no trace, or many polls of one version, render them once.
+    A window wider than the tail (the gap row may move into it) is read every time."""
+    window = int(ahentic_settings.TRACE_POLL_WINDOW)
+    count = session.trace_count
+    rows = (
+        TraceEvent.objects.filter(session_id=session.pk, seq__lte=count)
+        .order_by("-seq")
+        .values(*TRACE_COLUMNS)
+    )
+
+    def render() -> list[dict[str, Any]]:
+        return list(TraceEnvelopeSerializer(list(rows[:window])[::-1], many=True).data)
+
+    tail = int(ahentic_settings.TRACE_CAP) - int(ahentic_settings.TRACE_HEAD) - 1
+    if window > tail:
+        return render()
+    key = f"ahentic:trace:{session.pk}:{count}:{window}"
+    found = cache.get(key)
+    if found is None:
+        found = render()
+        cache.set(key, found, timeout=PART_CACHE_S)
+    return found
+
+
+# How long a rendered part stays cached (its key never serves stale data; this bounds memory).
+PART_CACHE_S = 300
 
 
 def session_payload(session: Session, *, include_artifacts: bool = False, **extra) -> dict:

@@ -1,33 +1,48 @@
+"""Who may use the API: ``user.has_perm(AHENTIC["PERMISSION"])``, as the host's authentication
+backends answer it, cached per user in Django's cache framework.
+
+Every request checks it, the sidebar's one-a-second polls included, and ``ModelBackend``'s
+answer costs two queries; so the answer is kept for ``AHENTIC["PERMISSION_CACHE_S"]`` seconds
+in the ``default`` cache, under a key naming the user model, the user and the permission.
+What changes it drops it (``invalidate_*``, wired in ``apps.py`` by ``connect_invalidation``):
+
+- a user's own grants or groups (``m2m_changed`` on ``user_permissions`` and ``groups``, from
+  either side) and any save or delete of a user (``is_active``, ``is_superuser``, or a host
+  backend's own fields): that user's entry, or those named by the change;
+- what a group grants (``m2m_changed`` on ``Group.permissions``), a group or a permission
+  deleted, or a group's members cleared from the group's side: every entry, through a
+  generation number stored beside them (one key; an entry of another generation is a miss).
+
+Each drop happens at once and again when the transaction commits, so a request that read the
+old grants before the commit cannot keep them. A host backend whose answer changes without a
+save (a directory, a role table of its own) is seen within the TTL; 0 turns the cache off.
+"""
+
 from __future__ import annotations
 
-from functools import lru_cache
+import time
 
-from django.conf import settings
 from django.contrib.auth import get_backends, get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, Permission
+from django.core.cache import cache
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db.models import Exists, OuterRef, Q
+from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import BasePermission
 
-from sessions_app import compiled
 from sessions_app.conf import ahentic_settings
 
 from .errors import session_not_found
 
-MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+GENERATION_KEY = "ahentic:perm:generation"
 
 
 class HasAgentPermission(BasePermission):
-    """The user holds ``AHENTIC["PERMISSION"]`` (default ``sessions_app.use_agent``).
-
-    The common case (a model-backend permission held directly or through a group) is one
-    query (``agent_permission_held``) whose cost does not grow with the number of grantees
-    or group members; it runs on every request, the sidebar's 304 polls included. When it
-    says no and the site has other authentication backends, they still get to grant it.
-    """
+    """The user is active and holds ``AHENTIC["PERMISSION"]`` (default
+    ``sessions_app.use_agent``): ``may_use_agent``."""
 
     message = "You do not have permission to use the agent."
 
@@ -38,34 +53,33 @@ class HasAgentPermission(BasePermission):
         return may_use_agent(user)
 
 
-def may_use_agent(user, held: bool | None = None) -> bool:
-    """Whether an active user holds the agent permission: a superuser does, else the model
-    backend's tables say so (``held``: their answer when the caller already read it, as the
-    poll does), else the site's other authentication backends.
+def may_use_agent(user) -> bool:
+    """Whether an active user holds the agent permission, as ``user.has_perm`` answers (the
+    host's backends decide: a superuser holds every permission with ``ModelBackend``, a staff
+    user only what was granted), cached (see the module's docstring)."""
+    ttl = ahentic_settings.PERMISSION_CACHE_S
+    if not ttl:
+        return agent_permission_answer(user)
+    key = user_key(user.pk)
+    found = cache.get_many([key, GENERATION_KEY])
+    generation = found.get(GENERATION_KEY)
+    if generation is None:
+        generation = start_generation()
+    entry = found.get(key)
+    if entry is not None and entry[0] == generation:
+        return entry[1]
+    answer = agent_permission_answer(user)
+    cache.set(key, (generation, answer), timeout=ttl)
+    return answer
 
-    Any user model works: one without ``PermissionsMixin`` has no ``is_superuser`` and no
-    permission tables, so only its own ``has_perm`` (when it defines one) or the backends
-    other than ``ModelBackend`` (which needs those tables) can grant it."""
-    if getattr(user, "is_superuser", False):
-        return True
-    has_tables = agent_permission_held("pk") is not None
-    if held is None and has_tables:
-        held = held_by(user)
-    if held:
-        return True
-    if has_tables:
-        if list(settings.AUTHENTICATION_BACKENDS) == [MODEL_BACKEND]:
-            return False  # the tables were ModelBackend's whole answer
-        return user.has_perm(ahentic_settings.PERMISSION)
+
+def agent_permission_answer(user) -> bool:
+    """``user.has_perm(PERMISSION)``, uncached. A user model without ``has_perm`` (neither
+    ``PermissionsMixin`` nor its own) asks the backends as ``PermissionsMixin`` would, except
+    ``ModelBackend``, which reads ``is_superuser`` and the permission tables it lacks."""
+    perm = ahentic_settings.PERMISSION
     if callable(getattr(user, "has_perm", None)):
-        return bool(user.has_perm(ahentic_settings.PERMISSION))
-    return backends_grant(user, ahentic_settings.PERMISSION)
-
-
-def backends_grant(user, perm: str) -> bool:
-    """``PermissionsMixin.has_perm`` for a user model without it: any backend that grants
-    ``perm``; ``ModelBackend`` is skipped (it reads ``is_superuser`` and the permission
-    tables such a model lacks)."""
+        return bool(user.has_perm(perm))
     for backend in get_backends():
         if isinstance(backend, ModelBackend) or not hasattr(backend, "has_perm"):
             continue
@@ -77,79 +91,95 @@ def backends_grant(user, perm: str) -> bool:
     return False
 
 
-def agent_permission_held(user_ref: str) -> Q | None:
-    """A condition on any queryset, true when the user at ``OuterRef(user_ref)`` holds the agent
-    permission through the model backend's tables, directly or through one of their groups;
-    None when the user model has no such tables (no ``PermissionsMixin``).
-
-    Two ``EXISTS`` that each start from the user's own rows (the many-to-many tables' user
-    column is indexed), not one join with an OR: the OR made the database scan every grantee
-    of the permission (68 ms with a 20,000-member group). The columns come from the user
-    model's ``_meta``, so a model named ``Member`` (``member_id``) or with a UUID key works.
-    Built once per process, user model and permission setting: only the outer query is
-    built per request."""
-    return _held_condition(get_user_model()._meta.label, ahentic_settings.PERMISSION, user_ref)
+def user_key(user_pk) -> str:
+    """The cache key of a user's answer: the user model, the user, the permission setting."""
+    label = get_user_model()._meta.label_lower
+    return f"ahentic:perm:{label}:{user_pk}:{ahentic_settings.PERMISSION}"
 
 
-@lru_cache(maxsize=16)
-def _held_condition(user_label: str, permission: str, user_ref: str) -> Q | None:
-    user_model = get_user_model()
-    direct = _m2m_to(user_model, "user_permissions", Permission)
-    groups = _m2m_to(user_model, "groups", Group)
-    if direct is None or groups is None:
-        return None
-    app_label, _, codename = permission.partition(".")
-    wanted = {"permission__codename": codename, "permission__content_type__app_label": app_label}
-    held_directly = direct.remote_field.through._base_manager.filter(
-        **{direct.m2m_field_name(): OuterRef(user_ref)}, **wanted
-    )
-    group_grants = Group.permissions.through._base_manager.filter(group=OuterRef("group"), **wanted)
-    held_through_a_group = groups.remote_field.through._base_manager.filter(
-        Exists(group_grants), **{groups.m2m_field_name(): OuterRef(user_ref)}
-    )
-    return Q(Exists(held_directly)) | Q(Exists(held_through_a_group))
+def start_generation() -> int:
+    """The generation when none is stored (first use, or evicted): a new number, so an entry
+    of an earlier generation can never match again."""
+    cache.add(GENERATION_KEY, time.time_ns(), timeout=None)
+    return cache.get(GENERATION_KEY) or 0
 
 
-def permission_key() -> tuple[str, str]:
-    """What the compiled permission queries depend on besides the schema."""
-    return get_user_model()._meta.label, ahentic_settings.PERMISSION
+def _now_and_on_commit(drop, using: str | None) -> None:
+    """``drop`` now, and again when the transaction on ``using`` (the database the change was
+    written to) commits."""
+    drop()
+    transaction.on_commit(drop, using=using)
 
 
-def held_by(user) -> bool:
-    """Whether ``user`` holds the agent permission through the model backend's tables: one
-    query, whose SQL Django compiled is kept per database (``sessions_app.compiled``): it runs
-    on every request, and building the two correlated ``EXISTS`` through the ORM cost about
-    50 times running them (6.5 ms against 0.1-0.2 ms, ``bench/permission.py``)."""
-    user_model = get_user_model()
-
-    def build():
-        users = user_model._base_manager.filter(
-            agent_permission_held("pk"), pk=compiled.Param("pk", user_model._meta.pk)
-        )
-        return users.values_list("pk")[:1]
-
-    key = ("agent_permission", *permission_key())
-    return bool(compiled.rows(key, user_model, build, {"pk": user.pk}))
+def invalidate_users(user_pks, using: str | None = None) -> None:
+    """Drop the cached answers of these users."""
+    keys = [user_key(pk) for pk in user_pks]
+    if keys:
+        _now_and_on_commit(lambda: cache.delete_many(keys), using)
 
 
-def _m2m_to(user_model, name: str, target):
-    """The user model's many-to-many field ``name`` to ``target``, if it has that field."""
+def invalidate_all(using: str | None = None) -> None:
+    """Drop every cached answer (a new generation)."""
+
+    def bump():
+        try:
+            cache.incr(GENERATION_KEY)
+        except ValueError:  # not stored: any new number will do
+            cache.set(GENERATION_KEY, time.time_ns(), timeout=None)
+
+    _now_and_on_commit(bump, using)
+
+
+def _user_m2m_changed(sender, instance, action, reverse, pk_set, using, **kwargs):
+    """``user_permissions`` or ``groups`` changed, from the user's side (``instance`` is the
+    user) or the other (``pk_set`` holds the users; a clear names none)."""
+    if not action.startswith("post_"):
+        return
+    if not reverse:
+        invalidate_users([instance.pk], using)
+    elif pk_set is not None:
+        invalidate_users(pk_set, using)
+    else:
+        invalidate_all(using)
+
+
+def _everyone_changed(sender, using=None, **kwargs):
+    action = kwargs.get("action")
+    if action is None or action.startswith("post_"):
+        invalidate_all(using)
+
+
+def _user_saved_or_deleted(sender, instance, using=None, **kwargs):
+    invalidate_users([instance.pk], using)
+
+
+def _m2m_through(user_model, name: str, target):
+    """The through model of the user model's many-to-many ``name`` to ``target``, if any."""
     try:
         field = user_model._meta.get_field(name)
     except FieldDoesNotExist:
         return None
     if not field.many_to_many or field.related_model is not target:
         return None
-    return field
+    return field.remote_field.through
 
 
-class IsActiveUser(BasePermission):
-    """Logged in and active; for a route that checks the agent permission in its own query
-    (the poll, ``SessionViewSet.retrieve``)."""
-
-    def has_permission(self, request, view) -> bool:
-        user = request.user
-        return bool(user and user.is_authenticated and user.is_active)
+def connect_invalidation() -> None:
+    """Wire the receivers (``OrchestratorAppConfig.ready``). A user model without
+    ``PermissionsMixin`` has no grant tables: its saves and deletes still drop its entry."""
+    user_model = get_user_model()
+    uid = "ahentic_permission_cache"
+    for name, target in (("user_permissions", Permission), ("groups", Group)):
+        through = _m2m_through(user_model, name, target)
+        if through is not None:
+            m2m_changed.connect(_user_m2m_changed, sender=through, dispatch_uid=f"{uid}_{name}")
+    m2m_changed.connect(
+        _everyone_changed, sender=Group.permissions.through, dispatch_uid=f"{uid}_group_perms"
+    )
+    for model in (Group, Permission):
+        post_delete.connect(_everyone_changed, sender=model, dispatch_uid=f"{uid}_{model.__name__}")
+    post_save.connect(_user_saved_or_deleted, sender=user_model, dispatch_uid=f"{uid}_save")
+    post_delete.connect(_user_saved_or_deleted, sender=user_model, dispatch_uid=f"{uid}_delete")
 
 
 class IsSessionOwner(BasePermission):

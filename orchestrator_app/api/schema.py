@@ -8,6 +8,8 @@ the document is the fuzzing leg's oracle (``.ci/fuzz-leg`` checks every response
 
 from __future__ import annotations
 
+import copy
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -63,10 +65,164 @@ def described(description: dict):
     return decorate
 
 
+# The shared choice sets, named (drf-spectacular would otherwise name a collision after a hash).
+ENUM_NAME_OVERRIDES = {
+    "SessionStatusEnum": "sessions_app.models.Session.Status",
+    "SessionModeEnum": "sessions_app.models.Session.Mode",
+    "ViewModeEnum": "sessions_app.models.Session.ViewMode",
+    "GoalStatusEnum": "sessions_app.models.Goal.Status",
+    "EventKindEnum": "sessions_app.models.Event.Kind",
+}
+# Text the API takes: DRF refuses a NUL character in any string; ``NON_BLANK`` also needs a
+# character that is not whitespace (the API trims it).
+NO_NUL = "^[^\\u0000]*$"
+NON_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
+
 def postprocess(result, generator, request, public):
-    """Postprocessing hook: paths as documented (``sessions/{session_id}``; both forms answer)."""
+    """Postprocessing hook: paths as documented (``sessions/{session_id}``; both forms answer),
+    and the rules a request body's fields cannot state alone, so that the schema allows
+    exactly what the API takes (the fuzzing leg checks both ways)."""
     result["paths"] = {path.rstrip("/") or "/": item for path, item in result["paths"].items()}
+    schemas = result.get("components", {}).get("schemas", {})
+    for name, component in schemas.items():
+        if name.endswith("Request"):
+            _no_nul(component)
+    _strict_requests(schemas)
     return result
+
+
+def _scalar(depth: int) -> dict:
+    """Any JSON value without a NUL character in a string or key, nested up to ``depth``
+    levels (the API takes deeper, up to the parser's bound; documented this far)."""
+    options: list[dict] = [
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "number"},
+        {"type": "boolean"},
+    ]
+    if depth:
+        inner = _scalar(depth - 1)
+        options += [
+            {"type": "array", "items": inner},
+            {"type": "object", "additionalProperties": inner},
+        ]
+    return {"anyOf": options, "nullable": True}
+
+
+def json_object(nullable: bool = True) -> dict:
+    """A JSON object as the API's parser takes it: no NUL character in any key or string
+    (OpenAPI 3.0 has no ``propertyNames``: the description says it for the keys)."""
+    return {
+        "type": "object",
+        "additionalProperties": _scalar(2),
+        "nullable": nullable,
+        "description": "A JSON object; no key or string may hold a NUL character.",
+    }
+
+
+def _no_nul(node) -> None:
+    """A request body: strings without a NUL character (DRF and the parser refuse it), and no
+    keys besides its fields (documented as closed: the API ignores other keys, but refuses a
+    NUL character in them too). A free-form object (``additionalProperties: true``) is any
+    JSON object without a NUL character."""
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "string" and "format" not in node and "enum" not in node:
+        node.setdefault("pattern", NO_NUL)
+    if node.get("type") == "object":
+        if node.get("additionalProperties") is True:
+            node.update(json_object(node.get("nullable", False)))
+            return
+        if "properties" in node:
+            node.setdefault("additionalProperties", False)
+    for value in node.get("properties", {}).values():
+        _no_nul(value)
+    _no_nul(node.get("items"))
+    for key in ("anyOf", "oneOf", "allOf"):
+        for value in node.get(key, []):
+            _no_nul(value)
+
+
+def _oas30(node):
+    """A tool's JSON Schema as OpenAPI 3.0 says it: a list of types becomes ``anyOf`` (with
+    ``nullable`` for "null"), ``const`` a one-value ``enum``; nested schemas likewise."""
+    if isinstance(node, list):
+        return [_oas30(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {
+        key: value
+        if key == "enum"
+        else {name: _oas30(field) for name, field in value.items()}
+        if key == "properties" and isinstance(value, dict)
+        else _oas30(value)
+        for key, value in node.items()
+    }
+    node.pop("$schema", None)
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    kinds = node.get("type")
+    if isinstance(kinds, list):
+        del node["type"]
+        named = [kind for kind in kinds if kind != "null"]
+        if "null" in kinds:
+            node["nullable"] = True
+        if len(named) == 1:
+            node["type"] = named[0]
+        elif named:
+            node["anyOf"] = [{"type": kind} for kind in named]
+    return node
+
+
+def _strict_requests(schemas: dict) -> None:
+    from sessions_app.conf import ahentic_settings
+
+    from .. import skills
+    from ..tools import all_tools
+
+    message = schemas.get("MessageCreateRequest")
+    if message:
+        content = message["properties"]["content"]
+        content["maxLength"] = int(ahentic_settings.MAX_MESSAGE_CHARS)
+        # Text, or at least one attachment.
+        message["anyOf"] = [
+            {"properties": {"content": {"pattern": NON_BLANK}}},
+            {"required": ["attachments"], "properties": {"attachments": {"minItems": 1}}},
+        ]
+    browser = schemas.get("BrowserResultRequest")
+    if browser:
+        browser["anyOf"] = [
+            {"required": ["result"]},
+            {"required": ["error"], "properties": {"error": {"type": "string"}}},
+        ]
+    update = schemas.get("PatchedSessionUpdateRequest")
+    if update:
+        update["additionalProperties"] = False  # an unknown or read-only key is a 400
+        update["properties"]["title"]["pattern"] = NON_BLANK
+        update["properties"]["activeSkills"]["items"] = {"enum": sorted(skills.skills())}
+        workflow = update["properties"]["activeWorkflow"]
+        workflow.pop("maxLength", None)
+        workflow.pop("pattern", None)
+        workflow["enum"] = ["", *sorted(skills.workflows()), None]
+    action = schemas.get("ActionRequest")
+    if action:
+        # A tool the catalog has, with an input its schema takes.
+        choices = []
+        for tool in all_tools():
+            tool_input = _oas30(copy.deepcopy(tool.input_schema or {"type": "object"}))
+            _no_nul(tool_input)
+            choices.append(
+                {
+                    "properties": {"name": {"enum": [tool.name]}, "input": tool_input},
+                    "required": ["name", "input"],
+                }
+            )
+        action["oneOf"] = choices
+    upload = schemas.get("AttachmentUploadRequest")
+    if upload:
+        files = upload["properties"]["file"]
+        files["minItems"] = 1
+        files["maxItems"] = int(ahentic_settings.ATTACHMENT_MAX_PER_MESSAGE)
 
 
 class SessionCookieScheme(OpenApiAuthenticationExtension):

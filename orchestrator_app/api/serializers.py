@@ -10,7 +10,12 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import ISO_8601, serializers
 
+from sessions_app import services as session_services
+from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session
+
+from ..decisions import DECISIONS
+from .errors import ApiError
 
 
 class StrictCharField(serializers.CharField):
@@ -29,6 +34,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True, "nullable": True})
 class JSONObjectField(serializers.JSONField):
     """A JSON object (dict) or null."""
 
@@ -41,21 +47,68 @@ class JSONObjectField(serializers.JSONField):
 
 
 class SessionCreateSerializer(serializers.Serializer):
+    """POST sessions: ``save(owner=...)`` creates it through the service."""
+
     title = StrictCharField(required=False, allow_blank=True, max_length=255)
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
 
+    def create(self, validated_data):
+        return session_services.session_create(
+            owner=validated_data["owner"],
+            title=validated_data.get("title"),
+            mode=validated_data.get("mode", Session.Mode.AGENT),
+        )
+
 
 class SessionUpdateSerializer(serializers.Serializer):
+    """PATCH a session: ``validated_data`` holds the model's field names (``source=``), ready
+    for ``runstate.session_update``."""
+
     title = StrictCharField(required=False, allow_blank=False, max_length=255)
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
-    viewMode = serializers.ChoiceField(choices=Session.ViewMode.choices, required=False)
-    pageContext = JSONObjectField(required=False, allow_null=True)
+    viewMode = serializers.ChoiceField(
+        source="view_mode", choices=Session.ViewMode.choices, required=False
+    )
+    pageContext = JSONObjectField(source="page_context", required=False, allow_null=True)
     activeSkills = serializers.ListField(
-        child=StrictCharField(max_length=128), required=False, max_length=32
+        source="active_skills", child=StrictCharField(max_length=128), required=False, max_length=32
     )
     activeWorkflow = StrictCharField(
-        required=False, allow_blank=True, allow_null=True, max_length=128
+        source="active_workflow",
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=128,
     )
+
+    def validate_activeSkills(self, value: list[str]) -> list[str]:
+        from .. import skills
+
+        unknown = sorted(set(value) - set(skills.skills()))
+        if unknown:
+            raise ApiError(
+                "ahentic_unknown_skill",
+                f"Unknown skill(s): {', '.join(unknown)}. See GET skills.",
+                fields={"activeSkills": unknown},
+            )
+        return list(dict.fromkeys(value))
+
+    def validate_activeWorkflow(self, value: str | None) -> str:
+        from .. import skills
+
+        workflow = value or ""
+        if workflow and workflow not in skills.workflows():
+            raise ApiError(
+                "ahentic_unknown_workflow",
+                f"Unknown workflow {workflow!r}. See GET workflows.",
+                fields={"activeWorkflow": [workflow]},
+            )
+        return workflow
+
+    def validate(self, attrs):
+        if "title" in attrs:  # a title the user set is never replaced by an automatic one
+            attrs["title_source"] = Session.TitleSource.USER
+        return attrs
 
 
 # Cursors beyond a database integer would overflow the query (a 500 on PostgreSQL).
@@ -72,17 +125,15 @@ class MessagesQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
     view = serializers.ChoiceField(choices=Session.ViewMode.choices, required=False)
 
-    def validate(self, attrs):
-        if "before" in attrs and "after" in attrs:
-            raise serializers.ValidationError("Use either before or after, not both.")
-        return attrs
-
 
 class SessionListQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
     status = serializers.ChoiceField(choices=Session.Status.choices, required=False)
     cursor = StrictCharField(
-        required=False, max_length=200, help_text="nextCursor of the previous page (older)."
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="nextCursor of the previous page (older); blank: the first page.",
     )
 
 
@@ -95,15 +146,41 @@ class MessageCreateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
     pageContext = JSONObjectField(required=False, allow_null=True)
     ifBusy = serializers.ChoiceField(choices=["enqueue", "reject"], required=False)
-    # Ids of this session's unsent uploads (POST attachments), sent with the message.
-    attachments = serializers.ListField(
-        child=StrictCharField(max_length=64), required=False, max_length=100
-    )
+    # Ids of this session's unsent uploads (POST attachments), sent with the message; at most
+    # ATTACHMENT_MAX_PER_MESSAGE (``get_fields``: the setting as it is now).
+    attachments = serializers.ListField(child=serializers.UUIDField(format="hex_verbose"))
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["attachments"] = serializers.ListField(
+            child=serializers.UUIDField(format="hex_verbose"),
+            required=False,
+            max_length=int(ahentic_settings.ATTACHMENT_MAX_PER_MESSAGE),
+            help_text="Ids of this session's unsent uploads (POST attachments).",
+        )
+        return fields
+
+    def validate_attachments(self, value):
+        return [str(key) for key in value]
+
+
+class DecisionField(serializers.ChoiceField):
+    """The approval's decision: one of ``decisions.DECISIONS``; anything else is the stable
+    400 ``ahentic_bad_decision`` (not a field error)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=DECISIONS, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or data not in DECISIONS:
+            raise ApiError(
+                "ahentic_bad_decision", f"decision must be one of {', '.join(DECISIONS)}."
+            )
+        return data
 
 
 class ApprovalSerializer(serializers.Serializer):
-    # Unknown decisions are the service's ahentic_bad_decision, not a field error.
-    decision = StrictCharField(max_length=32)
+    decision = DecisionField()
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
     input = JSONObjectField(required=False, allow_null=True)
 
@@ -207,9 +284,7 @@ class MessageSerializer(serializers.Serializer):
         meta = self.kind_meta(event)
         attached = (event.payload or {}).get("attachments")
         if attached:
-            meta["attachments"] = AttachmentSerializer(
-                attached, many=True, context={"session_id": event.session_id}
-            ).data
+            meta["attachments"] = attachments_json(self, attached, event.session_id)
         return meta
 
     def kind_meta(self, event: Event) -> dict[str, Any]:
@@ -333,6 +408,18 @@ class AttachmentSerializer(serializers.Serializer):
         return attachment_url(self.context["session_id"], item["id"])
 
 
+def attachments_json(parent: serializers.Serializer, refs: list, session_id) -> list:
+    """``refs`` rendered by ``AttachmentSerializer``: one list serializer per ``parent`` and
+    session, built on first use (not one per row: building a serializer copies its fields)."""
+    built = parent.__dict__.setdefault("_attachment_serializers", {})
+    serializer = built.get(session_id)
+    if serializer is None:
+        serializer = built[session_id] = AttachmentSerializer(
+            many=True, context={"session_id": session_id}
+        )
+    return serializer.to_representation(refs)
+
+
 class AttachmentListSerializer(serializers.Serializer):
     attachments = AttachmentSerializer(many=True)
 
@@ -362,17 +449,15 @@ class PendingMessageSerializer(serializers.Serializer):
     @extend_schema_field(AttachmentSerializer(many=True))
     def get_attachments(self, pending) -> list:
         refs = getattr(pending, "attachments", None) or []
-        return AttachmentSerializer(
-            refs, many=True, context={"session_id": pending.session_id}
-        ).data
+        return attachments_json(self, refs, pending.session_id) if refs else []
 
 
 class TraceEnvelopeSerializer(serializers.Serializer):
-    """A trace row without its data (the payload's window). The diagnostics export, which the
-    admin serves without the REST layer, builds the same envelope with ``data``
-    (``diagnostics.trace_envelope``)."""
+    """A trace row without its data (the payload's window: ``values()`` rows). The diagnostics
+    export, which the admin serves without the REST layer, builds the same envelope with
+    ``data`` (``diagnostics.trace_envelope``)."""
 
-    id = serializers.IntegerField(source="pk")
+    id = serializers.IntegerField()
     at = IsoDateTimeField()
     ms = serializers.IntegerField()
     run = serializers.IntegerField()
@@ -457,7 +542,12 @@ class GoalSerializer(serializers.Serializer):
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_subGoals(self, goal: Goal) -> list:
         children = self.context["sub_goals"].get(goal.pk, [])
-        return GoalSerializer(children, many=True, context=self.context).data
+        if not children:
+            return []
+        # One list serializer per level, built on first use (not one per goal).
+        if "_sub_serializer" not in self.__dict__:
+            self._sub_serializer = GoalSerializer(many=True, context=self.context)
+        return self._sub_serializer.to_representation(children)
 
 
 class ChangeSerializer(serializers.Serializer):
@@ -506,6 +596,12 @@ class PendingToolField(serializers.DictField):
     pass
 
 
+@extend_schema_field(TraceEnvelopeSerializer(many=True))
+class TraceWindowField(serializers.ReadOnlyField):
+    """The trace window, rendered ahead by ``TraceEnvelopeSerializer`` and cached by the
+    session's trace count (``payload.trace_window``): passed through as it is."""
+
+
 class SessionPayloadSerializer(serializers.Serializer):
     """The session payload (the sidebar's poll target): a ``payload.PayloadSource``, whose
     ``session`` is the row and whose other attributes are the bounded windows read with it."""
@@ -521,9 +617,7 @@ class SessionPayloadSerializer(serializers.Serializer):
     messages = MessageSerializer(many=True)
     hasMore = serializers.BooleanField(source="has_more")
     pendingMessages = PendingMessageSerializer(source="pending_messages", many=True)
-    trace = TraceEnvelopeSerializer(
-        many=True, help_text="The last TRACE_POLL_WINDOW trace rows, without data."
-    )
+    trace = TraceWindowField(help_text="The last TRACE_POLL_WINDOW trace rows, without data.")
     traceCount = serializers.IntegerField(source="session.trace_count")
     progress = serializers.DictField(allow_null=True)
     heartbeatAt = IsoDateTimeField(source="session.heartbeat_at", allow_null=True)

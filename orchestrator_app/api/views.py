@@ -15,14 +15,14 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import FileResponse, Http404, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response
 from django.utils.http import content_disposition_header
 from drf_spectacular.openapi import AutoSchema
-from rest_framework import exceptions, status, viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -32,7 +32,7 @@ from rest_framework.response import Response
 
 from artifacts_app import store
 from sessions_app import attachments as attachment_store
-from sessions_app import compiled, runstate
+from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.models import Attachment, LiveText, Session
 
@@ -46,15 +46,7 @@ from .errors import ApiError, exception_handler, session_not_found
 from .pagination import SessionListPagination
 from .parsers import AhenticJSONParser
 from .payload import events_for_view, session_payload
-from .permissions import (
-    HasAgentPermission,
-    IsActiveUser,
-    IsSessionOwner,
-    SessionAuthentication401,
-    agent_permission_held,
-    may_use_agent,
-    permission_key,
-)
+from .permissions import HasAgentPermission, IsSessionOwner, SessionAuthentication401
 from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
 
 # Request bodies above this are refused before parsing (browser tool results are the largest).
@@ -97,53 +89,21 @@ def cache_payload_json(pk, version: int, body: bytes, *, include_artifacts: bool
 
 
 class PollRow(NamedTuple):
-    """What the poll reads of a session (``poll_read``)."""
+    """What the poll reads of a session (``SessionViewSet.poll_row``)."""
 
     pk: uuid.UUID
     owner_id: Any
     version: int
     heartbeat_at: datetime | None
-    claimed: bool  # a worker holds the run's lease
-    held: bool | None  # the user holds the agent permission (None: not read)
+    lease_token: str  # not blank while a worker holds the run's lease
+
+    @property
+    def claimed(self) -> bool:
+        return bool(self.lease_token)
 
 
-POLL_COLUMNS = ("version", "heartbeat_at", "lease_token")
-
-
-def _poll_queryset():
-    sessions = Session.objects.filter(
-        owner=compiled.Param("owner", Session._meta.get_field("owner")),
-        pk=compiled.Param("pk", Session._meta.pk),
-    )
-    held = agent_permission_held("owner")
-    if held is None:  # a user model without permission tables
-        return sessions.values_list(*POLL_COLUMNS)[:1]
-    held = ExpressionWrapper(held, output_field=BooleanField())
-    return sessions.annotate(held=held).values_list(*POLL_COLUMNS, "held")[:1]
-
-
-def poll_read(user, pk) -> PollRow | None:
-    """The session ``pk`` of ``user``: its version and heartbeat, and whether the user holds
-    the agent permission (``agent_permission_held``), in one query. None when there is no
-    such session of theirs or ``pk`` is not a UUID. The scope is ``Session.objects.for_user``'s
-    (the owner), written here as the compiled query's parameter."""
-    # Every poll runs it: the SQL Django compiled is kept (``sessions_app.compiled``).
-    key = ("poll", *permission_key())
-    try:
-        rows = compiled.rows(key, Session, _poll_queryset, {"owner": user.pk, "pk": pk})
-    except DjangoValidationError:  # not a UUID
-        return None
-    if not rows:
-        return None
-    version, heartbeat_at, lease_token, *held = rows[0]
-    return PollRow(
-        uuid.UUID(str(pk)),
-        user.pk,
-        version,
-        heartbeat_at,
-        bool(lease_token),
-        bool(held[0]) if held else None,
-    )
+# The poll's read, built once per process (lazy: each poll adds its filter and runs a clone).
+POLL_ROWS = Session.objects.values_list(*PollRow._fields)
 
 
 class AhenticViewSet(viewsets.GenericViewSet):
@@ -188,10 +148,15 @@ class AhenticViewSet(viewsets.GenericViewSet):
         return MAX_BODY_BYTES
 
     def validated(self, serializer_class, data, *, strict: bool = False):
-        """Validate a body or query. ``strict``: an unknown or read-only key is a 400 naming it."""
+        """Validate a body or query: its ``validated_data``. ``strict``: an unknown or
+        read-only key is a 400 naming it."""
+        return self.validated_serializer(serializer_class, data, strict=strict).validated_data
+
+    def validated_serializer(self, serializer_class, data, *, strict: bool = False, instance=None):
+        """The validated serializer (``get_serializer`` with ``serializer_class``)."""
         if not isinstance(data, dict):
             raise ApiError("ahentic_invalid_input", "Expected a JSON object.")
-        serializer = serializer_class(data=data)
+        serializer = self.get_serializer(instance, data=data, serializer_class=serializer_class)
         if strict:
             fields = {
                 key: ["This field is read-only." if key in READ_ONLY_FIELDS else "Unknown field."]
@@ -205,7 +170,15 @@ class AhenticViewSet(viewsets.GenericViewSet):
                     fields=fields,
                 )
         serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
+        return serializer
+
+    def get_serializer(self, *args, serializer_class=None, **kwargs):
+        """DRF's ``get_serializer``, for ``serializer_class`` when given (a route's input or
+        query serializer) else ``get_serializer_class()``."""
+        if serializer_class is None:
+            return super().get_serializer(*args, **kwargs)
+        kwargs.setdefault("context", self.get_serializer_context())
+        return serializer_class(*args, **kwargs)
 
 
 class SessionViewSet(AhenticViewSet):
@@ -233,12 +206,6 @@ class SessionViewSet(AhenticViewSet):
         if self.action == "attachment_upload":
             return attachment_store.upload_limit()
         return super().body_limit()
-
-    def get_permissions(self):
-        if self.action == "retrieve":
-            # The poll checks the agent permission in the query that reads the version.
-            return [IsActiveUser(), IsSessionOwner()]
-        return super().get_permissions()
 
     def get_object(self, *fields: str) -> Session:
         """The addressed session (only ``fields`` when given); 404 when it is not the user's
@@ -315,13 +282,12 @@ class SessionViewSet(AhenticViewSet):
 
     @docs.described(docs.session_create)
     def create(self, request):
-        data = self.validated(s.SessionCreateSerializer, request.data)
-        session = session_services.session_create(
-            owner=request.user,
-            title=data.get("title"),
-            mode=data.get("mode", Session.Mode.AGENT),
-        )
-        return self.payload_response(session.pk, status.HTTP_201_CREATED)
+        serializer = self.validated_serializer(s.SessionCreateSerializer, request.data)
+        self.perform_create(serializer)
+        return self.payload_response(serializer.instance.pk, status.HTTP_201_CREATED)
+
+    def perform_create(self, serializer):
+        serializer.save(owner=self.request.user)
 
     # --- one session ------------------------------------------------------------------------
 
@@ -331,58 +297,34 @@ class SessionViewSet(AhenticViewSet):
         return self.conditional_payload(self.poll_row(), include_artifacts=include_artifacts)
 
     def poll_row(self) -> PollRow:
-        """The poll's one query (besides authentication): the session's version and heartbeat,
-        and whether the user holds the agent permission. 403 without the permission and 404
-        for an unknown or foreign session, the same answers as every other route."""
-        user = self.request.user
-        session = poll_read(user, self.kwargs[self.lookup_url_kwarg])
-        # An unknown or foreign session: 404 for a user who may use the agent, else 403.
-        if not may_use_agent(user, held=session.held if session is not None else None):
-            raise exceptions.PermissionDenied(HasAgentPermission.message)
-        if session is None:
+        """The poll's one query (besides authentication; the agent permission is cached): the
+        session's version, heartbeat and lease. 404 for an unknown or foreign session, or an
+        id that is not a UUID."""
+        pk = self.kwargs[self.lookup_url_kwarg]
+        try:
+            # The user's own sessions (``Session.objects.for_user``'s scope), on the queryset
+            # built once: building it per poll cost as much again as running it.
+            rows = list(POLL_ROWS.filter(pk=pk, owner=self.request.user.pk))
+        except DjangoValidationError:  # not a UUID
+            rows = []
+        if not rows:
             raise session_not_found()
+        session = PollRow(*rows[0])
         self.check_object_permissions(self.request, session)
         return session
 
     @docs.described(docs.session_update)
     def partial_update(self, request, session_id=None):
         session = self.get_object()
-        data = self.validated(s.SessionUpdateSerializer, request.data, strict=True)
-        fields = {}
-        if "title" in data:
-            title = data["title"].strip()
-            if not title:
-                raise ApiError(
-                    "ahentic_invalid_input", "Title cannot be blank.", fields={"title": ["blank"]}
-                )
-            fields.update(title=title, title_source=Session.TitleSource.USER)
-        if "mode" in data:
-            fields["mode"] = data["mode"]
-        if "viewMode" in data:
-            fields["view_mode"] = data["viewMode"]
-        if "pageContext" in data:
-            fields["page_context"] = data["pageContext"]
-        if "activeSkills" in data:
-            unknown = sorted(set(data["activeSkills"]) - set(skills.skills()))
-            if unknown:
-                raise ApiError(
-                    "ahentic_unknown_skill",
-                    f"Unknown skill(s): {', '.join(unknown)}. See GET skills.",
-                    fields={"activeSkills": unknown},
-                )
-            fields["active_skills"] = list(dict.fromkeys(data["activeSkills"]))
-        if "activeWorkflow" in data:
-            workflow = data["activeWorkflow"] or ""
-            if workflow and workflow not in skills.workflows():
-                raise ApiError(
-                    "ahentic_unknown_workflow",
-                    f"Unknown workflow {workflow!r}. See GET workflows.",
-                    fields={"activeWorkflow": [workflow]},
-                )
-            fields["active_workflow"] = workflow
-        if fields:
-            runstate.session_update(session_id=session.pk, **fields)
+        serializer = self.validated_serializer(
+            s.SessionUpdateSerializer, request.data, strict=True, instance=session
+        )
+        self.perform_update(serializer)
         return self.payload_response(session.pk)
+
+    def perform_update(self, serializer):
+        if serializer.validated_data:
+            runstate.session_update(session_id=serializer.instance.pk, **serializer.validated_data)
 
     @docs.described(docs.session_destroy)
     def destroy(self, request, session_id=None):
@@ -401,15 +343,16 @@ class SessionViewSet(AhenticViewSet):
         view_mode = query.get("view") or session.view_mode
         limit = query["limit"]
         events = events_for_view(session.pk, view_mode)
+        if "before" in query:
+            events = events.filter(seq__lt=query["before"])
         if "after" in query:
-            # The oldest `limit` events after the cursor (paging forward).
+            # The oldest `limit` events after the cursor (paging forward; below `before` too
+            # when both are given).
             rows = list(events.filter(seq__gt=query["after"]).order_by("seq")[: limit + 1])
             has_more = len(rows) > limit
             rows = rows[:limit]
         else:
             # The newest `limit` events before the cursor (or overall), chronological.
-            if "before" in query:
-                events = events.filter(seq__lt=query["before"])
             rows = list(events.order_by("-seq")[: limit + 1])
             has_more = len(rows) > limit
             rows = list(reversed(rows[:limit]))
