@@ -273,13 +273,9 @@ SESSION_WRITER = str(ROOT / "sessions_app" / "runstate.py")
 SESSION_UPDATE = re.compile(r'^\s*UPDATE\s+["`]?sessions_app_session["`]?\s', re.IGNORECASE)
 
 
-COMPILED = str(ROOT / "sessions_app" / "compiled.py")
-
-
 class SessionUpdateOrigins:
     """Records which source file issued each UPDATE of the session table: the innermost frame
-    of the project's own code (an app module, or a test setting up a state). ``compiled`` runs
-    statements for its callers as the ORM does, so the frame that called it counts."""
+    of the project's own code (an app module, or a test setting up a state)."""
 
     def __init__(self):
         self.origins: list[str] = []
@@ -291,7 +287,7 @@ class SessionUpdateOrigins:
                 name = frame.f_code.co_filename
                 if (
                     name.startswith(str(ROOT))
-                    and name not in (__file__, COMPILED)
+                    and name != __file__
                     and ".venv" not in name
                 ):
                     self.origins.append(name)

@@ -16,9 +16,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("sessions_app", "artifacts_app", "orchestrator_app", "ahentic_site", "bench")
-# TEMPORARY, one entry: the module the API still imports until both halves of the change to
-# the public ORM are merged; the merge deletes the module and this allowance with it.
-TEMPORARY_INTERNALS = {ROOT / "sessions_app" / "compiled.py"}
 # Settings, not statements: the demo's SQLite connection options (Django's documented
 # ``init_command``) switch the journal to WAL so the web process and the worker share the file.
 CONFIGURATION = {ROOT / "ahentic_site" / "settings.py"}
@@ -97,8 +94,6 @@ def sql_in(path: Path) -> list[str]:
             if STATEMENT.search(text) and path not in CONFIGURATION:
                 if set(STATEMENT.findall(text)) != {MAINTENANCE.get(path)}:
                     found.append(f"{name}:{node.lineno}: {text[:60]!r}")
-        elif path in TEMPORARY_INTERNALS:
-            continue
         elif isinstance(node, ast.Call):
             runs = runs_sql_text(node)
             args = [arg.value for arg in node.args if isinstance(arg, ast.Constant)]
