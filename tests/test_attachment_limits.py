@@ -454,6 +454,21 @@ def test_a_very_long_file_name_is_an_error_naming_the_file_name(any_client, sess
     assert "JSON" not in body["detail"]
 
 
+def test_a_form_without_a_boundary_is_the_apis_json_error(any_client, session):
+    client, headers = any_client
+
+    response = client.post(
+        session_url(session, "attachments"),
+        b"--x\r\n",
+        content_type="multipart/form-data",
+        headers=headers,
+    )
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "ahentic_upload_malformed"
+    assert "boundary" in response.json()["detail"]
+
+
 def test_a_long_file_name_that_fits_the_form_keeps_its_extension(owner_client, session):
     [item] = uploaded(owner_client, session, ("n" * 400 + ".png", png()))
 
