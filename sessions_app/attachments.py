@@ -330,11 +330,11 @@ def store_files(
     try:
         rows = []
         for item in facts:
-            handle = item.pop("file")
-            handle.seek(0)
-            pk = uuid.uuid4()
-            path = f"ahentic/attachments/{session_id}/{pk}{EXTENSIONS[item['content_type']]}"
-            saved.append(storage().save(path, File(handle, name=path)))
+            with item.pop("file") as handle:  # a scaled image's temporary file too
+                handle.seek(0)
+                pk = uuid.uuid4()
+                path = f"ahentic/attachments/{session_id}/{pk}{EXTENSIONS[item['content_type']]}"
+                saved.append(storage().save(path, File(handle, name=path)))
             rows.append(Attachment(pk=pk, session_id=session_id, source=source, **item))
             rows[-1].storage_name = saved[-1]
         with db.atomic(Attachment):

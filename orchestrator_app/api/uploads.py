@@ -178,15 +178,17 @@ class AttachmentUploadHandler(FileUploadHandler):
         self.active = False
         self.file.size = file_size
         self.file.seek(0)
-        if self.field_name == FIELD:
-            self.received.append(
-                Incoming(
-                    self.file_name, self.file, file_size, self.digest.hexdigest(), self.content_type
-                )
-            )
-        else:
+        if self.field_name != FIELD:
             self.file.close()  # not an attachment
-        return None  # the files are in ``received``, not in request.FILES
+            return None
+        self.received.append(
+            Incoming(
+                self.file_name, self.file, file_size, self.digest.hexdigest(), self.content_type
+            )
+        )
+        # In request.FILES too: Django closes (and so deletes) it when the request ends, the
+        # view refused it or not.
+        return self.file
 
     def upload_interrupted(self):
         self.fail(AttachmentError("ahentic_upload_malformed", "The upload was cut off."))

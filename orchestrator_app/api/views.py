@@ -472,9 +472,12 @@ class SessionViewSet(AhenticViewSet):
     )
     def attachment_upload(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        stored = attachment_store.store_uploads(
-            session_id=session.pk, files=uploads.received(request, self.upload_handler)
-        )
+        try:
+            stored = attachment_store.store_uploads(
+                session_id=session.pk, files=uploads.received(request, self.upload_handler)
+            )
+        finally:
+            self.upload_handler.discard()  # the temporary files
         refs = [attachment_store.ref(row) for row in stored]
         body = s.AttachmentListSerializer(
             {"attachments": refs}, context={"session_id": session.pk}
