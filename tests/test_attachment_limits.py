@@ -173,6 +173,57 @@ def test_a_tool_image_over_2000_px_is_scaled_too(owner_client, session, llm, run
     assert media.image_size(media.decoded(image["source"])) == (400, 2000)
 
 
+def test_a_tool_image_past_the_users_quota_is_dropped_with_a_note(
+    owner_client, session, llm, run_tasks, settings
+):
+    from orchestrator_app.testing.localapi import tool_call, tool_reply
+    from orchestrator_app.tools import tool, unregister
+    from sessions_app.attachments import ToolImage
+
+    data = png(300, 200)
+    settings.AHENTIC = {**settings.AHENTIC, "ATTACHMENT_QUOTA_BYTES": len(data) + 10}
+    uploaded(owner_client, session, ("mine.png", png(300, 200)))
+
+    @tool(name="shot", description="A screenshot.", readonly=True)
+    def shot(ctx, input):
+        return {"ok": True, "images": [ToolImage(data, "shot.png")]}
+
+    try:
+        llm.enqueue(tool_reply(tool_call("shot", {}, id="toolu_shot")), text_reply("Ok."))
+        response = run_tasks(post, owner_client, session, "messages", {"content": "Shoot"})
+    finally:
+        unregister("shot")
+
+    assert response.status_code == 202, response.content
+    request = [e["json"] for e in model_requests(llm, ahentic_settings.MODEL)][1]
+    assert images_of(request) == []
+    assert "shot.png: not sent (Your attachments take" in str(request["messages"][-1])
+    assert Attachment.objects.count() == 1
+
+
+def test_the_system_checks_refuse_a_pixel_bound_or_quota_that_is_not_a_count(settings):
+    from orchestrator_app.checks import check_ahentic_settings
+
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "ATTACHMENT_MAX_IMAGE_PIXELS": 0,
+        "ATTACHMENT_QUOTA_BYTES": "1 GB",
+    }
+
+    messages = [e.msg for e in check_ahentic_settings() if e.id == "ahentic.E008"]
+
+    assert messages == [
+        "AHENTIC['ATTACHMENT_MAX_IMAGE_PIXELS'] must be a positive integer.",
+        "AHENTIC['ATTACHMENT_QUOTA_BYTES'] must be a positive integer.",
+    ]
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "ATTACHMENT_MAX_IMAGE_PIXELS": 10,
+        "ATTACHMENT_QUOTA_BYTES": None,
+    }
+    assert not [e for e in check_ahentic_settings() if e.id == "ahentic.E008"]
+
+
 def test_a_request_carries_at_most_100_images_the_oldest_noted(
     owner_client, session, llm, run_tasks, settings
 ):
