@@ -209,8 +209,12 @@ def _attachment_errors() -> list:
         "ATTACHMENT_MAX_PDF_BYTES",
         "ATTACHMENT_MAX_PER_MESSAGE",
         "ATTACHMENT_MAX_PER_SESSION",
+        "ATTACHMENT_MAX_IMAGE_PIXELS",
+        "ATTACHMENT_QUOTA_BYTES",
     ):
         value = getattr(ahentic_settings, key)
+        if key == "ATTACHMENT_QUOTA_BYTES" and value is None:
+            continue  # no quota
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             errors.append(Error(f"AHENTIC[{key!r}] must be a positive integer.", id="ahentic.E008"))
     if not isinstance(ahentic_settings.FILES_API, bool):

@@ -15,20 +15,24 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
+import tempfile
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
-from django.core.files.base import ContentFile
+from django.conf import settings as django_settings
+from django.core.files.base import File
 from django.core.files.storage import default_storage, storages
+from django.db.models import Sum
 from django.db.models.signals import post_delete
 
 from . import db, media
 from .conf import ahentic_settings
-from .models import Attachment
+from .models import Attachment, Session
 
 MAX_NAME_CHARS = 255
 EXTENSIONS = {
@@ -39,6 +43,14 @@ EXTENSIONS = {
     media.PDF: ".pdf",
 }
 ALLOWED = "PNG, JPEG, GIF, WebP images and PDF documents"
+# An image over this on a side is scaled down to fit it when it is stored: every request obeys
+# the API's rule for requests of more than 20 images, however many a chat holds (the API scales
+# an image above a 1568 px long edge down anyway, so its tokens do not change).
+MAX_IMAGE_SIDE = media.API_MANY_IMAGES_SIDE
+PIL_FORMATS = {media.PNG: "PNG", media.JPEG: "JPEG", media.GIF: "GIF", media.WEBP: "WEBP"}
+# One image is decoded at a time per process: its pixels are bounded (ATTACHMENT_MAX_IMAGE_PIXELS),
+# so is the memory scaling takes, however many uploads arrive at once.
+_decoding = threading.BoundedSemaphore(1)
 
 
 class AttachmentError(Exception):
@@ -72,70 +84,288 @@ def upload_limit() -> int:
     return largest_file() * int(ahentic_settings.ATTACHMENT_MAX_PER_MESSAGE) + 64 * 1024
 
 
-def _clean_name(name: str, content_type: str) -> str:
+def clean_name(name: str, content_type: str | None = None) -> str:
+    """The name kept: its last path part, printable, at most ``MAX_NAME_CHARS`` (a longer one
+    keeps its extension)."""
     name = "".join(ch for ch in (name or "").replace("\\", "/").rsplit("/", 1)[-1] if ch >= " ")
-    name = name.strip()[:MAX_NAME_CHARS] or f"attachment{EXTENSIONS[content_type]}"
-    return name
+    name = name.strip()
+    if len(name) > MAX_NAME_CHARS:
+        stem, dot, extension = name.rpartition(".")
+        extension = extension[:16] if dot and stem else ""
+        name = name[: MAX_NAME_CHARS - len(extension) - 1].rstrip() + "." + extension
+        name = name.rstrip(".")
+    return name or f"attachment{EXTENSIONS.get(content_type or media.PNG, '')}"
 
 
-def inspect(name: str, data: bytes) -> dict[str, Any]:
-    """What a file is, read from its bytes, or ``AttachmentError``: its type (400
-    ``ahentic_attachment_type`` unless one of ``media.TYPES``), size (413
-    ``ahentic_attachment_too_large``), an image's width and height, a PDF's pages."""
-    content_type = media.sniff(data)
-    if content_type is None:
-        raise AttachmentError(
-            "ahentic_attachment_type",
-            f"{_clean_name(name, media.PNG)!r} is not an allowed file; attach {ALLOWED}.",
-        )
+def too_large(name: str, content_type: str, size: int, *, partial: bool = False) -> AttachmentError:
+    """413 ``ahentic_attachment_too_large``; ``partial``: ``size`` is what was read when the
+    upload was stopped."""
     limit = max_bytes(content_type)
-    if len(data) > limit:
-        raise AttachmentError(
-            "ahentic_attachment_too_large",
-            f"{_clean_name(name, content_type)!r} is {len(data)} bytes; "
-            f"the limit for this type is {limit}.",
-            413,
+    size_text = f"more than {limit} bytes" if partial else f"{size} bytes"
+    return AttachmentError(
+        "ahentic_attachment_too_large",
+        f"{clean_name(name, content_type)!r} is {size_text}; the limit for this type is {limit}.",
+        413,
+    )
+
+
+def not_allowed(name: str) -> AttachmentError:
+    return AttachmentError(
+        "ahentic_attachment_type",
+        f"{clean_name(name)!r} is not an allowed file; attach {ALLOWED}.",
+    )
+
+
+@dataclass
+class Incoming:
+    """A file on its way in: its bytes in ``file`` (a binary file object, on disk for an
+    upload), its size and sha256, and its type read from its first bytes."""
+
+    name: str
+    file: IO[bytes]
+    size: int
+    sha256: str
+    content_type: str
+
+    @classmethod
+    def of_bytes(cls, name: str, data: bytes) -> Incoming:
+        """A file already in memory (an image a tool returned); typed and size-checked."""
+        content_type = media.sniff(data)
+        if content_type is None:
+            raise not_allowed(name)
+        if len(data) > max_bytes(content_type):
+            raise too_large(name, content_type, len(data))
+        return cls(
+            name, io.BytesIO(data), len(data), hashlib.sha256(data).hexdigest(), content_type
         )
+
+
+def inspect(incoming: Incoming) -> dict[str, Any]:
+    """What a file is, read from its header (never decoding it), or ``AttachmentError``: its
+    name, type, size, sha256, an image's width and height (400 ``ahentic_attachment_type`` when
+    unreadable), a PDF's pages, and its tokens. An image over ``MAX_IMAGE_SIDE`` on a side is
+    scaled down to fit it (``fit_image``) and the facts are the scaled file's."""
+    content_type = incoming.content_type
+    name = clean_name(incoming.name, content_type)
     width = height = None
     pages = 0
     if content_type == media.PDF:
-        pages = media.pdf_pages(data)
+        pages = _pdf_pages(incoming.file)
     else:
-        size = media.image_size(data)
+        size = media.image_size_file(incoming.file)
         if size is None or not all(size):
             raise AttachmentError(
-                "ahentic_attachment_type",
-                f"{_clean_name(name, content_type)!r} is not a readable {content_type} image.",
+                "ahentic_attachment_type", f"{name!r} is not a readable {content_type} image."
             )
         width, height = size
+        if max(width, height) > MAX_IMAGE_SIDE:
+            incoming, (width, height) = fit_image(incoming, width, height)
     return {
-        "name": _clean_name(name, content_type),
+        "name": name,
         "content_type": content_type,
-        "size": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
+        "size": incoming.size,
+        "sha256": incoming.sha256,
         "width": width,
         "height": height,
         "pages": pages,
         "token_count": media.attachment_tokens(content_type, width, height, pages),
+        "file": incoming.file,
     }
 
 
-def store(*, session_id, name: str, data: bytes, source: str = Attachment.Source.UPLOAD):
-    """Store one file of the session (``inspect`` first); returns its row."""
-    facts = inspect(name, data)
-    pk = uuid.uuid4()
-    path = f"ahentic/attachments/{session_id}/{pk}{EXTENSIONS[facts['content_type']]}"
-    saved = storage().save(path, ContentFile(data))
+def _pdf_pages(handle) -> int:
+    """``media.pdf_pages`` over the file in chunks (a page object split by a chunk's edge is
+    counted by the overlap)."""
+    handle.seek(0)
+    count, tail = 0, b""
+    while chunk := handle.read(256 * 1024):
+        window = tail + chunk
+        count += len(media.PAGE.findall(window)) - len(media.PAGE.findall(tail))
+        tail = window[-64:]
+    return max(1, count)
+
+
+def _draft_scale(content_type: str, width: int, height: int, box: tuple[int, int]) -> int:
+    """The reduction a JPEG decoder applies before any pixel is kept (1, 2, 4 or 8: the largest
+    that still covers ``box``); 1 for the other formats, which decode whole."""
+    if content_type != media.JPEG:
+        return 1
+    for scale in (8, 4, 2):
+        if -(-width // scale) >= box[0] and -(-height // scale) >= box[1]:
+            return scale
+    return 1
+
+
+def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tuple[int, int]]:
+    """The image scaled down to fit ``MAX_IMAGE_SIDE`` on a side, in its own format (upright:
+    a JPEG's EXIF orientation is applied), and its size. Refused before any decoding (413
+    ``ahentic_attachment_too_many_pixels``) when it would decode to more than
+    ``ATTACHMENT_MAX_IMAGE_PIXELS``: a decompression bomb costs its header's read."""
+    from PIL import Image, ImageOps
+
+    content_type = incoming.content_type
+    name = clean_name(incoming.name, content_type)
+    ratio = MAX_IMAGE_SIDE / max(width, height)
+    box = (max(1, round(width * ratio)), max(1, round(height * ratio)))
+    bound = int(ahentic_settings.ATTACHMENT_MAX_IMAGE_PIXELS)
+
+    def refuse(w: int, h: int) -> AttachmentError:
+        return AttachmentError(
+            "ahentic_attachment_too_many_pixels",
+            f"{name!r} is {w}x{h} pixels; images are scaled down to {MAX_IMAGE_SIDE} px on a "
+            f"side from at most {bound} pixels (a JPEG: {bound * 64} pixels).",
+            413,
+        )
+
+    scale = _draft_scale(content_type, width, height, box)
+    if -(-width // scale) * -(-height // scale) > bound:
+        raise refuse(width, height)
+    fmt = PIL_FORMATS[content_type]
+    with _decoding:
+        incoming.file.seek(0)
+        try:
+            image = Image.open(incoming.file, formats=[fmt])
+            if image.size != (width, height):  # its decoder reads the header differently
+                width, height = image.size
+                if max(width, height) <= MAX_IMAGE_SIDE:
+                    return incoming, (width, height)
+                scale = _draft_scale(content_type, width, height, box)
+                if -(-width // scale) * -(-height // scale) > bound:
+                    raise refuse(width, height)
+            if content_type == media.JPEG:
+                image.draft(image.mode, box)
+            if image.size[0] * image.size[1] > bound:
+                raise refuse(width, height)
+            image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE), Image.Resampling.LANCZOS)
+            image = ImageOps.exif_transpose(image)
+            out = tempfile.TemporaryFile(dir=django_settings.FILE_UPLOAD_TEMP_DIR)
+            options = {"quality": 90} if content_type in (media.JPEG, media.WEBP) else {}
+            if content_type == media.JPEG and image.mode not in ("RGB", "L", "CMYK"):
+                image = image.convert("RGB")
+            image.save(out, format=fmt, **options)
+        except AttachmentError:
+            raise
+        except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
+            raise AttachmentError(
+                "ahentic_attachment_type",
+                f"{name!r} is not a readable {content_type} image ({exc.__class__.__name__}).",
+            ) from None
+        scaled = image.size
+    size = out.tell()
+    if size > max_bytes(content_type):
+        out.close()
+        raise AttachmentError(
+            "ahentic_attachment_too_large",
+            f"{name!r} scaled to {scaled[0]}x{scaled[1]} is {size} bytes; the limit for this "
+            f"type is {max_bytes(content_type)}.",
+            413,
+        )
+    out.seek(0)
+    digest = hashlib.sha256()
+    while chunk := out.read(1024 * 1024):
+        digest.update(chunk)
+    fitted = Incoming(incoming.name, out, size, digest.hexdigest(), content_type)
+    return fitted, scaled
+
+
+def _quota_error(used: int, adding: int, quota: int) -> AttachmentError:
+    return AttachmentError(
+        "ahentic_attachment_quota",
+        f"Your attachments take {used} bytes; these {adding} more would pass your storage quota "
+        f"of {quota} bytes. Delete chats with files you no longer need.",
+        409,
+    )
+
+
+def _limits(session_id, owner_id, adding: int, count: int, *, per_session: bool) -> None:
+    """The per-chat count (400 ``ahentic_attachment_limit``) and the owner's quota (409
+    ``ahentic_attachment_quota``) with ``count`` more files of ``adding`` bytes."""
+    limit = int(ahentic_settings.ATTACHMENT_MAX_PER_SESSION)
+    if per_session:
+        held = Attachment.objects.filter(session_id=session_id).count()
+        if held + count > limit:
+            raise AttachmentError(
+                "ahentic_attachment_limit",
+                f"This chat holds {held} attachments; a chat holds at most {limit}.",
+            )
+    quota = ahentic_settings.ATTACHMENT_QUOTA_BYTES
+    if quota is not None:
+        used = (
+            Attachment.objects.filter(session__owner_id=owner_id).aggregate(total=Sum("size"))[
+                "total"
+            ]
+            or 0
+        )
+        if used + adding > int(quota):
+            raise _quota_error(used, adding, int(quota))
+
+
+def _owner_of(session_id, *, lock: bool):
+    rows = Session.objects.filter(pk=session_id)
+    if lock:
+        rows = rows.select_for_update()
+    owner = list(rows.values_list("owner_id", flat=True))
+    if not owner:
+        raise AttachmentError("ahentic_session_not_found", "Session not found.", 404)
+    return owner[0]
+
+
+def store_files(
+    *,
+    session_id,
+    files: list[Incoming],
+    source: str = Attachment.Source.UPLOAD,
+    per_session: bool = True,
+) -> list[Attachment]:
+    """Store files of the session, all or none: each inspected (and scaled), the limits checked
+    (the chat's count, the owner's quota), the files saved to the storage, then the count and
+    quota checked again and the rows inserted under the session row's lock, so concurrent
+    uploads cannot pass the limits together. A session deleted meanwhile is a 404
+    ``ahentic_session_not_found``; the saved files go with any refusal."""
+    owner_id = _owner_of(session_id, lock=False)
+    facts = [inspect(incoming) for incoming in files]
+    adding = sum(f["size"] for f in facts)
+    _limits(session_id, owner_id, adding, len(facts), per_session=per_session)
+    saved: list[str] = []
     try:
-        return Attachment.objects.create(pk=pk, session_id=session_id, storage_name=saved, **facts)
-    except Exception:
-        storage().delete(saved)  # no file without its row
+        rows = []
+        for item in facts:
+            with item.pop("file") as handle:  # a scaled image's temporary file too
+                handle.seek(0)
+                pk = uuid.uuid4()
+                path = f"ahentic/attachments/{session_id}/{pk}{EXTENSIONS[item['content_type']]}"
+                saved.append(storage().save(path, File(handle, name=path)))
+            rows.append(Attachment(pk=pk, session_id=session_id, source=source, **item))
+            rows[-1].storage_name = saved[-1]
+        with db.atomic(Attachment):
+            owner_id = _owner_of(session_id, lock=True)
+            _limits(session_id, owner_id, adding, len(rows), per_session=per_session)
+            for row in rows:
+                row.save(force_insert=True)
+        return rows
+    except BaseException:
+        for name in saved:  # no file without its row
+            try:
+                storage().delete(name)
+            except OSError:
+                pass
         raise
 
 
-def store_uploads(*, session_id, files: list[tuple[str, bytes]]) -> list[Attachment]:
-    """The upload route: every file checked before any is stored, within the count limits
-    (400 ``ahentic_attachment_limit``)."""
+def store(*, session_id, name: str, data: bytes, source: str = Attachment.Source.UPLOAD):
+    """Store one file of the session from its bytes; returns its row."""
+    [row] = store_files(
+        session_id=session_id,
+        files=[Incoming.of_bytes(name, data)],
+        source=source,
+        per_session=source == Attachment.Source.UPLOAD,
+    )
+    return row
+
+
+def store_uploads(*, session_id, files: list[Incoming | tuple[str, bytes]]) -> list[Attachment]:
+    """The upload route: at least one file, at most a message's worth (400
+    ``ahentic_attachment_limit``), every file checked before any is stored (``store_files``)."""
     per_message = int(ahentic_settings.ATTACHMENT_MAX_PER_MESSAGE)
     if not files:
         raise AttachmentError("ahentic_attachment_missing", "Send the files in the field 'file'.")
@@ -144,16 +374,8 @@ def store_uploads(*, session_id, files: list[tuple[str, bytes]]) -> list[Attachm
             "ahentic_attachment_limit",
             f"{len(files)} files; a message takes at most {per_message}.",
         )
-    per_session = int(ahentic_settings.ATTACHMENT_MAX_PER_SESSION)
-    held = Attachment.objects.filter(session_id=session_id).count()
-    if held + len(files) > per_session:
-        raise AttachmentError(
-            "ahentic_attachment_limit",
-            f"This chat holds {held} attachments; a chat holds at most {per_session}.",
-        )
-    for name, data in files:
-        inspect(name, data)
-    return [store(session_id=session_id, name=name, data=data) for name, data in files]
+    incoming = [f if isinstance(f, Incoming) else Incoming.of_bytes(*f) for f in files]
+    return store_files(session_id=session_id, files=incoming)
 
 
 def ref(attachment: Attachment) -> dict[str, Any]:
@@ -243,8 +465,7 @@ def tool_images(*, session_id, result: dict[str, Any]) -> tuple[dict[str, Any], 
             lines.append(f"{image.name}: not sent (a result carries at most {limit} images)")
             continue
         try:
-            facts = inspect(image.name, bytes(image.data))
-            if facts["content_type"] not in media.IMAGE_TYPES:
+            if media.sniff(bytes(image.data[:16])) not in media.IMAGE_TYPES:
                 raise AttachmentError("ahentic_attachment_type", f"{image.name}: not an image")
             row = store(
                 session_id=session_id, name=image.name, data=bytes(image.data), source="tool"
@@ -382,6 +603,52 @@ def content_block(item: dict[str, Any]) -> dict[str, Any]:
     if kind == "image" or row[1] == BASE64:
         _blocks.put((item["id"], item["sha256"], BASE64), block, len(encoded))
     return block
+
+
+def image_note() -> dict[str, Any]:
+    return {
+        "type": "text",
+        "text": f"[An earlier image is not sent again: a request carries at most "
+        f"{media.API_MAX_IMAGES} images.]",
+    }
+
+
+def within_image_limit(messages: list[dict[str, Any]]) -> int:
+    """Keep a request within the API's count of images (``media.API_MAX_IMAGES``, in user
+    content and in tool results alike): the newest stay, each older one is replaced, in the
+    messages given, by a short text note (``image_note``). Returns how many were replaced.
+    Every stored image fits ``MAX_IMAGE_SIDE``, so any count of them obeys the API's side
+    limits. The prefix changes from the oldest replaced image on, once per image past the
+    limit, as an eviction does."""
+    seen = replaced = 0
+
+    def over() -> bool:
+        nonlocal seen, replaced
+        seen += 1
+        if seen > media.API_MAX_IMAGES:
+            replaced += 1
+            return True
+        return False
+
+    for message in reversed(messages):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for i in range(len(content) - 1, -1, -1):
+            block = content[i]
+            if block.get("type") == "image":
+                if over():
+                    content[i] = image_note()
+            elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                inner = list(block["content"])
+                changed = False
+                for k in range(len(inner) - 1, -1, -1):
+                    if isinstance(inner[k], dict) and inner[k].get("type") == "image" and over():
+                        inner[k] = image_note()
+                        changed = True
+                if changed:  # a copy: built blocks are shared (``_blocks``)
+                    content[i] = {**block, "content": inner}
+    return replaced
 
 
 def refs_tokens(refs: Iterable[dict[str, Any]]) -> int:

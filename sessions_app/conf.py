@@ -77,6 +77,12 @@ DEFAULTS: dict[str, Any] = {
     "ATTACHMENT_MAX_PDF_BYTES": 10 * 1024 * 1024,
     "ATTACHMENT_MAX_PER_MESSAGE": 5,
     "ATTACHMENT_MAX_PER_SESSION": 50,
+    # The most pixels an uploaded image may decode to (a JPEG at its reduced draft scale) when it
+    # is scaled down to 2000 px on a side; more is a 413 before any decoding.
+    "ATTACHMENT_MAX_IMAGE_PIXELS": 25_000_000,
+    # The bytes of attachments one user may hold over all their chats (None: no quota); an upload
+    # past it is a 409 ahentic_attachment_quota.
+    "ATTACHMENT_QUOTA_BYTES": 256 * 1024 * 1024,
     "FILES_API": False,
     "FILES_API_MIN_BYTES": 1024 * 1024,
 }

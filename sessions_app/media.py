@@ -27,6 +27,12 @@ TYPES = (*IMAGE_TYPES, PDF)
 API_IMAGE_BASE64_BYTES = 5 * 1024 * 1024
 API_IMAGE_LONG_EDGE = 1568
 API_IMAGE_PIXELS = 1_150_000
+# What a request may carry: at most 100 images; none over 8000 px on a side, and none over
+# 2000 px on a side once it carries more than 20 (a request breaking either is refused whole).
+API_MAX_IMAGES = 100
+API_MAX_SIDE = 8000
+API_MANY_IMAGES = 20
+API_MANY_IMAGES_SIDE = 2000
 PIXELS_PER_TOKEN = 750
 # A PDF page as the model reads it: its text (about 1,500 tokens for a dense page) and an image
 # of the page (about 1,500 more). The estimate of a PDF is pages x this.
@@ -106,13 +112,49 @@ def image_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+# How much of a file's start ``image_size_file`` reads: every header but a JPEG's (whose frame
+# header may follow large metadata segments, walked with seeks).
+HEAD_BYTES = 64 * 1024
+
+
+def image_size_file(handle) -> tuple[int, int] | None:
+    """``image_size`` of an image file open for binary reading, without reading it whole: its
+    first ``HEAD_BYTES``, and for a JPEG the segment headers up to its frame header."""
+    handle.seek(0)
+    head = handle.read(HEAD_BYTES)
+    size = image_size(head)
+    if size is not None or sniff(head) != JPEG:
+        return size
+    position = 2
+    for _ in range(10_000):  # segments; a real file has tens
+        handle.seek(position)
+        marker = handle.read(4)
+        if len(marker) < 4 or marker[0] != 0xFF:
+            return None
+        kind = marker[1]
+        if kind == 0xFF:  # fill byte
+            position += 1
+            continue
+        if kind in (0xD8, 0x01) or 0xD0 <= kind <= 0xD7:
+            position += 2
+            continue
+        if 0xC0 <= kind <= 0xCF and kind not in (0xC4, 0xC8, 0xCC):
+            frame = handle.read(5)
+            if len(frame) < 5:
+                return None
+            height, width = struct.unpack(">HH", frame[1:5])
+            return width, height
+        position += 2 + struct.unpack(">H", marker[2:4])[0]
+    return None
+
+
+PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
 def pdf_pages(data: bytes) -> int:
     """A PDF's page count as its page objects (at least 1). Compressed object streams hide them;
     then the estimate counts one page."""
-    return max(1, len(_PAGE.findall(data)))
+    return max(1, len(PAGE.findall(data)))
 
 
 def image_tokens(width: int, height: int) -> int:

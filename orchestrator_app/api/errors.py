@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404
+from django.http.multipartparser import MultiPartParserError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -47,6 +49,14 @@ def exception_handler(exc, context):
 
     if isinstance(exc, AhenticError | AttachmentError):
         return Response({"code": exc.code, "detail": exc.detail}, status=exc.status)
+    if isinstance(exc, MultiPartParserError | TooManyFilesSent | TooManyFieldsSent):
+        # Raised where Django reads a form body (the CSRF check of session authentication
+        # does, before any parser): its HTML 400, or a 500, otherwise.
+        return Response(
+            {"code": "ahentic_upload_malformed", "detail": f"Malformed form: {exc}"}, 400
+        )
+    if isinstance(exc, exceptions.ParseError) and str(exc.detail).startswith("Multipart"):
+        return Response({"code": "ahentic_upload_malformed", "detail": str(exc.detail)}, 400)
     # Django's own exceptions carry no .detail; give them DRF's shape first.
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)

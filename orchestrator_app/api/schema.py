@@ -366,13 +366,16 @@ attachment_upload = describe(
     "attachment_upload",
     "Upload files to attach to a message (multipart, field file, one or several)",
     {201: s.AttachmentListSerializer},
-    WRITE_ERRORS,
+    (*WRITE_ERRORS, 409, 429),
     request={"multipart/form-data": s.AttachmentUploadSerializer},
     parameters=[SESSION_ID],
     description=(
         "PNG, JPEG, GIF, WebP or PDF, typed from the bytes: anything else is a 400 "
         "ahentic_attachment_type; over the size limit a 413 ahentic_attachment_too_large; "
-        "over the count limits a 400 ahentic_attachment_limit."
+        "an image over 2000 px on a side is scaled down to fit, one of more pixels than "
+        "ATTACHMENT_MAX_IMAGE_PIXELS a 413 ahentic_attachment_too_many_pixels; over the count "
+        "limits a 400 ahentic_attachment_limit; a file name too long for the form a 400 "
+        "ahentic_attachment_name; past the user's quota a 409 ahentic_attachment_quota."
     ),
 )
 attachment_content = describe(

@@ -1,8 +1,9 @@
 """Per-user rates of the routes that spend money or create rows.
 
-Every route that can start or resume a model run (POST messages, POST actions, POST continue)
-counts against one shared scope, ``ahentic_runs`` (``AHENTIC["THROTTLE_MESSAGES"]``, SPEC
-section 1): the cache key is the scope plus the user, so the routes share one budget. Session
+Every route that can start or resume a model run (POST messages, POST actions, POST continue),
+and the upload route (POST attachments), count against one shared scope, ``ahentic_runs``
+(``AHENTIC["THROTTLE_MESSAGES"]``, SPEC section 1): the cache key is the scope plus the user,
+so the routes share one budget. Session
 creation has its own rate (``THROTTLE_SESSIONS``). ``None`` turns a rate off. A throttled request answers 429 ``ahentic_throttled`` with ``Retry-After``.
 """
 

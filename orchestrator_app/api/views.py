@@ -42,6 +42,7 @@ from ..models import UsageRecord
 from ..tools import all_tools
 from . import schema as docs
 from . import serializers as s
+from . import uploads
 from .errors import ApiError, exception_handler, session_not_found
 from .pagination import SessionListPagination
 from .parsers import AhenticJSONParser
@@ -197,6 +198,7 @@ class SessionViewSet(AhenticViewSet):
         "message_post": (RunStartThrottle,),
         "actions": (RunStartThrottle,),
         "continue_run": (RunStartThrottle,),
+        "attachment_upload": (RunStartThrottle,),
     }
 
     def get_queryset(self):
@@ -396,6 +398,13 @@ class SessionViewSet(AhenticViewSet):
 
     # --- attachments ------------------------------------------------------------------------
 
+    def initialize_request(self, request, *args, **kwargs):
+        drf_request = super().initialize_request(request, *args, **kwargs)
+        if self.action == "attachment_upload":
+            # Before anything reads the body (the CSRF check of session authentication does).
+            self.upload_handler = uploads.install(request)
+        return drf_request
+
     @docs.described(docs.attachment_upload)
     @action(
         detail=True,
@@ -406,18 +415,12 @@ class SessionViewSet(AhenticViewSet):
     )
     def attachment_upload(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        files = request.FILES.getlist("file")
-        largest = attachment_store.largest_file()
-        for upload in files:
-            if upload.size > largest:  # refused before it is read
-                raise ApiError(
-                    "ahentic_attachment_too_large",
-                    f"{upload.name[:80]!r} is {upload.size} bytes; the limit is {largest}.",
-                    status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-                )
-        stored = attachment_store.store_uploads(
-            session_id=session.pk, files=[(upload.name or "", upload.read()) for upload in files]
-        )
+        try:
+            stored = attachment_store.store_uploads(
+                session_id=session.pk, files=uploads.received(request, self.upload_handler)
+            )
+        finally:
+            self.upload_handler.discard()  # the temporary files
         refs = [attachment_store.ref(row) for row in stored]
         body = s.AttachmentListSerializer(
             {"attachments": refs}, context={"session_id": session.pk}
@@ -456,6 +459,8 @@ class SessionViewSet(AhenticViewSet):
         response["Content-Length"] = str(attachment.size)
         response["Content-Disposition"] = content_disposition_header(False, attachment.name)
         response["X-Content-Type-Options"] = "nosniff"
+        # A PDF's scripts, or an image opened as a page, never run on the site's origin.
+        response["Content-Security-Policy"] = "sandbox"
         # The bytes of an attachment never change; only its owner may read them.
         response["Cache-Control"] = "private, max-age=86400"
         return response

@@ -648,6 +648,41 @@ def _count_cache_controls(body: JSON) -> int:
     return found + (1 if body.get("cache_control") else 0)
 
 
+def _validate_images(messages: list[JSON]) -> str | None:
+    """The API's rules for the images of one request (``media.API_MAX_IMAGES`` at most; a side
+    over ``API_MAX_SIDE`` refused, over ``API_MANY_IMAGES_SIDE`` once there are more than
+    ``API_MANY_IMAGES``), checked on the base64 images' headers."""
+    found: list[tuple[str, tuple[int, int]]] = []
+    for i, msg in enumerate(messages):
+        for j, block in enumerate(_content_blocks(msg.get("content"))):
+            inner = [(f"messages.{i}.content.{j}", block)]
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                inner = [
+                    (f"messages.{i}.content.{j}.content.{k}", b)
+                    for k, b in enumerate(block["content"])
+                    if isinstance(b, dict)
+                ]
+            for where, item in inner:
+                if (
+                    item.get("type") == "image"
+                    and (item.get("source") or {}).get("type") == "base64"
+                ):
+                    size = media.image_size(media.decoded(item["source"]) or b"") or (1, 1)
+                    found.append((where, size))
+    if len(found) > media.API_MAX_IMAGES:
+        return f"messages: Too many images: {len(found)} > {media.API_MAX_IMAGES} per request."
+    many = len(found) > media.API_MANY_IMAGES
+    side = media.API_MANY_IMAGES_SIDE if many else media.API_MAX_SIDE
+    for where, size in found:
+        if max(size) > side:
+            kind = " for many-image requests" if many else ""
+            return (
+                f"{where}.image.source.base64.data: At least one of the image dimensions exceed "
+                f"max allowed size{kind}: {side} pixels"
+            )
+    return None
+
+
 def validate_request(
     body: Any, *, require_max_tokens: bool = True, files: Files = None
 ) -> str | None:
@@ -671,6 +706,7 @@ def validate_request(
         _validate_tools(body.get("tools"))
         or _validate_system(body.get("system"))
         or _validate_messages(body["messages"], files)
+        or _validate_images(body["messages"])
         or _validate_thinking(body)
     )
     if problem:
