@@ -954,3 +954,34 @@ def test_idle_polls_after_a_streamed_reply_are_all_304s(owner_client, session, l
 
     assert payload_of(owner_client, session)["status"] == "idle"
     assert statuses == [304] * 10
+
+
+def test_the_lease_watch_resumes_a_run_whose_worker_is_gone_once_per_lease(
+    owner_client, session, llm, run_tasks
+):
+    from django.core.cache import cache
+
+    from orchestrator_app import recovery
+
+    cache.delete(recovery.SWEEP_KEY)
+    run_seq = start_run_without_steps(owner_client, session)
+    Session.objects.filter(pk=session.pk).update(
+        lease_token="dead-worker", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    llm.enqueue(text_reply("Recovered by the watch."))
+
+    with mock.patch("orchestrator_app.queue.db.on_commit") as enqueued:
+        assert recovery.sweep() == 1
+        cache.delete(recovery.SWEEP_KEY)
+        assert recovery.sweep() == 0  # already re-enqueued for this lease
+    assert enqueued.call_count == 1
+    assert run_tasks(tasks.recover) == 0  # the schedule's sweep agrees
+
+    cache.delete(f"ahentic:requeued:{session.pk}:{run_seq}:dead-worker")
+    cache.delete(recovery.SWEEP_KEY)
+    assert run_tasks(recovery.sweep) == 1
+    body = payload_of(owner_client, session)
+    assert body["status"] == "idle"
+    assert body["runSeq"] == run_seq
+    assert body["messages"][-1]["content"] == "Recovered by the watch."
+    assert trace_types(owner_client, session).count("run_requeue") == 2
