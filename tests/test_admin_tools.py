@@ -1201,3 +1201,37 @@ def test_tool_input_nested_past_the_json_depth_limit_is_a_tool_error(agent_for, 
     body = payload_of(agent.client, agent.session)
     assert (body["status"], body["lastErrorCode"]) == ("idle", "")
     assert row(page)["title"] == "Abut us"
+
+
+def test_allow_for_this_chat_on_one_models_saves_does_not_cover_another_ordinary_model(
+    agent_for, shelves, site
+):
+    """An "allow for this chat" of admin_save names the model it was given for: saving a
+    shelf (an ordinary model, nothing that grants permissions) in the same chat still asks."""
+    from .models import Shelf
+
+    shelf = Shelf.objects.create(code="A1", name="Front")
+    shelves.user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_flatpage", "change_flatpage"])
+    )
+    page = make_page(site)
+    agent = agent_for(shelves.user)
+    agent.call(
+        "admin_save",
+        {"model": PAGES, "id": page.pk, "values": {"title": "About us"}},
+        "allow_session",
+    )
+    assert agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "About"}}, None
+    )["updated"]  # the same model: pre-allowed
+
+    agent.call(
+        "admin_save", {"model": SHELVES, "id": "A1", "values": {"name": "Back"}}, decision=None
+    )
+
+    body = payload_of(agent.client, agent.session)
+    assert body["status"] == "awaiting_human"
+    assert body["pendingTool"]["name"] == "admin_save"
+    assert body["pendingTool"]["nonPreallowable"] is False
+    shelf.refresh_from_db()
+    assert shelf.name == "Front"
