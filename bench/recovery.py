@@ -197,6 +197,10 @@ def main() -> None:
                     f"{label:>13}, mid-{case:<10}: median {median:5.2f} s from kill to resume "
                     f"= {median / args.lease:.2f} x RUN_LEASE_S ({args.lease} s)"
                 )
+        if "schedule only" in results:
+            for case, median in results["lease watch"].items():
+                ratio = median / results["schedule only"][case]
+                print(f"lease watch / schedule only, mid-{case}: {ratio:.2f}")
     finally:
         server.stop()
         from django.db import connections
