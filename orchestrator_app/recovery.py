@@ -25,11 +25,15 @@ import math
 import random
 import threading
 import time
+from multiprocessing import parent_process
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
 
 from sessions_app.conf import ahentic_settings
+
+from . import runs
 
 log = logging.getLogger("ahentic")
 
@@ -45,8 +49,14 @@ def interval_s() -> float:
 
 
 def start_watch(sender=None, **kwargs) -> None:
-    """``post_spawn`` receiver: start this worker process's watch thread (once)."""
+    """``post_spawn`` receiver: start this worker process's watch thread (once).
+
+    django-q2 sends ``post_spawn`` from a task run inline too (``sync``, as in tests and in
+    development), in whatever process enqueued it: there no watch starts. A cluster's worker
+    is a child process its sentinel started."""
     global _thread
+    if (getattr(settings, "Q_CLUSTER", None) or {}).get("sync") or parent_process() is None:
+        return
     with _lock:
         if _thread is not None and _thread.is_alive():
             return
@@ -70,8 +80,6 @@ def _watch() -> None:
 def sweep(interval: float | None = None) -> int:
     """Re-enqueue stalled runs, unless another process sharing the cache swept within the
     interval. Returns how many runs were re-enqueued."""
-    from . import runs
-
     timeout = max(1, math.floor(interval or interval_s()))
     if not cache.add(SWEEP_KEY, 1, timeout=timeout):
         return 0

@@ -985,6 +985,8 @@ def test_the_lease_watch_resumes_a_run_whose_worker_is_gone_once_per_lease(
     assert body["runSeq"] == run_seq
     assert body["messages"][-1]["content"] == "Recovered by the watch."
     assert trace_types(owner_client, session).count("run_requeue") == 2
+    # Steps run inline here (django-q2's sync mode sends post_spawn too): no watch started.
+    assert "ahentic-lease-watch" not in [t.name for t in threading.enumerate()]
 
 
 @pytest.mark.django_db(transaction=True)
