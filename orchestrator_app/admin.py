@@ -62,11 +62,14 @@ CONTINUED = {
     "resumed": "Continued the run: it resumes where it stopped.",
     "requeued": "Continued the run: its stalled step is queued again.",
     "browser_timeout": "Continued the run: the browser's overdue answer was timed out.",
+    "waiting": "A worker holds the run: it goes on, or, if that worker stopped, continues when "
+    "its lease runs out.",
 }
 CONTINUED_COUNTS = {
     "resumed": "resumed",
     "requeued": "re-queued after a stall",
     "browser_timeout": "past a timed-out browser wait",
+    "waiting": "held by a worker (continued if its lease runs out)",
 }
 
 

@@ -1,4 +1,4 @@
-from django.apps import AppConfig, apps
+from django.apps import AppConfig
 
 
 class OrchestratorAppConfig(AppConfig):
@@ -8,8 +8,8 @@ class OrchestratorAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Wiring only: register system checks, delete a deleted attachment's uploaded file, and
-        # drop cached permission answers.
+        # Wiring only: system checks, a deleted attachment's uploaded file, the cached permission
+        # answers, the lease watch.
         from django.db.models.signals import post_delete
 
         from sessions_app.models import Attachment
@@ -22,11 +22,9 @@ class OrchestratorAppConfig(AppConfig):
         # The cached agent permission answers, dropped when a user's grants change.
         connect_invalidation()
 
-        if apps.is_installed("django.contrib.admin"):
-            from django.core.signals import request_started
+        # Each django-q2 worker process watches for runs whose worker died (recovery.py).
+        from django_q.signals import post_spawn
 
-            from .tools.admin_tools.stale import guard_admin_sites
+        from .recovery import start_watch
 
-            # The stale change-form check on the ADMIN_TOOLS models' ModelAdmins, on every
-            # AdminSite: applied at each request, as sites and registrations may come later.
-            request_started.connect(guard_admin_sites, dispatch_uid="ahentic_stale_forms")
+        post_spawn.connect(start_watch, dispatch_uid="ahentic_lease_watch")

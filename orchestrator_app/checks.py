@@ -189,6 +189,44 @@ def check_admin_tools(app_configs=None, **kwargs):
     return errors
 
 
+@register(Tags.admin)
+def check_stale_form_guard(app_configs=None, **kwargs):
+    """Every ``ADMIN_TOOLS`` model's ModelAdmin, on every AdminSite that registers it, inherits
+    ``StaleChangeFormMixin`` (opt-in: nothing adds it at run time)."""
+    from django.apps import apps as installed
+
+    from .tools.admin_tools import bridge
+    from .tools.admin_tools.stale import StaleChangeFormMixin, is_enabled
+
+    if not bridge.configured_labels():
+        return []
+    warnings = []
+    seen: set[int] = set()
+    for model in installed.get_models():
+        if not is_enabled(model):
+            continue
+        for site in bridge.admin_sites():
+            if not site.is_registered(model):
+                continue
+            model_admin = site.get_model_admin(model)
+            if isinstance(model_admin, StaleChangeFormMixin) or id(model_admin) in seen:
+                continue
+            seen.add(id(model_admin))  # admin.site may be listed as its lazy proxy too
+            warnings.append(
+                Warning(
+                    f"The ModelAdmin of {bridge.model_label(model)} on the admin site "
+                    f"{site.name!r} ({type(model_admin).__qualname__}) lacks "
+                    "StaleChangeFormMixin: a change form opened before the agent edited the "
+                    "object writes the old values back when saved.",
+                    hint="Add orchestrator_app.admin_mixins.StaleChangeFormMixin first in its "
+                    "bases (README: admin tools).",
+                    obj=type(model_admin),
+                    id="ahentic.W005",
+                )
+            )
+    return warnings
+
+
 def _attachment_errors() -> list:
     """``ATTACHMENT_STORAGE`` names a configured storage; the limits are positive integers;
     ``FILES_API`` is a bool and ``FILES_API_MIN_BYTES`` an integer of 0 or more."""

@@ -17,6 +17,7 @@ import anthropic
 import httpx2  # the SDK's HTTP client; its errors can escape a stream being read
 
 from sessions_app.conf import ahentic_settings
+from sessions_app.tokens import compact_json, estimate_tokens
 
 # The Files API's beta: uploads, deletions, and a Messages request that references a file.
 FILES_BETA = "files-api-2025-04-14"
@@ -41,6 +42,9 @@ class LLMResult:
     thinking_ms: int = 0
     web_search_requests: int = 0
     web_fetch_requests: int = 0
+    # tool_use ids whose input the SDK could not read (``_unreadable_input``): each is
+    # in ``content`` with an empty input, and the caller answers it as an invalid input.
+    unreadable_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -179,9 +183,18 @@ def call_model(
     thinking_s = 0.0
     parts: list[str] = []
     reported = 0
+    unreadable: dict[str, str] = {}
     try:
         with _client().messages.stream(**kwargs) as stream:
-            for event in stream:
+            events = iter(stream)
+            while True:
+                try:
+                    event = next(events)
+                except StopIteration:
+                    break
+                except ValueError as exc:  # the SDK could not parse a streamed tool input
+                    unreadable = _unreadable_input(stream, exc)
+                    break
                 if event.type == "content_block_delta" and event.delta.type == "text_delta":
                     parts.append(event.delta.text)
                 elif event.type == "content_block_start" and event.content_block.type in (
@@ -200,7 +213,9 @@ def call_model(
                     last_progress, reported = now, len(parts)
                     if not on_progress(strip_nul("".join(parts))):
                         raise Aborted()
-            message = stream.get_final_message()
+            # After an unreadable tool input the stream is abandoned: the message is what
+            # arrived before it (``_unreadable_input`` put that block in its place).
+            message = stream.current_message_snapshot if unreadable else stream.get_final_message()
             request_id = getattr(stream, "request_id", "") or ""
     except Aborted:
         raise
@@ -219,12 +234,18 @@ def call_model(
         raise _broken(exc, started) from exc
     usage = message.usage
     server = getattr(usage, "server_tool_use", None)
+    content = [_block_dict(b) for b in message.content]
+    output_tokens = usage.output_tokens or 0
+    if unreadable:
+        # The reply's final usage never arrived: input and cache counts are the API's own
+        # (``message_start``), the output is estimated from what was received, at least.
+        output_tokens = max(output_tokens, estimate_tokens(compact_json(content)))
     return LLMResult(
-        content=[_block_dict(b) for b in message.content],
-        stop_reason=message.stop_reason or "",
+        content=content,
+        stop_reason="tool_use" if unreadable else message.stop_reason or "",
         model=message.model,
         input_tokens=usage.input_tokens or 0,
-        output_tokens=usage.output_tokens or 0,
+        output_tokens=output_tokens,
         cache_read_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
         cache_write_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
         duration_ms=int((time.monotonic() - started) * 1000),
@@ -232,7 +253,36 @@ def call_model(
         thinking_ms=int(thinking_s * 1000),
         web_search_requests=getattr(server, "web_search_requests", 0) or 0,
         web_fetch_requests=getattr(server, "web_fetch_requests", 0) or 0,
+        unreadable_inputs=unreadable,
     )
+
+
+# What the model reads when the SDK could not parse its tool input (``_unreadable_input``).
+UNREADABLE_INPUT = (
+    "The input could not be read: the SDK's JSON parser refused it ({reason}). Tool inputs "
+    "nest at most about 200 levels deep; send a flatter input."
+)
+
+
+def _unreadable_input(stream: Any, exc: ValueError) -> dict[str, str]:
+    """The SDK parses each tool input as it streams, and its JSON parser refuses one nested
+    beyond about 200 levels (``ValueError``). The turn is cut at that tool_use: what arrived
+    before it stays, the block itself keeps its id and name with an empty input, and the
+    caller answers it as an invalid input, so the model can try again. Any other parse
+    failure (no tool_use being read) is a model error. Returns ``{tool_use_id: message}``."""
+    snapshot = getattr(stream, "current_message_snapshot", None)
+    last = snapshot.content[-1] if snapshot is not None and snapshot.content else None
+    if last is None or last.type != "tool_use":
+        raise LLMError(
+            "ahentic_llm_error",
+            "The model's reply could not be read.",
+            True,
+            detail=f"{exc.__class__.__name__}: {exc}"[:2000],
+        ) from exc
+    last.input = {}
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    reason = str(cause).split("\n", 1)[0][:200]
+    return {last.id: UNREADABLE_INPUT.format(reason=reason)}
 
 
 def uses_files(messages: list[dict[str, Any]]) -> bool:

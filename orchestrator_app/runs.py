@@ -12,6 +12,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
 
@@ -389,7 +390,11 @@ def _streamed_so_far(session: Session) -> str:
 def run_continue(*, session_id) -> str:
     """The Continue button: resume a resumable job, re-enqueue a stalled run, or time out a
     stale browser pause. Returns what it did (``resumed``, ``requeued``, ``browser_timeout``,
-    ``noop``)."""
+    ``waiting``, ``noop``).
+
+    ``waiting``: a worker's lease still holds the run. If that worker is alive the run goes
+    on; if it died, the lease watch (``recovery.py``) re-enqueues the step within a quarter of
+    ``RUN_LEASE_S`` after the lease expires, so the Continue takes effect then."""
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return "noop"
@@ -416,6 +421,8 @@ def run_continue(*, session_id) -> str:
         age = (timezone.now() - session.browser_paused_at).total_seconds()
         if age > int(ahentic_settings.BROWSER_TIMEOUT_S):
             return "browser_timeout" if browser_timeout(session) else "noop"
+    if session.status == Session.Status.RUNNING:
+        return "waiting"
     return "noop"
 
 
@@ -447,7 +454,8 @@ def browser_timeout(session: Session) -> bool:
 
 
 def recover_stalled() -> int:
-    """Re-enqueue running sessions whose worker is gone (the ``ahentic_recover`` sweep)."""
+    """Re-enqueue running sessions whose worker is gone (the lease watch, ``recovery.py``, and
+    the ``ahentic_recover`` schedule)."""
     now = timezone.now()
     lease_cutoff = now - timedelta(seconds=int(ahentic_settings.RUN_LEASE_S))
     candidates = Session.objects.filter(status=Session.Status.RUNNING).filter(
@@ -456,7 +464,12 @@ def recover_stalled() -> int:
         | ~Q(lease_token="") & Q(lease_expires_at__lt=now)
     )
     count = 0
-    for session in candidates.only("pk", "run_seq"):
+    for session in candidates.only("pk", "run_seq", "lease_token"):
+        # Once per lease period and expired lease (the lease watch sweeps more often, and a
+        # re-enqueued step may wait for a free worker); processes sharing the cache agree.
+        key = f"ahentic:requeued:{session.pk}:{session.run_seq}:{session.lease_token}"
+        if not cache.add(key, 1, timeout=int(ahentic_settings.RUN_LEASE_S)):
+            continue
         session_services.trace_record(
             session_id=session.pk, type="run_requeue", summary="Recovered by ahentic_recover"
         )

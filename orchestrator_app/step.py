@@ -385,6 +385,11 @@ class StepRunner:
             thinking_ms=result.thinking_ms,
             web_search_requests=result.web_search_requests,
             web_fetch_requests=result.web_fetch_requests,
+            **(
+                {"unreadable_inputs": list(result.unreadable_inputs)}
+                if result.unreadable_inputs
+                else {}
+            ),
         )
         # A cancel that arrived during the call: the usage is recorded, and persisting the
         # turn (conditional on the lease) writes nothing, so nothing new starts.
@@ -498,8 +503,8 @@ class StepRunner:
         calls = self.persist_turn(result, tool_uses)
         if calls is None:
             return
-        if reason == "tool_use" and calls:
-            self.run_calls(calls)
+        if reason == "tool_use" and (calls or result.unreadable_inputs):
+            self.run_calls(calls)  # an answered unreadable call: the model reads its error
         elif reason in FINISH_REASONS or (reason == "tool_use" and not calls):
             self.finish()
         elif reason == "max_tokens":
@@ -583,6 +588,15 @@ class StepRunner:
         if events is None:
             return None
         calls = [e for e in events if e.kind == Event.Kind.TOOL_CALL]
+        unreadable = [c for c in calls if c.tool_use_id in result.unreadable_inputs]
+        for call in unreadable:  # the SDK could not parse its input (``llm._unreadable_input``)
+            answer_unanswered(
+                session_id=self.session_id,
+                code="invalid_input",
+                message=result.unreadable_inputs[call.tool_use_id],
+                only=[call],
+            )
+        calls = [c for c in calls if c not in unreadable]
         limit = int(ahentic_settings.MAX_TOOLS_PER_STEP)
         if len(calls) > limit:
             # Extra calls are answered, never dropped, so the pairs stay intact.

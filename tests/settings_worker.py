@@ -16,6 +16,9 @@ from tests.settings import *  # noqa: F403
 from tests.settings import AHENTIC, DATABASES, Q_CLUSTER
 
 Q_CLUSTER = {**Q_CLUSTER, "sync": False, "workers": 1, "poll": 0.1}
+if os.environ.get("AHENTIC_TEST_NO_SCHEDULER"):
+    # No ahentic_recover schedule (the backstop): only the lease watch can resume a run.
+    Q_CLUSTER["scheduler"] = False
 
 _default = dict(DATABASES["default"])
 if os.environ.get("AHENTIC_TEST_DB_NAME"):

@@ -190,4 +190,5 @@ def test_a_date_range_and_null_filter_through_the_changelist(agent_for, library,
 @every_database
 def test_the_system_check_accepts_a_model_registered_on_a_second_site(db, settings, library):
     settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": [SHELVES]}
-    assert check_ids() == set()
+    # Registered (no E006); its admin there lacks the stale-form mixin: a warning only.
+    assert check_ids() == {"ahentic.W005"}

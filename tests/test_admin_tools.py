@@ -637,9 +637,12 @@ def test_the_system_check_rejects_unknown_models(db, settings, value, error):
 
 @every_database
 def test_the_system_check_accepts_the_demo_list_and_all(db, settings):
-    for value in (["flatpages.flatpage", "auth.group"], "all", None):
+    for value in (["flatpages.flatpage", "auth.group"], None):
         settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": value}
         assert check_ids() == set()
+    # "all" is valid; the models whose admin lacks the stale-form mixin are named (a warning).
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": "all"}
+    assert check_ids() == {"ahentic.W005"}
 
 
 # --- the card reads only what the write may touch (issue 22) ----------------------------------------
@@ -1198,3 +1201,37 @@ def test_tool_input_nested_past_the_json_depth_limit_is_a_tool_error(agent_for, 
     body = payload_of(agent.client, agent.session)
     assert (body["status"], body["lastErrorCode"]) == ("idle", "")
     assert row(page)["title"] == "Abut us"
+
+
+def test_allow_for_this_chat_on_one_models_saves_does_not_cover_another_ordinary_model(
+    agent_for, shelves, site
+):
+    """An "allow for this chat" of admin_save names the model it was given for: saving a
+    shelf (an ordinary model, nothing that grants permissions) in the same chat still asks."""
+    from .models import Shelf
+
+    shelf = Shelf.objects.create(code="A1", name="Front")
+    shelves.user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_flatpage", "change_flatpage"])
+    )
+    page = make_page(site)
+    agent = agent_for(shelves.user)
+    agent.call(
+        "admin_save",
+        {"model": PAGES, "id": page.pk, "values": {"title": "About us"}},
+        "allow_session",
+    )
+    assert agent.call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "About"}}, None
+    )["updated"]  # the same model: pre-allowed
+
+    agent.call(
+        "admin_save", {"model": SHELVES, "id": "A1", "values": {"name": "Back"}}, decision=None
+    )
+
+    body = payload_of(agent.client, agent.session)
+    assert body["status"] == "awaiting_human"
+    assert body["pendingTool"]["name"] == "admin_save"
+    assert body["pendingTool"]["nonPreallowable"] is False
+    shelf.refresh_from_db()
+    assert shelf.name == "Front"

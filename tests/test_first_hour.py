@@ -458,15 +458,119 @@ def test_an_agent_action_that_logs_nothing_is_caught_too(editor, editor_in_admin
     assert page.registration_required is True
 
 
-def test_a_model_outside_admin_tools_gets_no_token(editor_in_admin, page, settings):
-    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": ["auth.group"]}
+def forged_token(page, **changes) -> str:
+    """A token for ``page`` as the guard makes it, with ``changes`` to its payload."""
+    payload = {
+        "model": PAGES,
+        "pk": str(page.pk),
+        "fields": stale.digests(page, ["title", "content"]),
+        **changes,
+    }
+    key = changes.pop("key", None)
+    payload.pop("key", None)
+    return signing.dumps(payload, key=key, salt=stale.SALT, compress=True)
 
-    response = editor_in_admin.get(change_url(page))
+
+def altered(token: str) -> str:
+    return token[:-3] + ("aaa" if not token.endswith("aaa") else "bbb")
+
+
+@pytest.mark.parametrize(
+    "make_token",
+    [
+        pytest.param(lambda page, other, token: altered(token), id="altered"),
+        pytest.param(lambda page, other, token: "", id="empty"),
+        pytest.param(lambda page, other, token: "not-a-token", id="garbage"),
+        pytest.param(
+            lambda page, other, token: stale.make_token(other, ["title", "content"]),
+            id="another-object",
+        ),
+        pytest.param(
+            lambda page, other, token: forged_token(page, model="auth.group"), id="another-model"
+        ),
+        pytest.param(
+            lambda page, other, token: forged_token(page, key="another-secret-key"),
+            id="another-key",
+        ),
+    ],
+)
+def test_a_form_with_a_token_that_is_not_this_objects_warns_and_saves_nothing(
+    editor_in_admin, page, make_token
+):
+    other = FlatPage.objects.create(url="/other/", title="Other", content="<p>Other.</p>")
+    url = change_url(page)
+    form = open_change_form(editor_in_admin, url)
+    token = make_token(page, other, form["_ahentic_loaded"])
+
+    response = editor_in_admin.post(
+        url, {**form, "_ahentic_loaded": token, "title": "Mine", "_save": "Save"}
+    )
+
+    assert response.status_code == 200  # shown again, not redirected
+    html = response.content.decode()
+    assert "is not valid" in html
+    assert 'name="_ahentic_save_anyway"' in html
+    page.refresh_from_db()
+    assert page.title == "About"
+
+    confirmed = editor_in_admin.post(
+        url,
+        {**form, "_ahentic_loaded": token, "title": "Mine", "_ahentic_save_anyway": "1"},
+    )
+
+    assert confirmed.status_code == 302
+    page.refresh_from_db()
+    assert page.title == "Mine"
+
+
+def test_only_a_form_with_no_token_at_all_saves_unchecked_and_it_is_logged(
+    editor_in_admin, page, caplog
+):
+    url = change_url(page)
+    form = open_change_form(editor_in_admin, url)
+    del form["_ahentic_loaded"]  # a form rendered before the guard was installed
+    FlatPage.objects.filter(pk=page.pk).update(content="<p>Changed meanwhile.</p>")
+
+    with caplog.at_level("WARNING", logger="ahentic"):
+        response = editor_in_admin.post(url, {**form, "title": "Mine", "_save": "Save"})
+
+    assert response.status_code == 302
+    page.refresh_from_db()
+    assert page.title == "Mine"
+    assert any(
+        "without a stale-form token" in r.getMessage() and str(page.pk) in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_an_admin_tools_model_whose_admin_lacks_the_mixin_is_a_warning(settings, db):
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": [PAGES, "ahentic_tests.book"]}
+
+    warnings = [m.msg for m in run_checks() if m.id == "ahentic.W005"]
+
+    # (Other tests may leave AdminSites of their own that register books too.)
+    on_admin = [msg for msg in warnings if "on the admin site 'admin'" in msg]
+    assert len(on_admin) == 1
+    assert "ahentic_tests.book" in on_admin[0]
+    assert not [msg for msg in warnings if PAGES in msg]  # guarded on every site
+
+
+def test_a_model_admin_without_the_mixin_gets_no_token_and_is_never_swapped(admin_client, db):
+    from django.contrib import admin
+
+    from .models import Book, Shelf
+
+    book = Book.objects.create(shelf=Shelf.objects.create(code="A1", name="A"), title="Dune")
+    plain = type(admin.site.get_model_admin(Book))
+
+    response = admin_client.get(reverse("admin:ahentic_tests_book_change", args=[book.pk]))
 
     assert response.status_code == 200
     assert "_ahentic_loaded" not in response.content.decode()
+    assert type(admin.site.get_model_admin(Book)) is plain  # no class swapped per request
 
 
+@pytest.mark.urls("tests.stale_admin_site")
 def test_the_user_change_form_is_guarded_too_and_its_password_hash_is_not_part_of_it(
     agent_for, client, settings, db
 ):
@@ -474,7 +578,7 @@ def test_the_user_change_form_is_guarded_too_and_its_password_hash_is_not_part_o
     settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": ["auth.user"]}
     manager = staff("manager", "view_user", "change_user")
     client.force_login(manager)
-    url = reverse("admin:auth_user_change", args=[manager.pk])
+    url = reverse("pages:auth_user_change", args=[manager.pk])
     form = open_change_form(client, url)
     assert "password" not in signing.loads(form["_ahentic_loaded"], salt=stale.SALT)["fields"]
     form.pop("password", None)

@@ -10,7 +10,14 @@ import pytest
 from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 
-from .conftest import payload_of, post_message, session_url, trace_types, transcript_of
+from .conftest import (
+    payload_of,
+    post_message,
+    result_of,
+    session_url,
+    trace_types,
+    transcript_of,
+)
 
 REQUEST = "Do the job"
 
@@ -200,3 +207,62 @@ def test_only_the_llm_module_imports_anthropic():
         if importer.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == ["orchestrator_app/llm.py"]
+
+
+def nested(levels: int) -> dict:
+    value: dict = {"leaf": "x"}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def test_a_tool_input_nested_beyond_the_sdks_parser_is_answered_as_invalid_and_the_run_goes_on(
+    owner_client, session, llm, run_tasks, tool_calls
+):
+    """The SDK parses a streamed tool input with a JSON parser that refuses about 200 levels:
+    that call is answered as an invalid input, the run goes on, and the call's usage is in the
+    ledger (input and cache tokens as the API reported them)."""
+    llm.enqueue(
+        tool_reply(
+            tool_call("echo", {"text": "flat"}, id="toolu_flat_first"),
+            tool_call("echo", nested(300), id="toolu_deep"),
+            text="Trying a deep input.",
+        ),
+        text_reply("A flatter input next time."),
+    )
+
+    body = post_message(owner_client, session, run_tasks, REQUEST)
+
+    assert body["status"] == "idle", body
+    assert body["lastErrorCode"] == ""
+    transcript = transcript_of(owner_client, session)
+    kinds = [m["kind"] for m in transcript]
+    assert kinds == [
+        "user_message",
+        "agent_message",
+        "tool_call",
+        "tool_call",
+        "tool_response",
+        "tool_response",
+        "agent_message",
+    ]
+    assert transcript[3]["meta"]["callId"] == "toolu_deep"
+    assert transcript[3]["meta"]["input"] == {}
+    # The readable call ran; the unreadable one never did.
+    assert [c["input"] for c in tool_calls] == [{"text": "flat"}]
+    second = llm.message_requests()[1]
+    deep_result = result_of(second, "toolu_deep")
+    assert deep_result["is_error"] is True
+    assert "invalid_input" in str(deep_result["content"])
+    assert "200 levels" in str(deep_result["content"])
+    assert result_of(second, "toolu_flat_first").get("is_error") is not True
+    # The ledger holds both calls: the cut one with the API's input count.
+    usages = [entry["response"]["usage"] for entry in llm.requests]
+    records = list(UsageRecord.objects.filter(session_id=session.pk).order_by("id"))
+    assert len(records) == 2
+    assert [r.input_tokens for r in records] == [u["input_tokens"] for u in usages]
+    assert records[0].output_tokens > 0
+    assert body["tokensIn"] == sum(
+        u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        for u in usages
+    )

@@ -954,3 +954,94 @@ def test_idle_polls_after_a_streamed_reply_are_all_304s(owner_client, session, l
 
     assert payload_of(owner_client, session)["status"] == "idle"
     assert statuses == [304] * 10
+
+
+def test_the_lease_watch_resumes_a_run_whose_worker_is_gone_once_per_lease(
+    owner_client, session, llm, run_tasks
+):
+    from django.core.cache import cache
+
+    from orchestrator_app import recovery
+
+    cache.delete(recovery.SWEEP_KEY)
+    run_seq = start_run_without_steps(owner_client, session)
+    Session.objects.filter(pk=session.pk).update(
+        lease_token="dead-worker", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    llm.enqueue(text_reply("Recovered by the watch."))
+
+    with mock.patch("orchestrator_app.queue.db.on_commit") as enqueued:
+        assert recovery.sweep() == 1
+        cache.delete(recovery.SWEEP_KEY)
+        assert recovery.sweep() == 0  # already re-enqueued for this lease
+    assert enqueued.call_count == 1
+    assert run_tasks(tasks.recover) == 0  # the schedule's sweep agrees
+
+    cache.delete(f"ahentic:requeued:{session.pk}:{run_seq}:dead-worker")
+    cache.delete(recovery.SWEEP_KEY)
+    assert run_tasks(recovery.sweep) == 1
+    body = payload_of(owner_client, session)
+    assert body["status"] == "idle"
+    assert body["runSeq"] == run_seq
+    assert body["messages"][-1]["content"] == "Recovered by the watch."
+    assert trace_types(owner_client, session).count("run_requeue") == 2
+    # Steps run inline here (django-q2's sync mode sends post_spawn too): no watch started.
+    assert "ahentic-lease-watch" not in [t.name for t in threading.enumerate()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stalled_steps_late_failure_changes_nothing_while_the_run_goes_on_under_a_new_lease(
+    owner_client, session, llm, tool_calls
+):
+    """Step A stalls in its model call; its lease runs out and Continue hands the run to step
+    B (a new lease). A's call then fails: ending the run is a lease-guarded write, so A's
+    end writes nothing and B finishes the run."""
+    gate = threading.Event()
+    llm.enqueue(error_reply(401, "authentication_error", gate=gate))  # A's call: no retry
+    run_seq = start_run_in_committed_db(owner_client, session)
+    SlowWriteGate.reset()
+
+    def step():
+        try:
+            tasks.run_step(str(session.pk), run_seq)
+        finally:
+            connection.close()
+
+    step_a, step_b = threading.Thread(target=step), threading.Thread(target=step)
+    step_a.start()
+    try:
+        assert llm.wait_for_requests(1)
+        Session.objects.filter(pk=session.pk).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        llm.enqueue(
+            tool_reply(tool_call("slow_write", {"row": 1}, id="toolu_b")),
+            text_reply("Finished by the new step."),
+        )
+        with mock.patch("orchestrator_app.queue.async_task") as enqueued:
+            assert post(owner_client, session, "continue").status_code == 200
+        assert enqueued.call_count == 1
+        step_b.start()  # the re-enqueued step: a new lease
+        assert SlowWriteGate.started.wait(10)
+        gate.set()  # A's call fails now, while B holds the run
+        step_a.join(timeout=30)
+        assert not step_a.is_alive()
+
+        during = payload_of(owner_client, session)
+        assert during["status"] == "running", during
+        assert during["lastErrorCode"] == ""
+    finally:
+        gate.set()
+        SlowWriteGate.release.set()
+        step_a.join(timeout=30)
+        if step_b.is_alive() or step_b.ident:
+            step_b.join(timeout=30)
+    assert not step_b.is_alive()
+
+    body = payload_of(owner_client, session)
+    assert body["status"] == "idle", body
+    assert body["lastErrorCode"] == ""
+    assert body["messages"][-1]["content"] == "Finished by the new step."
+    transcript = transcript_of(owner_client, session)
+    assert not [m for m in transcript if (m.get("meta") or {}).get("error") is True]
+    assert [c["tool"] for c in tool_calls] == ["slow_write"]

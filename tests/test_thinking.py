@@ -5,6 +5,8 @@ server, which verifies every thinking block's signature and refuses a tool loop 
 its thinking (``llm_strict`` fails the test on any refused request).
 """
 
+import os
+
 import pytest
 from django.core.checks import run_checks
 
@@ -347,3 +349,40 @@ def test_thinking_cut_off_by_max_tokens_is_not_sent_back(
     _, second = llm.message_requests()
     sent = [b["type"] for m in second["messages"] for b in m["content"]]
     assert "thinking" not in sent  # the unsigned block stayed out; the strict API accepted
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("  \n\tLeading and trailing space, tabs\tand é ü 中 stay.\n\n  ", id="space"),
+        pytest.param(
+            "Reasoning with a NUL\x00 in it.",
+            id="nul",
+            marks=pytest.mark.skipif(
+                os.environ.get("AHENTIC_TEST_DB") in ("postgres", "mysql"),
+                reason="PostgreSQL's jsonb and MariaDB cannot store a NUL character",
+            ),
+        ),
+    ],
+)
+def test_a_thinking_block_goes_back_byte_for_byte(
+    owner_client, session, thinking_on, run_tasks, text
+):
+    """The request body the API receives carries the thinking text and its signature exactly as
+    they came (no NUL dropped, no whitespace trimmed): the API verifies the signature."""
+    llm = thinking_on
+    thought = thinking_block(text)
+    llm.enqueue(
+        reply([thought, tool_call("echo", {"text": "x"}, id="toolu_e")], "tool_use"),
+        text_reply("Echoed."),
+    )
+
+    body = post_message(owner_client, session, run_tasks, "Echo x")
+
+    assert body["status"] == "idle", body
+    [_, second] = llm.message_requests()
+    [sent] = [b for b in assistant_turns(second)[0]["content"] if b["type"] == "thinking"]
+    assert sent["thinking"] == text
+    assert sent["signature"] == thought["signature"]
+    raw = [e for e in llm.requests if e["path"] == "/v1/messages"][1]
+    assert raw["accepted"] is True

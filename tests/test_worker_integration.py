@@ -7,6 +7,7 @@ sidebar does. The test tools reach the worker through tool discovery (tests/ahen
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -200,3 +201,97 @@ def test_a_run_whose_worker_is_killed_mid_tool_is_recovered_once(
     assert len(llm.message_requests()) == 2
     seqs = list(Event.objects.filter(session=session).values_list("seq", flat=True))
     assert len(seqs) == len(set(seqs)) == 4
+
+
+def worker_pids(log_path: Path) -> list[int]:
+    """The django-q2 worker processes a cluster started, oldest first (from its log)."""
+    return [int(pid) for pid in re.findall(r"ready for work at (\d+)", log_path.read_text())]
+
+
+def wait_for_log(log_path: Path, text: str, count: int = 1) -> None:
+    deadline = time.monotonic() + POLL_LIMIT_S
+    while log_path.read_text(errors="replace").count(text) < count:
+        assert time.monotonic() < deadline, f"never logged {text!r}: {log_path.read_text()}"
+        time.sleep(0.1)
+
+
+def test_a_run_whose_worker_process_is_killed_mid_tool_resumes_with_nobody_acting(
+    owner_client, session, llm, workers
+):
+    """The worker process is SIGKILLed while a tool runs; its cluster spawns a new one. Nobody
+    calls continue or the sweep, and the ahentic_recover schedule is off: the lease watch of the worker processes notices the lease
+    expire and re-enqueues the step, which answers the interrupted call and finishes."""
+    from sessions_app.models import Event
+
+    llm.enqueue(
+        tool_reply(tool_call("sleeps", {"seconds": 30}, id="toolu_sleeps")),
+        text_reply("Back after the worker died."),
+    )
+    workers.env["AHENTIC_TEST_RUN_LEASE_S"] = "2"
+    workers.env["AHENTIC_TEST_NO_SCHEDULER"] = "1"
+    workers.start()
+    log_path = workers.processes[-1][1]
+    wait_for_log(log_path, "ready for work")
+    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+        response = owner_client.post(
+            session_url(session, "messages"), {"content": "Sleep on it"}, format="json"
+        )
+    assert response.status_code == 202, response.content
+    deadline = time.monotonic() + POLL_LIMIT_S
+    while not Event.objects.filter(tool_use_id="toolu_sleeps", payload__has_key="started"):
+        assert time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.05)
+
+    [worker] = worker_pids(log_path)
+    os.kill(worker, signal.SIGKILL)
+    body = wait_until_settled(owner_client, session)
+
+    assert body["status"] == "idle", body
+    assert len(worker_pids(log_path)) == 2  # the cluster replaced the dead worker
+    transcript = transcript_of(owner_client, session)
+    assert [m["kind"] for m in transcript] == [
+        "user_message",
+        "tool_call",
+        "tool_response",
+        "agent_message",
+    ]
+    assert transcript[2]["meta"]["error"] == "tool_interrupted"
+    assert transcript[3]["content"] == "Back after the worker died."
+    assert len(llm.message_requests()) == 2
+
+
+def test_a_continue_sent_before_a_dead_clusters_lease_expires_takes_effect_when_it_does(
+    owner_client, session, llm, workers
+):
+    """A host dies mid-model-call (its whole cluster is SIGKILLed) while another cluster runs.
+    The user presses Continue at once, while the dead worker's lease still holds: it is not
+    ignored, the run resumes on the other cluster once the lease runs out."""
+    from sessions_app.models import Session
+
+    slow = text_reply("a long reply " * 200)
+    slow.chunk_delay_s = 0.2  # deltas keep coming, so the worker keeps refreshing its lease
+    llm.enqueue(slow, text_reply("Finished on the other host."))
+    workers.env["AHENTIC_TEST_RUN_LEASE_S"] = "6"
+    workers.env["AHENTIC_TEST_NO_SCHEDULER"] = "1"
+    first = workers.start()
+    wait_for_log(workers.processes[-1][1], "ready for work")
+    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+        response = owner_client.post(
+            session_url(session, "messages"), {"content": "Write a lot"}, format="json"
+        )
+    assert response.status_code == 202, response.content
+    assert llm.wait_for_requests(1, timeout=POLL_LIMIT_S), "the model was never called"
+    workers.start()
+    wait_for_log(workers.processes[-1][1], "ready for work")
+
+    workers.kill(first)
+    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+        response = owner_client.post(session_url(session, "continue"))
+    assert response.status_code == 200, response.content
+    held = Session.objects.values_list("lease_expires_at", flat=True).get(pk=session.pk)
+    body = wait_until_settled(owner_client, session)
+
+    assert body["status"] == "idle", body
+    assert body["messages"][-1]["content"] == "Finished on the other host."
+    assert len(llm.message_requests()) == 2
+    assert held is not None  # the Continue came while the dead worker's lease was set

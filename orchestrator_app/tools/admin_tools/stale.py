@@ -17,19 +17,21 @@ the save would overwrite: the agent's ``admin_save``, an ``admin_action`` that l
 an edit in another window. A change to a field the form does not edit is not a conflict (the
 save leaves it alone).
 
-The app applies the mixin to the ModelAdmins of the models in ``AHENTIC["ADMIN_TOOLS"]`` on every
-``AdminSite`` (``guard_admin_sites``, run at each request: sites and registrations may be made
-after start-up, by a URLconf for instance). Each ModelAdmin instance gets a subclass of its own
-class with the mixin first; a model that leaves ``ADMIN_TOOLS`` later is not guarded. A
-ModelAdmin may also inherit the mixin itself.
+The token must be this object's: one that is present but does not verify (altered, forged,
+signed with another ``SECRET_KEY``, made for another object or model) is treated like a stale
+form: a warning, nothing saved until "Save anyway" is ticked. Only a form that carries no token
+at all saves unchecked (it was rendered before the mixin was installed), and that is logged.
+
+The mixin is opt-in: a host adds it first in the bases of its ``ModelAdmin`` (import it from
+``orchestrator_app.admin_mixins``); the system check ``ahentic.W005`` names every
+``ADMIN_TOOLS`` model whose registered ModelAdmin lacks it. Nothing swaps classes at run time.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import logging
 
-from django.contrib.admin.sites import all_sites
 from django.core import signing
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.template.response import TemplateResponse
@@ -38,22 +40,26 @@ from django.utils.text import capfirst, get_text_list
 
 from .bridge import OWN_APPS, configured_labels, is_agent_request, model_label
 
+log = logging.getLogger("ahentic")
+
 TOKEN_FIELD = "_ahentic_loaded"
 CONFIRM_FIELD = "_ahentic_save_anyway"
 TEMPLATE = "ahentic/admin/stale_change_form.html"
 SALT = "orchestrator_app.admin_tools.stale"
-# Where a request keeps what the check found: the changed fields' labels, or None.
+# Where a request keeps what the check found: the changed fields' labels, INVALID, or None.
 REQUEST_ATTR = "_ahentic_stale_fields"
+# What ``changed_fields`` finds for a token that is not this object's.
+INVALID = "invalid"
 
 
-def is_enabled(model_admin) -> bool:
+def is_enabled(model) -> bool:
     """The model is one the admin tools work on (``ADMIN_TOOLS``, as the bridge reads it)."""
     configured = configured_labels()
-    if not configured or getattr(model_admin, "ahentic_tools", True) is False:
+    if not configured:
         return False
     if configured == "all":
-        return model_admin.model._meta.app_label not in OWN_APPS
-    return model_label(model_admin.model) in configured
+        return model._meta.app_label not in OWN_APPS
+    return model_label(model) in configured
 
 
 def _model_field(opts, name: str):
@@ -87,29 +93,41 @@ def digests(obj, field_names) -> dict[str, str]:
 
 def make_token(obj, field_names) -> str:
     return signing.dumps(
-        {"pk": str(obj.pk), "fields": digests(obj, field_names)}, salt=SALT, compress=True
+        {"model": model_label(obj), "pk": str(obj.pk), "fields": digests(obj, field_names)},
+        salt=SALT,
+        compress=True,
     )
 
 
-def changed_fields(obj, token: str) -> list[str] | None:
-    """The names of the fields whose stored value differs from the token's, or None when the
-    token is not one of this object's (missing, tampered with: no check)."""
+def changed_fields(obj, token: str) -> list[str] | str:
+    """The names of the fields whose stored value differs from the token's, or ``INVALID``
+    when the token is not one this site signed for this object (altered, forged, another
+    ``SECRET_KEY``, another object or model)."""
     try:
         loaded = signing.loads(token, salt=SALT)
     except signing.BadSignature:
-        return None
-    if not isinstance(loaded, dict) or loaded.get("pk") != str(obj.pk):
-        return None
-    before = loaded.get("fields") or {}
+        return INVALID
+    if (
+        not isinstance(loaded, dict)
+        or loaded.get("model") != model_label(obj)
+        or loaded.get("pk") != str(obj.pk)
+        or not isinstance(loaded.get("fields"), dict)
+    ):
+        return INVALID
+    before = loaded["fields"]
     now = digests(obj, list(before))
     return [name for name, digest in before.items() if now.get(name) != digest]
 
 
 class StaleChangeFormMixin:
-    """Warn before a change form overwrites changes made since it was loaded (module doc)."""
+    """Warn before a change form overwrites changes made since it was loaded (module doc).
+
+    Put it first in a ``ModelAdmin``'s bases: ``class PageAdmin(StaleChangeFormMixin,
+    FlatPageAdmin)``. Requests the admin tools make for the agent are not checked (the agent
+    saves through ``admin_save``, which reads the object it changes)."""
 
     def _stale_guarded(self, request) -> bool:
-        return not is_agent_request(request) and is_enabled(self)
+        return not is_agent_request(request)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         form = super().get_form(request, obj, change=change, **kwargs)
@@ -122,21 +140,24 @@ class StaleChangeFormMixin:
         ):
             return form
         if not hasattr(request, REQUEST_ATTR):
-            # The object the change view just read, before the posted values are set on it.
-            token = request.POST.get(TOKEN_FIELD)
-            changed = changed_fields(obj, token) if token else None
-            if changed and request.POST.get(CONFIRM_FIELD):
-                changed = None  # the user saw the warning and saves anyway
-            setattr(request, REQUEST_ATTR, self._stale_labels(form, changed) if changed else None)
+            setattr(request, REQUEST_ATTR, self._stale_check(request, form, obj))
         labels = getattr(request, REQUEST_ATTR)
         if not labels:
             return form
-        message = (
-            f"This {self.opts.verbose_name} was changed after you opened this form, by the "
-            f"agent or in another window: {get_text_list(labels, 'and')}. Saving would put "
-            "back the values this form shows. Reload the page to see the current values, or "
-            "tick “Save anyway” and save again to keep yours."
-        )
+        if labels == INVALID:
+            message = (
+                f"This form's record of the {self.opts.verbose_name} as you opened it is not "
+                "valid (altered, or made for another object), so it cannot tell what changed "
+                "since. Reload the page to see the current values, or tick “Save anyway” and "
+                "save again to keep yours."
+            )
+        else:
+            message = (
+                f"This {self.opts.verbose_name} was changed after you opened this form, by the "
+                f"agent or in another window: {get_text_list(labels, 'and')}. Saving would put "
+                "back the values this form shows. Reload the page to see the current values, "
+                "or tick “Save anyway” and save again to keep yours."
+            )
 
         def clean(self_form):
             super(stale_form, self_form).clean()
@@ -144,6 +165,23 @@ class StaleChangeFormMixin:
 
         stale_form = type(form.__name__, (form,), {"clean": clean})
         return stale_form
+
+    def _stale_check(self, request, form, obj) -> list[str] | str | None:
+        """What the posted form's token finds on ``obj`` (the object the change view just
+        read, before the posted values are set on it): the changed fields' labels, INVALID,
+        or None (save)."""
+        if TOKEN_FIELD not in request.POST:
+            # Rendered before the mixin was installed (or by a page of the host's own).
+            log.warning(
+                "ahentic: %s %s saved from a change form without a stale-form token",
+                model_label(obj),
+                obj.pk,
+            )
+            return None
+        changed = changed_fields(obj, request.POST.get(TOKEN_FIELD, ""))
+        if not changed or request.POST.get(CONFIRM_FIELD):
+            return None  # nothing changed, or the user saw the warning and saves anyway
+        return INVALID if changed == INVALID else self._stale_labels(form, changed)
 
     def _stale_labels(self, form, names) -> list[str]:
         labels = []
@@ -168,6 +206,8 @@ class StaleChangeFormMixin:
             or not self._stale_guarded(request)
         ):
             return response
+        # A re-shown form keeps the token it was posted with (stale or invalid, it warns
+        # again until "Save anyway" is ticked).
         token = request.POST.get(TOKEN_FIELD) if request.method == "POST" else None
         if not token:
             token = self._stale_token(request, context, obj)
@@ -176,6 +216,7 @@ class StaleChangeFormMixin:
         # The page the admin would render, extended by one that adds the token and the
         # checkbox inside the form (block form_top), so a host's own change_form template
         # keeps working.
+        found = getattr(request, REQUEST_ATTR, None)
         parent = response.resolve_template(response.template_name)
         response.template_name = TEMPLATE
         response.context_data = {
@@ -185,7 +226,8 @@ class StaleChangeFormMixin:
                 "token_field": TOKEN_FIELD,
                 "token": token,
                 "confirm_field": CONFIRM_FIELD,
-                "changed": getattr(request, REQUEST_ATTR, None),
+                "changed": found if found != INVALID else None,
+                "invalid": found == INVALID,
             },
         }
         return response
@@ -202,28 +244,3 @@ class StaleChangeFormMixin:
                 return None
         # Disabled fields (a password hash...) are never saved from the form: no conflict.
         return make_token(obj, [name for name, field in form.fields.items() if not field.disabled])
-
-
-_guarded_classes: dict[type, type] = {}
-
-
-def guarded_class(cls: type) -> type:
-    """``cls`` with the mixin first (one subclass per ModelAdmin class)."""
-    if issubclass(cls, StaleChangeFormMixin):
-        return cls
-    if cls not in _guarded_classes:
-        _guarded_classes[cls] = type(
-            cls.__name__, (StaleChangeFormMixin, cls), {"__module__": cls.__module__}
-        )
-    return _guarded_classes[cls]
-
-
-def guard_admin_sites(**kwargs: Any) -> None:
-    """Apply the mixin to the enabled models' ModelAdmins on every AdminSite (idempotent; run
-    at each request)."""
-    if not configured_labels():
-        return
-    for site in list(all_sites):
-        for model_admin in list(site._registry.values()):
-            if not isinstance(model_admin, StaleChangeFormMixin) and is_enabled(model_admin):
-                model_admin.__class__ = guarded_class(type(model_admin))
