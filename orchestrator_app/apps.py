@@ -14,7 +14,7 @@ class OrchestratorAppConfig(AppConfig):
         from sessions_app.models import Attachment
 
         from . import checks  # noqa: F401
-        from .files import remote_delete
+        from .loop.files import remote_delete
 
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
 

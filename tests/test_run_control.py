@@ -69,7 +69,7 @@ def user_texts(request_body) -> list[str]:
 
 
 def start_run_in_committed_db(client, session, content="Do the job"):
-    with mock.patch("orchestrator_app.queue.async_task") as enqueued:
+    with mock.patch("orchestrator_app.control.queue.async_task") as enqueued:
         run_seq = start_run_without_steps(client, session, content)
     assert enqueued.call_count == 1
     return run_seq
@@ -830,7 +830,7 @@ def test_posting_messages_is_throttled_per_user(
     cache.clear()
     settings.AHENTIC = {**settings.AHENTIC, "THROTTLE_MESSAGES": "2/min", "BUSY_POLICY": "enqueue"}
     mine, theirs = SessionFactory(owner=owner), SessionFactory(owner=other)
-    with mock.patch("orchestrator_app.queue.async_task"):  # no step runs: stay running
+    with mock.patch("orchestrator_app.control.queue.async_task"):  # no step runs: stay running
         codes = [
             owner_client.post(
                 f"/ahentic/v1/sessions/{mine.pk}/messages", {"content": f"m{i}"}, format="json"

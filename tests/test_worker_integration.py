@@ -115,7 +115,7 @@ def test_a_real_worker_runs_a_message_through_a_tool_to_the_final_reply(
         text_reply("The worker echoed it."),
     )
 
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(
             session_url(session, "messages"), {"content": "Echo something"}, format="json"
         )
@@ -167,7 +167,7 @@ def test_a_run_whose_worker_is_killed_mid_tool_is_recovered_once(
     )
     workers.env["AHENTIC_TEST_RUN_LEASE_S"] = "2"
     first = workers.start()
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(
             session_url(session, "messages"), {"content": "Sleep on it"}, format="json"
         )
@@ -183,7 +183,7 @@ def test_a_run_whose_worker_is_killed_mid_tool_is_recovered_once(
         assert time.monotonic() < deadline + 60, "the lease never expired"
         time.sleep(0.2)
     workers.start()
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         assert tasks.recover() == 1
     body = wait_until_settled(owner_client, session)
 
