@@ -40,6 +40,7 @@ APP_LAYERS = {
             (
                 "api",
                 "admin",
+                "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
                 "tasks",
                 "urls",
                 "checks",
@@ -56,10 +57,15 @@ APP_LAYERS = {
 # management commands that serve them (ahentic_demo, ahentic_localapi) import them.
 TEST_DOUBLES = "orchestrator_app.testing"
 TEST_DOUBLE_USERS = ("orchestrator_app.management",)
-# The REST layer is mounted by urls.py; the sidebar's template tag asks its permission check
-# whether to render. Nothing else imports it (the admin, the tools and the loop least of all).
+# The REST layer is mounted by urls.py, apps.py connects its signal receivers and the sidebar's
+# template tag asks its permission check whether to render. Nothing else imports it (the admin,
+# the tools and the loop least of all).
 API = "orchestrator_app.api"
-API_USERS = ("orchestrator_app.urls", "orchestrator_app.templatetags.ahentic")
+API_USERS = (
+    "orchestrator_app.urls",
+    "orchestrator_app.apps",
+    "orchestrator_app.templatetags.ahentic",
+)
 
 
 def test_a_run_with_an_approval_and_a_cancel_updates_the_session_row_only_through_runstate(
@@ -215,8 +221,8 @@ def test_imports_point_down_only_and_only_llm_imports_anthropic():
                 wrong.append(f"{name} imports anthropic")
             if top == "ahentic_site":
                 wrong.append(f"{name} imports the demo site")
-            if top != app or imported not in modules:
-                continue  # another app (above), or a name taken from a module
+            if top != app or imported not in modules or None in (_layer(name), _layer(imported)):
+                continue  # another app (above), a name taken from a module, or no layer (above)
             if _layer(imported) > _layer(name):
                 upper = APP_LAYERS[app][_layer(imported)][0]
                 wrong.append(f"{name} imports {imported} ({upper}, a higher layer)")
