@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class NoLeaseWatchConfig(AppConfig):
-    """The recovery bench's baseline: disconnects the lease watch (orchestrator_app.recovery)
+    """The recovery bench's baseline: disconnects the lease watch (orchestrator_app.control.recovery)
     in the worker processes, leaving the ``ahentic_recover`` schedule alone to resume runs."""
 
     name = "bench"

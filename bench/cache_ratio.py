@@ -55,7 +55,8 @@ def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
-    from orchestrator_app import llm, runs, tasks
+    from orchestrator_app import llm, tasks
+    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import (
         LocalMessagesServer,
         text_reply,
@@ -117,7 +118,8 @@ def chat(turns: int, budget: int | None) -> list[dict]:
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
-    from orchestrator_app import runs, tasks
+    from orchestrator_app import tasks
+    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import (
         LocalMessagesServer,
         text_reply,
@@ -185,7 +187,8 @@ def attachment_chat(turns: int) -> list[dict]:
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
-    from orchestrator_app import runs, tasks
+    from orchestrator_app import tasks
+    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import LocalMessagesServer, text_reply
     from sessions_app import attachments
     from sessions_app import services as session_services
@@ -231,7 +234,9 @@ def thinking_run(lookups: int = 8) -> list[dict]:
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
-    from orchestrator_app import decisions, runs, tasks
+    from orchestrator_app import tasks
+    from orchestrator_app.control import runs
+    from orchestrator_app.loop import decisions
     from orchestrator_app.testing.localapi import (
         LocalMessagesServer,
         text_reply,

@@ -72,7 +72,7 @@ class Cluster:
 
 def trial(case: str, cluster: Cluster, server, user) -> float:
     """One kill; seconds from the kill to a new step's claim."""
-    from orchestrator_app import runs
+    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
     from sessions_app import services
     from sessions_app.models import Event, Session

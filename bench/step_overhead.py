@@ -100,7 +100,8 @@ def measure_floor(size: int, steps: int) -> tuple[float, float, float, int]:
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
-    from orchestrator_app import runs, tasks
+    from orchestrator_app import tasks
+    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import LocalMessagesServer, tool_call, tool_reply
     from sessions_app import services as session_services
     from sessions_app.models import Session
@@ -112,12 +113,12 @@ def measure_floor(size: int, steps: int) -> tuple[float, float, float, int]:
             session = session_services.session_create(owner=user)
             print(f"  seeding {size} events, default budget...", end="\r", flush=True)
             seed(session.pk, size)
-            with mock.patch("orchestrator_app.queue.async_task"):
+            with mock.patch("orchestrator_app.control.queue.async_task"):
                 runs.message_post(session=session, content="Look up the new topics.")
             for i in range(steps + 1):
                 server.enqueue(tool_reply(tool_call("bench_lookup", {"key": f"floor-{i}"})))
             step_ms, floor_ms, ratios, sizes = [], [], [], []
-            dropped = mock.patch("orchestrator_app.queue.async_task", lambda *a, **k: None)
+            dropped = mock.patch("orchestrator_app.control.queue.async_task", lambda *a, **k: None)
             for round_number in range(steps + 1):
                 run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
                 with dropped:
@@ -156,7 +157,8 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
     from django.db import connection
     from django.test import override_settings
 
-    from orchestrator_app import llm, runs, tasks
+    from orchestrator_app import llm, tasks
+    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import LocalMessagesServer, tool_call, tool_reply
     from sessions_app import services as session_services
     from sessions_app.models import Session
@@ -190,7 +192,7 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
                 print(f"  seeding {size} events, retention {retention}...", end="\r", flush=True)
                 session = session_services.session_create(owner=user)
                 seed(session.pk, size)
-                with mock.patch("orchestrator_app.queue.async_task"):
+                with mock.patch("orchestrator_app.control.queue.async_task"):
                     runs.message_post(session=session, content="Look up the new topics.")
                 sessions[size] = session.pk
             # Every step is a tool step: one reply per step of every session.
@@ -199,7 +201,7 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
             samples: dict[int, list[tuple[float, int]]] = {size: [] for size in sizes}
             # The queue is not measured: the next step's task is dropped (by a plain function:
             # a recording mock costs more than a small query).
-            dropped = mock.patch("orchestrator_app.queue.async_task", not_enqueued)
+            dropped = mock.patch("orchestrator_app.control.queue.async_task", not_enqueued)
             for round_number in range(steps + 1):
                 print(f"  round {round_number + 1} of {steps + 1}...        ", end="\r", flush=True)
                 shift = round_number % len(sizes)

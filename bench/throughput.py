@@ -183,7 +183,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from orchestrator_app import runs
+    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import LocalMessagesServer
     from sessions_app import services
     from sessions_app.models import Event, Session

@@ -16,9 +16,9 @@ from django.http import HttpResponse
 from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, extend_session_admin
 from sessions_app.models import Session
 
-from . import runs, toolcalls
-from .diagnostics import session_diagnostics
+from .control import runs, toolcalls
 from .errors import AhenticError
+from .ledger.diagnostics import session_diagnostics
 from .models import ToolGrant, UsageRecord
 
 

@@ -16,7 +16,7 @@ class OrchestratorAppConfig(AppConfig):
 
         from . import checks  # noqa: F401
         from .api.permissions import connect_invalidation
-        from .files import remote_delete
+        from .loop.files import remote_delete
 
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
         # The cached agent permission answers, dropped when a user's grants change.
@@ -25,6 +25,6 @@ class OrchestratorAppConfig(AppConfig):
         # Each django-q2 worker process watches for runs whose worker died (recovery.py).
         from django_q.signals import post_spawn
 
-        from .recovery import start_watch
+        from .control.recovery import start_watch
 
         post_spawn.connect(start_watch, dispatch_uid="ahentic_lease_watch")

@@ -278,7 +278,7 @@ def _attachment_errors() -> list:
 @register()
 def check_model_surface(app_configs=None, **kwargs):
     """THINKING, THINKING_DISPLAY, EFFORT, WEB_SEARCH and WEB_FETCH (``surface``), per mode."""
-    from . import surface
+    from .loop import surface
 
     errors = []
     limits = {

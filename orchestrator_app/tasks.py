@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from . import brain, files, runs, step
+from .control import brain, runs
+from .loop import files, step
 
 
 def run_step(session_id: str, run_seq: int) -> None:

@@ -578,7 +578,7 @@ def content_block(item: dict[str, Any]) -> dict[str, Any]:
     """The image or document block of an attachment ref; a text note when its file is gone
     (or no longer the bytes that were sent). A PDF uploaded to the Files API is its file
     block; any other is its base64 block (a PDF whose form is not decided yet too, not kept:
-    the step decides it before it sends a request, ``orchestrator_app.files.prepare``)."""
+    the step decides it before it sends a request, ``orchestrator_app.loop.files.prepare``)."""
     block = cached_block(item)
     if block is not None:
         return block

@@ -49,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "SUBAGENT_MAX_DEPTH": 1,
     "NAME_REFRESH_INTERVAL": 30,
     "PRICES": {},
-    # The model's wider surface (orchestrator_app/surface.py); each may be a value for both
+    # The model's wider surface (orchestrator_app/loop/surface.py); each may be a value for both
     # modes or {"agent": value, "ask": value}.
     "THINKING": "off",  # "off", "adaptive" or a budget in tokens (>= 1024, < max_tokens)
     "THINKING_DISPLAY": None,  # None (the model's default), "summarized" or "omitted"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.apps import apps
 from django.db import router, transaction
 from django.db.models import Manager, Model
 
@@ -18,9 +19,8 @@ from django.db.models import Manager, Model
 def write_alias(model: type[Model] | None = None) -> str:
     """The alias of the database ``model`` (default: ``Session``) is written to."""
     if model is None:
-        from .models import Session
-
-        model = Session
+        # By its label: models.py imports this module, so this one does not import models.
+        model = apps.get_model("sessions_app", "Session")
     return router.db_for_write(model)
 
 

@@ -285,11 +285,7 @@ class SessionUpdateOrigins:
             frame = sys._getframe(1)
             while frame is not None:
                 name = frame.f_code.co_filename
-                if (
-                    name.startswith(str(ROOT))
-                    and name != __file__
-                    and ".venv" not in name
-                ):
+                if name.startswith(str(ROOT)) and name != __file__ and ".venv" not in name:
                     self.origins.append(name)
                     break
                 frame = frame.f_back

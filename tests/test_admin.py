@@ -336,7 +336,7 @@ def test_the_continue_action_requeues_a_stalled_run(
         lease_token="dead-worker",
         lease_expires_at=timezone.now() - timedelta(seconds=5),
     )
-    with patch("orchestrator_app.queue.async_task") as enqueue:
+    with patch("orchestrator_app.control.queue.async_task") as enqueue:
         with django_capture_on_commit_callbacks(execute=True):
             run_action(admin_client, "continue_runs", session)
 

@@ -5,10 +5,67 @@ from pathlib import Path
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 
-from .conftest import API, APP_DIRS, ROOT, SESSION_WRITER, payload_of
+from .conftest import API as API_URL
+from .conftest import APP_DIRS, ROOT, SESSION_WRITER, payload_of
 
 APPS = ("sessions_app", "artifacts_app", "orchestrator_app")
 LAYER = {"sessions_app": 0, "artifacts_app": 1, "orchestrator_app": 2}
+
+# The layers inside each app, lowest first (the README's Layout section shows them). A module
+# imports modules of its own layer and of the layers below it, never one above; every module
+# falls in one. An entry names a module or a package (and so its submodules); the app's own
+# package (its __init__) is the app's base.
+APP_LAYERS = {
+    "sessions_app": (
+        ("base", ("conf", "errors", "db", "media", "tokens", "versioned")),
+        ("models", ("models",)),
+        ("writers and readers", ("runstate", "services", "attachments", "window")),
+        ("Django hooks", ("admin", "apps")),
+    ),
+    "artifacts_app": (
+        ("models", ("models",)),
+        ("store", ("store",)),
+        ("Django hooks", ("admin", "apps")),
+    ),
+    "orchestrator_app": (
+        # The Messages API seam, the app's models, its client errors, the skill files, the JSON
+        # nesting limit: what every layer above may use.
+        ("base", ("models", "llm", "errors", "skills", "json_limits")),
+        ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
+        ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
+        ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
+        ("step loop", ("loop",)),  # a step: request, model turn, tool pipeline, decisions
+        (
+            "entry points",
+            (
+                "api",
+                "admin",
+                "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
+                "tasks",
+                "urls",
+                "checks",
+                "apps",
+                "ahentic_tools",
+                "templatetags",
+                "management",
+                "testing",
+            ),
+        ),
+    ),
+}
+# Test doubles: the local Messages API and the offline model. Apart from tests, only the
+# management commands that serve them (ahentic_demo, ahentic_localapi) import them.
+TEST_DOUBLES = "orchestrator_app.testing"
+TEST_DOUBLE_USERS = ("orchestrator_app.management",)
+# The REST layer is mounted by urls.py, apps.py connects its signal receivers and the sidebar's
+# template tag asks its permission check whether to render. Nothing else imports it (the admin,
+# the tools and the loop least of all).
+API = "orchestrator_app.api"
+API_USERS = (
+    "orchestrator_app.urls",
+    "orchestrator_app.apps",
+    "orchestrator_app.templatetags.ahentic",
+)
 
 
 def test_a_run_with_an_approval_and_a_cancel_updates_the_session_row_only_through_runstate(
@@ -19,7 +76,7 @@ def test_a_run_with_an_approval_and_a_cancel_updates_the_session_row_only_throug
         text_reply("Created your note."),
         tool_reply(tool_call("notes_create", {"title": "Second"})),
     )
-    url = f"{API}/sessions/{session.pk}"
+    url = f"{API_URL}/sessions/{session.pk}"
 
     run_tasks(owner_client.post, f"{url}/messages", {"content": "Make a note"}, format="json")
     run_tasks(owner_client.post, f"{url}/approvals", {"decision": "allow_once"}, format="json")
@@ -53,15 +110,18 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path, *, top_level_only: bool) -> set[str]:
-    """Absolute names of the modules ``path`` imports (relative imports resolved)."""
-    tree = ast.parse(path.read_text())
+def _imports(path: Path) -> set[str]:
+    """Absolute names of the modules ``path`` imports anywhere (function-level imports too;
+    relative imports resolved)."""
     package = _module_name(path)
     if path.name != "__init__.py":
         package = package.rpartition(".")[0]
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    return _imports_in(path.read_text(), package)
+
+
+def _imports_in(source: str, package: str) -> set[str]:
     found: set[str] = set()
-    for node in nodes:
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -86,12 +146,31 @@ def _app_modules() -> dict[str, Path]:
     return modules
 
 
-def test_no_module_of_the_apps_imports_one_that_imports_it_back():
+def _import_graph() -> dict[str, set[str]]:
+    """Each module of the apps -> the modules of the apps it imports."""
     modules = _app_modules()
-    graph = {
-        name: {m for m in _imports(path, top_level_only=True) if m in modules and m != name}
+    return {
+        name: {m for m in _imports(path) if m in modules and m != name}
         for name, path in modules.items()
     }
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _layer(module: str) -> int | None:
+    """The index of ``module``'s layer in its app (the app's package itself: 0), else None."""
+    app = module.split(".")[0]
+    if module == app:
+        return 0
+    for index, (_, members) in enumerate(APP_LAYERS[app]):
+        if any(_within(module, f"{app}.{member}") for member in members):
+            return index
+    return None
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     # A package's __init__ is imported with each of its submodules: not an edge back.
     cycles = []
     state: dict[str, int] = {}
@@ -108,21 +187,48 @@ def test_no_module_of_the_apps_imports_one_that_imports_it_back():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
-    assert cycles == []
+    return cycles
+
+
+def test_no_module_of_the_apps_imports_one_that_imports_it_back():
+    assert _cycles(_import_graph()) == []
+
+
+def test_an_import_inside_a_function_counts_as_an_edge():
+    db = "def write_alias():\n    from .models import Session\n    return Session\n"
+    graph = {
+        "sessions_app.db": _imports_in(db, "sessions_app") & {"sessions_app.models"},
+        "sessions_app.models": {"sessions_app.db"},
+    }
+
+    assert _cycles(graph) == [["sessions_app.db", "sessions_app.models", "sessions_app.db"]]
+
+
+def test_every_module_of_the_apps_has_a_layer():
+    assert [name for name in sorted(_app_modules()) if _layer(name) is None] == []
 
 
 def test_imports_point_down_only_and_only_llm_imports_anthropic():
     wrong = []
-    for name, path in _app_modules().items():
+    modules = _app_modules()
+    for name, path in modules.items():
         app = name.split(".")[0]
-        for imported in _imports(path, top_level_only=False):
-            target = imported.split(".")[0]
-            if target in LAYER and LAYER[target] > LAYER[app]:
-                wrong.append(f"{name} imports {imported}")
-            if target == "anthropic" and name != "orchestrator_app.llm":
+        for imported in _imports(path):
+            top = imported.split(".")[0]
+            if top in LAYER and LAYER[top] > LAYER[app]:
+                wrong.append(f"{name} imports {imported} (a higher app)")
+            if top == "anthropic" and name != "orchestrator_app.llm":
                 wrong.append(f"{name} imports anthropic")
-            if target == "ahentic_site":
+            if top == "ahentic_site":
                 wrong.append(f"{name} imports the demo site")
-            if name.endswith(".admin") and imported.startswith("orchestrator_app.api"):
-                wrong.append(f"{name} (admin) imports the REST layer")
+            if top != app or imported not in modules or None in (_layer(name), _layer(imported)):
+                continue  # another app (above), a name taken from a module, or no layer (above)
+            if _layer(imported) > _layer(name):
+                upper = APP_LAYERS[app][_layer(imported)][0]
+                wrong.append(f"{name} imports {imported} ({upper}, a higher layer)")
+            doubles_user = any(_within(name, m) for m in (TEST_DOUBLES, *TEST_DOUBLE_USERS))
+            if _within(imported, TEST_DOUBLES) and not doubles_user:
+                wrong.append(f"{name} imports the test doubles ({imported})")
+            if _within(imported, API) and not _within(name, API) and name not in API_USERS:
+                wrong.append(f"{name} imports the REST layer ({imported})")
     assert wrong == []

@@ -339,7 +339,7 @@ def test_uploads_share_the_write_routes_rate(owner_client, session, settings, ll
     settings.AHENTIC = {**settings.AHENTIC, "THROTTLE_MESSAGES": "2/min"}
     try:
         first = upload(owner_client, session, ("a.png", png()))
-        with mock.patch("orchestrator_app.queue.async_task"):  # no step runs
+        with mock.patch("orchestrator_app.control.queue.async_task"):  # no step runs
             message = post(owner_client, session, "messages", {"content": "hi"})
         third = upload(owner_client, session, ("b.png", png()))
     finally:

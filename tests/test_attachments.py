@@ -290,7 +290,7 @@ def test_a_message_queued_while_busy_keeps_its_attachments(owner_client, session
 
     assert response.status_code == 200, response.content
     assert Attachment.objects.get(pk=item["id"]).sent is True
-    from orchestrator_app.runs import pending_promote
+    from orchestrator_app.control.runs import pending_promote
 
     pending_promote(session.pk)
     event = session.events.get(kind="user_message")
@@ -538,7 +538,7 @@ def test_the_system_checks_refuse_an_unknown_storage_and_a_files_api_not_a_bool(
 
 
 def test_memory_keeps_that_files_were_attached(owner_client, session, llm, run_tasks):
-    from orchestrator_app.brain import extractive_summary
+    from orchestrator_app.control.brain import extractive_summary
 
     [item] = uploaded(owner_client, session, ("plan.pdf", pdf(), PDF))
     send(owner_client, session, run_tasks, "", [item["id"]])

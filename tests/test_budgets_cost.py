@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from orchestrator_app import usage
+from orchestrator_app.ledger import usage
 from orchestrator_app.models import DailyUsage, UsageRecord
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings

@@ -8,7 +8,8 @@ dropped by the test transaction).
 
 import pytest
 
-from orchestrator_app import context, tasks
+from orchestrator_app import tasks
+from orchestrator_app.loop import context
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 

@@ -2,12 +2,12 @@
 
 Driven through the HTTP API with the synchronous worker; the model is the local Messages API
 server, whose cache accounting mirrors the real API's (breakpoints plus a 20-block look-back)
-and whose token count is the rule ``orchestrator_app.context.estimate`` reproduces.
+and whose token count is the rule ``orchestrator_app.loop.context.estimate`` reproduces.
 """
 
 import pytest
 
-from orchestrator_app import context, prompt
+from orchestrator_app.loop import context, prompt
 from orchestrator_app.testing.localapi import (
     count_request_tokens,
     text_reply,

@@ -14,7 +14,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import connections
 
-from orchestrator_app import runs, tasks
+from orchestrator_app import tasks
+from orchestrator_app.control import runs
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event
@@ -88,7 +89,7 @@ def test_a_step_in_a_thread_of_its_own_leaves_no_hold_on_the_threads_connection(
     objects are collected (an open one would stay a database session for good)."""
     session = session_create(owner=owner)
     llm.enqueue(tool_reply(tool_call("echo", {"text": "x"})), text_reply("Done."))
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         runs.message_post(session=session, content="Go")
     held = []
 

@@ -16,7 +16,8 @@ from django.db import DataError, connection
 from django.urls import reverse
 from django.utils import timezone
 
-from orchestrator_app import runs, tasks
+from orchestrator_app import tasks
+from orchestrator_app.control import runs
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 from orchestrator_app.tools import tool
 from sessions_app import runstate, services
@@ -159,7 +160,7 @@ def test_an_internal_error_hides_the_database_words_from_the_user(
     owner_client, session, llm, run_tasks
 ):
     sql = 'value too long for type character varying(255)\nLINE 1: UPDATE "sessions_app_session"'
-    with mock.patch("orchestrator_app.step.tools_for", side_effect=DataError(sql)):
+    with mock.patch("orchestrator_app.loop.step.tools_for", side_effect=DataError(sql)):
         run_tasks(post, owner_client, session, "messages", {"content": "Go"})
 
     body = payload_of(owner_client, session)
@@ -226,7 +227,7 @@ def test_every_route_that_starts_or_resumes_a_run_shares_one_rate(
     owner_client, other_client, owner, other, llm, throttled
 ):
     mine = SessionFactory(owner=owner)
-    with mock.patch("orchestrator_app.queue.async_task"):  # no step runs
+    with mock.patch("orchestrator_app.control.queue.async_task"):  # no step runs
         codes = [
             post(owner_client, mine, "messages", {"content": "one"}).status_code,
             post(owner_client, mine, "continue").status_code,
@@ -341,7 +342,7 @@ def test_a_viewer_gets_no_run_actions_and_posting_one_does_nothing(client, viewe
 
     changelist = client.get(admin_url("changelist"))
     page = client.get(admin_url("change", session.pk))
-    with mock.patch("orchestrator_app.queue.async_task") as enqueued:
+    with mock.patch("orchestrator_app.control.queue.async_task") as enqueued:
         client.post(admin_url("changelist"), {"action": action, "_selected_action": [session.pk]})
 
     assert changelist.status_code == page.status_code == 200
@@ -383,7 +384,7 @@ def cancelled_after(session) -> list[str]:
 def test_a_cancel_between_the_steps_check_and_its_persist_saves_no_tool_call(
     owner_client, session, llm, run_tasks, tool_calls
 ):
-    from orchestrator_app.step import StepRunner
+    from orchestrator_app.loop.step import StepRunner
 
     original = StepRunner.persist_turn
 
@@ -412,7 +413,7 @@ def test_cancel_racing_a_step_never_leaves_a_tool_call_after_the_cancel(owner, l
         session = SessionFactory(owner=owner)
         gate = threading.Event()
         llm.enqueue(tool_reply(tool_call("echo", {"text": "x"}), gate=gate), text_reply("Done."))
-        with mock.patch("orchestrator_app.queue.async_task"):
+        with mock.patch("orchestrator_app.control.queue.async_task"):
             response = runs.message_post(session=session, content="Go")
         assert response is None
         step = threading.Thread(target=tasks.run_step, args=(str(session.pk), 1))
@@ -463,7 +464,7 @@ def lease_probe(ctx, input):
 
     from django.utils import timezone
 
-    from orchestrator_app import runs
+    from orchestrator_app.control import runs
     from sessions_app.conf import ahentic_settings
     from sessions_app.models import Session
 
@@ -517,7 +518,7 @@ def test_a_heartbeat_refreshes_the_lease_while_a_long_tool_runs(
     settings.AHENTIC = {**settings.AHENTIC, "RUN_LEASE_S": 1}
     session = SessionFactory(owner=owner)
     llm.enqueue(tool_reply(tool_call("lease_probe", {"wait_for_beat": True})), text_reply("Ok."))
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         runs.message_post(session=session, content="Go")
 
     tasks.run_step(str(session.pk), 1)
@@ -535,7 +536,7 @@ def test_the_heartbeat_stops_writing_once_the_lease_is_lost(owner, llm, settings
     settings.AHENTIC = {**settings.AHENTIC, "RUN_LEASE_S": 1}
     session = SessionFactory(owner=owner)
     llm.enqueue(tool_reply(tool_call("lease_probe", {"cancel_then_wait": True})))
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         runs.message_post(session=session, content="Go")
 
     tasks.run_step(str(session.pk), 1)
@@ -552,7 +553,7 @@ def test_continue_after_the_lease_expired_recovers_at_once(
     owner_client, session, llm, run_tasks, settings
 ):
     llm.enqueue(text_reply("Recovered."))
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         post(owner_client, session, "messages", {"content": "Go"})
     lease = runstate.run_claim(session_id=session.pk, run_seq=1)
     assert lease is not None  # a worker took it, then died

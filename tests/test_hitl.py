@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from orchestrator_app import decisions
+from orchestrator_app.loop import decisions
 from orchestrator_app.models import ToolGrant
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session

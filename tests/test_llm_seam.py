@@ -179,7 +179,7 @@ def test_a_run_whose_model_goes_away_mid_run_fails_as_unavailable(
     from orchestrator_app import tasks
 
     start = owner_client.post  # the run starts while a model is configured...
-    with patch("orchestrator_app.queue.async_task"):
+    with patch("orchestrator_app.control.queue.async_task"):
         assert (
             start(
                 f"/ahentic/v1/sessions/{session.pk}/messages", {"content": "Hi"}, format="json"

@@ -8,7 +8,7 @@ model and the brain are answered apart (``model_script``).
 
 import pytest
 
-from orchestrator_app import context, prompt
+from orchestrator_app.loop import context, prompt
 from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 from orchestrator_app.tools import tools_for

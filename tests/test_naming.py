@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from orchestrator_app import brain
+from orchestrator_app.control import brain
 from orchestrator_app.models import UsageRecord
 from orchestrator_app.testing.localapi import error_reply, text_reply
 from sessions_app.conf import ahentic_settings

@@ -69,7 +69,7 @@ def user_texts(request_body) -> list[str]:
 
 
 def start_run_in_committed_db(client, session, content="Do the job"):
-    with mock.patch("orchestrator_app.queue.async_task") as enqueued:
+    with mock.patch("orchestrator_app.control.queue.async_task") as enqueued:
         run_seq = start_run_without_steps(client, session, content)
     assert enqueued.call_count == 1
     return run_seq
@@ -830,7 +830,7 @@ def test_posting_messages_is_throttled_per_user(
     cache.clear()
     settings.AHENTIC = {**settings.AHENTIC, "THROTTLE_MESSAGES": "2/min", "BUSY_POLICY": "enqueue"}
     mine, theirs = SessionFactory(owner=owner), SessionFactory(owner=other)
-    with mock.patch("orchestrator_app.queue.async_task"):  # no step runs: stay running
+    with mock.patch("orchestrator_app.control.queue.async_task"):  # no step runs: stay running
         codes = [
             owner_client.post(
                 f"/ahentic/v1/sessions/{mine.pk}/messages", {"content": f"m{i}"}, format="json"
@@ -961,7 +961,7 @@ def test_the_lease_watch_resumes_a_run_whose_worker_is_gone_once_per_lease(
 ):
     from django.core.cache import cache
 
-    from orchestrator_app import recovery
+    from orchestrator_app.control import recovery
 
     cache.delete(recovery.SWEEP_KEY)
     run_seq = start_run_without_steps(owner_client, session)
@@ -970,7 +970,7 @@ def test_the_lease_watch_resumes_a_run_whose_worker_is_gone_once_per_lease(
     )
     llm.enqueue(text_reply("Recovered by the watch."))
 
-    with mock.patch("orchestrator_app.queue.db.on_commit") as enqueued:
+    with mock.patch("orchestrator_app.control.queue.db.on_commit") as enqueued:
         assert recovery.sweep() == 1
         cache.delete(recovery.SWEEP_KEY)
         assert recovery.sweep() == 0  # already re-enqueued for this lease
@@ -1018,7 +1018,7 @@ def test_a_stalled_steps_late_failure_changes_nothing_while_the_run_goes_on_unde
             tool_reply(tool_call("slow_write", {"row": 1}, id="toolu_b")),
             text_reply("Finished by the new step."),
         )
-        with mock.patch("orchestrator_app.queue.async_task") as enqueued:
+        with mock.patch("orchestrator_app.control.queue.async_task") as enqueued:
             assert post(owner_client, session, "continue").status_code == 200
         assert enqueued.call_count == 1
         step_b.start()  # the re-enqueued step: a new lease

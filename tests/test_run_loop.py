@@ -716,12 +716,12 @@ def test_a_tool_step_and_a_final_step_stay_within_their_statement_counts(
 
     def one_run() -> list[int]:
         llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
-        with mock.patch("orchestrator_app.queue.async_task"):
+        with mock.patch("orchestrator_app.control.queue.async_task"):
             post(owner_client, session, "messages", {"content": "Echo once"})
         counts = []
         for _ in range(2):
             run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
-            with mock.patch("orchestrator_app.queue.async_task"):
+            with mock.patch("orchestrator_app.control.queue.async_task"):
                 with CaptureQueriesContext(connection) as queries:
                     tasks.run_step(str(session.pk), run_seq)
             counts.append(len(queries))
@@ -760,11 +760,11 @@ def test_a_tool_step_applies_retention_once(owner_client, session, llm, tool_cal
         session_id=session.pk, level=1, from_event_id=old[0].pk, to_event_id=old[-1].pk, text="…"
     )
     llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         post(owner_client, session, "messages", {"content": "Echo once"})
     run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
 
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         with CaptureQueriesContext(connection) as queries:
             tasks.run_step(str(session.pk), run_seq)
 

@@ -276,7 +276,7 @@ def test_it_stores_the_token_estimate_on_each_event(session):
 
 
 def test_a_tool_call_counts_the_tool_use_block_a_request_carries(session):
-    from orchestrator_app import context
+    from orchestrator_app.loop import context
 
     call = services.event_append(
         session_id=session.pk,

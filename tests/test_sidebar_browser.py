@@ -650,7 +650,7 @@ def test_a_stalled_run_opened_from_history_is_nudged_and_finishes(page, llm, own
 
     from django.utils import timezone
 
-    from orchestrator_app import runs
+    from orchestrator_app.control import runs
     from tests.factories import SessionFactory
 
     session = SessionFactory(owner=owner, title="Stalled chat")

@@ -136,7 +136,7 @@ def test_an_idle_parent_wakes_up_when_its_sub_agent_reports_later(
         tool_reply(tool_call("spawn_subagent", SPAWN)),
         text_reply("I asked a researcher; I will tell you when it reports."),
     )
-    with mock.patch("orchestrator_app.queue.async_task", side_effect=defer):
+    with mock.patch("orchestrator_app.control.queue.async_task", side_effect=defer):
         post_message(owner_client, session, run_tasks, REQUEST)
         assert payload_of(owner_client, session)["status"] == "idle"
         assert child_of(session).status == "running"
@@ -157,7 +157,7 @@ def test_cancelling_the_parent_cancels_its_running_sub_agent(
 ):
     defer = DeferChildSteps(session)
     llm_strict.enqueue(tool_reply(tool_call("spawn_subagent", SPAWN)), text_reply("Waiting."))
-    with mock.patch("orchestrator_app.queue.async_task", side_effect=defer):
+    with mock.patch("orchestrator_app.control.queue.async_task", side_effect=defer):
         post_message(owner_client, session, run_tasks, REQUEST)
     # The parent is idle, its child still runs; a new parent run is busy with something else.
     child = child_of(session)
@@ -204,11 +204,11 @@ def test_a_failed_sub_agent_reports_its_error_to_the_parent(
 
 
 def test_a_child_pausing_for_approval_changes_the_parents_etag(owner_client, session, llm):
-    from orchestrator_app import runs
+    from orchestrator_app.control import runs
     from sessions_app import services as session_services
 
     child = session_services.session_create(owner=session.owner, title="helper", parent=session)
-    with mock.patch("orchestrator_app.queue.async_task"):  # the step runs below, by hand
+    with mock.patch("orchestrator_app.control.queue.async_task"):  # the step runs below, by hand
         runs.message_post(session=child, content="Write the note")
     child.refresh_from_db()
     before = owner_client.get(f"{API}/sessions/{session.pk}")

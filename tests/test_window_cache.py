@@ -29,12 +29,12 @@ def fresh_windows():
 def step(session) -> None:
     """Run the session's next step here, as a worker would (the next one is not enqueued)."""
     run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         tasks.run_step(str(session.pk), run_seq)
 
 
 def start(owner_client, session, content: str) -> None:
-    with mock.patch("orchestrator_app.queue.async_task"):
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         assert post(owner_client, session, "messages", {"content": content}).status_code == 202
 
 

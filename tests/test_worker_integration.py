@@ -116,7 +116,7 @@ def test_a_real_worker_runs_a_message_through_a_tool_to_the_final_reply(
         text_reply("The worker echoed it."),
     )
 
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(
             session_url(session, "messages"), {"content": "Echo something"}, format="json"
         )
@@ -168,7 +168,7 @@ def test_a_run_whose_worker_is_killed_mid_tool_is_recovered_once(
     )
     workers.env["AHENTIC_TEST_RUN_LEASE_S"] = "2"
     first = workers.start()
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(
             session_url(session, "messages"), {"content": "Sleep on it"}, format="json"
         )
@@ -184,7 +184,7 @@ def test_a_run_whose_worker_is_killed_mid_tool_is_recovered_once(
         assert time.monotonic() < deadline + 60, "the lease never expired"
         time.sleep(0.2)
     workers.start()
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         assert tasks.recover() == 1
     body = wait_until_settled(owner_client, session)
 
@@ -232,7 +232,7 @@ def test_a_run_whose_worker_process_is_killed_mid_tool_resumes_with_nobody_actin
     workers.start()
     log_path = workers.processes[-1][1]
     wait_for_log(log_path, "ready for work")
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(
             session_url(session, "messages"), {"content": "Sleep on it"}, format="json"
         )
@@ -275,7 +275,7 @@ def test_a_continue_sent_before_a_dead_clusters_lease_expires_takes_effect_when_
     workers.env["AHENTIC_TEST_NO_SCHEDULER"] = "1"
     first = workers.start()
     wait_for_log(workers.processes[-1][1], "ready for work")
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(
             session_url(session, "messages"), {"content": "Write a lot"}, format="json"
         )
@@ -285,7 +285,7 @@ def test_a_continue_sent_before_a_dead_clusters_lease_expires_takes_effect_when_
     wait_for_log(workers.processes[-1][1], "ready for work")
 
     workers.kill(first)
-    with mock.patch("orchestrator_app.queue.async_task", enqueue_to_the_broker):
+    with mock.patch("orchestrator_app.control.queue.async_task", enqueue_to_the_broker):
         response = owner_client.post(session_url(session, "continue"))
     assert response.status_code == 200, response.content
     held = Session.objects.values_list("lease_expires_at", flat=True).get(pk=session.pk)

@@ -13,27 +13,10 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
 from .errors import ApiError
 
-MAX_JSON_DEPTH = 32
 NUL = "\x00"
-
-
-def json_depth_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """True when ``value`` nests objects/arrays more than ``limit`` deep (iterative walk)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def nul_path(value: Any, path: str = "") -> str | None:

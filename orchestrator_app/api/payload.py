@@ -19,7 +19,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, PendingMessage, Session, TraceEvent
 from sessions_app.runstate import PendingTool
 
-from .. import context
+from ..loop import context
 from ..tools import get_tool
 from .serializers import SessionPayloadSerializer, TraceEnvelopeSerializer
 

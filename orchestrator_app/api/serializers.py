@@ -14,7 +14,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Goal, Session
 
-from ..decisions import DECISIONS
+from ..loop.decisions import DECISIONS
 from .errors import ApiError
 
 

@@ -36,8 +36,10 @@ from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.models import Attachment, LiveText, Session
 
-from .. import decisions, runs, skills
-from ..diagnostics import iso, session_diagnostics
+from .. import skills
+from ..control import runs
+from ..ledger.diagnostics import iso, session_diagnostics
+from ..loop import decisions
 from ..models import UsageRecord
 from ..tools import all_tools
 from . import schema as docs

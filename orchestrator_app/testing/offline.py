@@ -15,7 +15,7 @@ from django.utils.text import slugify
 
 from sessions_app import media
 
-from ..prompt import CONTEXT_HEADER
+from ..loop.prompt import CONTEXT_HEADER
 from .localapi import (
     LocalResponse,
     cited_text,

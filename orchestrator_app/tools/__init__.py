@@ -46,7 +46,7 @@ from django.utils.module_loading import autodiscover_modules
 from artifacts_app.store import FROM_MEMORY
 from sessions_app.errors import ModelFacingError
 
-from ..api.parsers import MAX_JSON_DEPTH, json_depth_exceeds
+from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 RUNTIMES = ("server", "browser")

@@ -7,7 +7,7 @@ from typing import Any
 from sessions_app import runstate
 from sessions_app import services as session_services
 
-from .. import plan as plan_rules
+from ..control import plan as plan_rules
 from . import ToolContext, tool
 
 

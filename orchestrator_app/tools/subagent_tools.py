@@ -14,8 +14,8 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event
 
+from ..control.runs import message_post
 from ..errors import AhenticError
-from ..runs import message_post
 from . import ToolContext, ToolError, get_tool, tool
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,29}$"

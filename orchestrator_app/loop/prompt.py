@@ -27,9 +27,9 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
 from sessions_app.tokens import block_tokens, definition_tokens
 
-from . import skills
-from .tools import Tool
-from .tools.admin_tools import page_context_with_admin
+from .. import skills
+from ..tools import Tool
+from ..tools.admin_tools import page_context_with_admin
 
 # Tool results are cut to 8000 characters. The shorter cut applies to what a sub-agent inherits
 # from its parent: a cut that depended on which run is current would change the bytes of every

@@ -14,7 +14,8 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, Snapshot
 
-from . import llm, usage
+from .. import llm
+from ..ledger import usage
 
 log = logging.getLogger("ahentic")
 

@@ -27,6 +27,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, event_rows
 from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
+from ..tools import Tool
 from . import prompt, surface
 from .prompt import (
     CONTEXT_HEADER,
@@ -38,7 +39,6 @@ from .prompt import (
     TOOL_RESPONSE,
     WINDOW_OPENER,
 )
-from .tools import Tool
 
 ROLE_OVERHEAD = 4
 # A sub-agent report is sent as a synthetic subagent_message tool_use (~15 tokens) plus the

@@ -18,8 +18,8 @@ from sessions_app import db, runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
-from . import llm
-from .models import DailyUsage, UsageRecord
+from .. import llm
+from ..models import DailyUsage, UsageRecord
 
 
 def usage_cost(

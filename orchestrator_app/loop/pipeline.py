@@ -32,12 +32,13 @@ from sessions_app.models import Event, Session
 from sessions_app.runstate import Lease, PendingTool
 from sessions_app.services import TraceBuffer
 
-from . import llm, usage
-from . import plan as plan_rules
-from .heartbeat import LeaseHeartbeat
-from .models import ToolGrant
-from .toolcalls import result_text, tool_response_record
-from .tools import Tool, ToolContext, ToolError, get_tool
+from .. import llm
+from ..control import plan as plan_rules
+from ..control.heartbeat import LeaseHeartbeat
+from ..control.toolcalls import result_text, tool_response_record
+from ..ledger import usage
+from ..models import ToolGrant
+from ..tools import Tool, ToolContext, ToolError, get_tool
 
 __all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress"]
 

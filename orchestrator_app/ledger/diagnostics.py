@@ -17,7 +17,7 @@ from sessions_app import db
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Goal, Session, TraceEvent
 
-from .models import UsageRecord
+from ..models import UsageRecord
 
 
 def iso(value) -> str | None:

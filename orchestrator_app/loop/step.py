@@ -18,11 +18,14 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, PendingMessage, Session, open_calls
 from sessions_app.runstate import Lease
 
-from . import brain, context, files, llm, pipeline, prompt, runs, surface, usage
-from . import plan as plan_rules
-from .queue import enqueue_memory, enqueue_naming, enqueue_step
-from .toolcalls import answer_unanswered, result_text, tool_response_record
-from .tools import tools_for
+from .. import llm
+from ..control import brain, runs
+from ..control import plan as plan_rules
+from ..control.queue import enqueue_memory, enqueue_naming, enqueue_step
+from ..control.toolcalls import answer_unanswered, result_text, tool_response_record
+from ..ledger import usage
+from ..tools import tools_for
+from . import context, files, pipeline, prompt, surface
 
 log = logging.getLogger("ahentic")
 

@@ -22,12 +22,12 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, LiveText, PendingMessage, Session
 
-from . import llm
+from .. import llm
+from ..errors import AhenticError
+from ..ledger.usage import daily_limit_reached
 from . import plan as plan_rules
-from .errors import AhenticError
 from .queue import enqueue_step
 from .toolcalls import answer_unanswered, deny_turn, unanswered_tool_calls
-from .usage import daily_limit_reached
 
 log = logging.getLogger("ahentic")
 

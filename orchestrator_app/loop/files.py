@@ -27,7 +27,7 @@ from sessions_app import attachments as attachment_store
 from sessions_app import db
 from sessions_app.models import Attachment
 
-from . import llm
+from .. import llm
 
 log = logging.getLogger("ahentic")
 

@@ -16,14 +16,14 @@ from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event, Session
 from sessions_app.runstate import PendingTool
 
-from .errors import AhenticError
-from .models import ToolGrant
+from ..control.queue import enqueue_step
+from ..control.runs import require_llm
+from ..control.toolcalls import deny_turn, result_text, tool_response_record, unanswered_tool_calls
+from ..errors import AhenticError
+from ..models import ToolGrant
+from ..tools import ToolContext, get_tool
+from ..tools.browser_tools import page_context_from_read
 from .pipeline import check_call
-from .queue import enqueue_step
-from .runs import require_llm
-from .toolcalls import deny_turn, result_text, tool_response_record, unanswered_tool_calls
-from .tools import ToolContext, get_tool
-from .tools.browser_tools import page_context_from_read
 
 DECISIONS = ("allow_once", "allow_session", "always_allow", "deny")
 # The tool pipeline's refusals (``check_call``) as the actions route reports them.
