@@ -31,13 +31,16 @@ class Command(BaseCommand):
         server = LocalMessagesServer(port=port, api_key=api_key, verbose=options["verbosity"] > 1)
         if offline:
             server.responder = demo_model
+        # The handler is in place before the banner says the server is up, so a SIGTERM sent
+        # as soon as it is read stops the server cleanly.
+        stopped = threading.Event()
+        signal.signal(signal.SIGTERM, lambda signum, frame: stopped.set())
         server.start()
         self.stdout.write(
             f"Local Messages API on {server.url} ({'offline demo model' if offline else 'Done.'})."
             f" Set AHENTIC['BASE_URL'] = {server.url!r} and any API key. Ctrl-C stops it."
         )
-        stopped = threading.Event()
-        signal.signal(signal.SIGTERM, lambda signum, frame: stopped.set())
+        self.stdout.flush()
         try:
             stopped.wait()
         except KeyboardInterrupt:
