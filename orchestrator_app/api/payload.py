@@ -21,7 +21,7 @@ from sessions_app.runstate import PendingTool
 
 from ..loop import context
 from ..tools import get_tool
-from .serializers import SessionPayloadSerializer, TraceEnvelopeSerializer
+from .serializers import MessageSerializer, SessionPayloadSerializer, TraceEnvelopeSerializer
 
 # Basic view: conversation text and system events, no tool traffic.
 BASIC_KINDS = [
@@ -125,7 +125,7 @@ class PayloadSource:
     with it, in a fixed number of queries whatever the session's size."""
 
     session: Session
-    messages: list[Event]
+    messages: list[dict[str, Any]]  # rendered (``messages_window``)
     has_more: bool
     pending_messages: list[PendingMessage]
     trace: list[dict[str, Any]]  # rendered (``trace_window``)
@@ -144,16 +144,15 @@ class PayloadSource:
 
 
 def payload_source(session: Session, *, include_artifacts: bool = False) -> PayloadSource:
-    window = ahentic_settings.MESSAGES_WINDOW
-    recent = list(events_for_view(session.pk, session.view_mode).order_by("-seq")[: window + 1])
+    messages, has_more = messages_window(session)
     artifacts = Artifact.objects.filter(session_id=session.pk)
     if not include_artifacts:
         artifacts = artifacts.defer("payload")
     by_parent = sub_goals(goals_shown(session.pk))
     return PayloadSource(
         session=session,
-        messages=recent[:window][::-1],
-        has_more=len(recent) > window,
+        messages=messages,
+        has_more=has_more,
         pending_messages=list(
             session.pending_messages.order_by("id")[: ahentic_settings.MAX_PENDING_MESSAGES]
         ),
@@ -173,6 +172,52 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
         active_workflow=session.active_workflow or None,
         context_usage=context_usage_json(session.context_usage),
     )
+
+
+@dataclass(frozen=True)
+class RenderedMessages:
+    """The payload's messages as rendered once, and the newest seq they cover."""
+
+    last_seq: int
+    items: tuple[tuple[int, dict[str, Any]], ...]  # (seq, rendered), oldest first
+    has_more: bool
+
+
+def messages_window(session: Session) -> tuple[list[dict[str, Any]], bool]:
+    """The last ``MESSAGES_WINDOW`` events of the session's view, rendered by
+    ``MessageSerializer``, and whether older ones exist.
+
+    An event, once written, changes only through a write that moves ``Session.edit_version``
+    (an admin edit, retention pruning, the step context stored with an earlier turn; the
+    ``started`` note on a running tool call is not rendered). So the rendered window is cached
+    by ``(session, edit_version, view mode)`` with the ``last_seq`` it covers, and the first
+    poll after a change reads and renders only the events past it. Seqs are reserved in the
+    transaction that inserts them, under the session row's lock: every event up to the
+    ``last_seq`` read with the session is committed, so none is skipped."""
+    window = int(ahentic_settings.MESSAGES_WINDOW)
+    view_mode = session.view_mode
+    key = f"ahentic:messages:{session.pk}:{session.edit_version}:{view_mode}:{window}"
+    kept = cache.get(key)
+    if kept is not None and kept.last_seq > session.last_seq:
+        kept = None  # written by a poll that read a newer session row: not for this one
+    if kept is not None and kept.last_seq == session.last_seq:
+        return [item for _, item in kept.items], kept.has_more
+
+    events = events_for_view(session.pk, view_mode).filter(seq__lte=session.last_seq)
+    if kept is not None:
+        events = events.filter(seq__gt=kept.last_seq)
+    newest = list(events.order_by("-seq")[: window + 1])[::-1]
+    serializer = MessageSerializer(many=True, context={"view_mode": view_mode})
+    rendered = tuple(
+        zip((e.seq for e in newest), serializer.to_representation(newest), strict=True)
+    )
+    if kept is None or len(newest) > window:
+        items, has_more = rendered[-window:], len(newest) > window
+    else:
+        items = (kept.items + rendered)[-window:]
+        has_more = kept.has_more or len(kept.items) + len(rendered) > window
+    cache.set(key, RenderedMessages(session.last_seq, items, has_more), timeout=PART_CACHE_S)
+    return [item for _, item in items], has_more
 
 
 TRACE_COLUMNS = ("id", "at", "ms", "run", "type", "step", "summary")

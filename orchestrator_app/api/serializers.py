@@ -602,6 +602,13 @@ class TraceWindowField(serializers.ReadOnlyField):
     session's trace count (``payload.trace_window``): passed through as it is."""
 
 
+@extend_schema_field(MessageSerializer(many=True))
+class MessageWindowField(serializers.ReadOnlyField):
+    """The payload's messages, rendered ahead by ``MessageSerializer`` and cached by the
+    session's edit version and last seq (``payload.messages_window``): passed through as
+    they are."""
+
+
 class SessionPayloadSerializer(serializers.Serializer):
     """The session payload (the sidebar's poll target): a ``payload.PayloadSource``, whose
     ``session`` is the row and whose other attributes are the bounded windows read with it."""
@@ -614,7 +621,7 @@ class SessionPayloadSerializer(serializers.Serializer):
     viewMode = serializers.ChoiceField(source="session.view_mode", choices=Session.ViewMode.choices)
     parentId = serializers.UUIDField(source="session.parent_id", allow_null=True)
     children = ChildSessionSerializer(many=True)
-    messages = MessageSerializer(many=True)
+    messages = MessageWindowField(help_text="The last MESSAGES_WINDOW events of the view.")
     hasMore = serializers.BooleanField(source="has_more")
     pendingMessages = PendingMessageSerializer(source="pending_messages", many=True)
     trace = TraceWindowField(help_text="The last TRACE_POLL_WINDOW trace rows, without data.")
