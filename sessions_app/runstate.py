@@ -189,8 +189,18 @@ def parent_bump(session_id) -> None:
 def session_rows_delete(session_id) -> None:
     """Delete the session's row with its sub-agents and all that grows with them (cascade).
     Here because it writes the session table: on MySQL, Django's collector first clears the
-    sub-agents' ``parent`` (an UPDATE) before it deletes them."""
-    Session.objects.filter(pk=session_id).delete()
+    sub-agents' ``parent`` (an UPDATE) before it deletes them.
+
+    The rows are locked first, in the same transaction: a write that adds a row pointing at
+    the session under its lock (an upload's attachments) waits for the delete and then finds
+    no session, instead of inserting a row the collector did not see (a foreign-key error)."""
+    with db.atomic():
+        list(
+            Session.objects.select_for_update()
+            .filter(Q(pk=session_id) | Q(parent_id=session_id))
+            .values_list("pk", flat=True)
+        )
+        Session.objects.filter(pk=session_id).delete()
 
 
 def session_update(*, session_id, **fields: Any) -> bool:

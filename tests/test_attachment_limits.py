@@ -21,6 +21,7 @@ import pytest
 from django.core.cache import cache
 from django.core.files.storage import InMemoryStorage
 from django.db import connection
+from django.db.models.signals import pre_delete
 from django.test import Client
 from PIL import Image
 
@@ -465,6 +466,50 @@ def test_a_chat_deleted_during_an_upload_is_a_404_and_keeps_nothing(owner_client
     assert not Session.objects.filter(pk=session.pk).exists()
     assert not Attachment.objects.exists()
     assert stored_files(session) == []
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the delete race needs PostgreSQL's row locks"
+)
+@pytest.mark.django_db(transaction=True)
+def test_an_upload_racing_a_chat_delete_waits_for_it_and_is_a_404(owner):
+    """The delete has gathered the chat's rows (none) when an upload to it starts: the upload
+    must not insert a row the delete did not gather (a foreign-key error, a 500). The chat's
+    row is locked first, so the upload waits for the delete and then finds no chat."""
+    session = SessionFactory(owner=owner)
+    uploads = []
+
+    def upload_now():
+        client = Client()
+        client.force_login(owner)
+        body, content_type = multipart(("racing.png", png()))
+        uploads.append(
+            client.post(session_url(session, "attachments"), body, content_type=content_type)
+        )
+        connection.close()
+
+    racer = threading.Thread(target=upload_now)
+
+    def during_the_delete(sender, instance, **kwargs):
+        if instance.pk == session.pk and not racer.is_alive() and not uploads:
+            racer.start()
+            racer.join(3)  # an upload that is not held by the lock is done by then
+
+    pre_delete.connect(during_the_delete, sender=Session, dispatch_uid="test_delete_race")
+    try:
+        client = Client()
+        client.force_login(owner)
+        deleted = client.delete(session_url(session))
+        racer.join(60)
+    finally:
+        pre_delete.disconnect(sender=Session, dispatch_uid="test_delete_race")
+
+    assert deleted.status_code == 204
+    assert uploads[0].status_code == 404, uploads[0].content
+    assert uploads[0].json()["code"] == "ahentic_session_not_found"
+    assert not Attachment.objects.exists()
+    assert stored_files(session) == []
+    connection.close()
 
 
 @pytest.fixture(params=["test client", "csrf checked"])
