@@ -613,42 +613,74 @@ def image_note() -> dict[str, Any]:
     }
 
 
-def within_image_limit(messages: list[dict[str, Any]]) -> int:
-    """Keep a request within the API's count of images (``media.API_MAX_IMAGES``, in user
-    content and in tool results alike): the newest stay, each older one is replaced, in the
-    messages given, by a short text note (``image_note``). Returns how many were replaced.
-    Every stored image fits ``MAX_IMAGE_SIDE``, so any count of them obeys the API's side
-    limits. The prefix changes from the oldest replaced image on, once per image past the
-    limit, as an eviction does."""
-    seen = replaced = 0
+def file_note(block: dict[str, Any]) -> dict[str, Any]:
+    kind = "image" if block.get("type") == "image" else "PDF"
+    return {
+        "type": "text",
+        "text": f"[An earlier {kind} is not sent again: the files a request carries inline "
+        f"are at most {media.API_INLINE_FILE_BYTES // 1_000_000} MB.]",
+    }
 
-    def over() -> bool:
-        nonlocal seen, replaced
-        seen += 1
-        if seen > media.API_MAX_IMAGES:
-            replaced += 1
-            return True
-        return False
 
+class RequestLimits:
+    """What one request has used of the API's limits, counted from its newest block back:
+    images (``media.API_MAX_IMAGES``) and inline file bytes (``media.API_INLINE_FILE_BYTES``,
+    base64 images and PDFs, within the 32 MB a request may be)."""
+
+    def __init__(self) -> None:
+        self.images = 0
+        self.inline_bytes = 0
+        self.replaced = 0
+
+    def note_for(self, block: Any) -> dict[str, Any] | None:
+        """None when ``block`` still fits (and counts it), else the note that replaces it."""
+        if not isinstance(block, dict) or block.get("type") not in ("image", "document"):
+            return None
+        source = block.get("source") or {}
+        size = len(source.get("data") or "") if source.get("type") == "base64" else 0
+        note = None
+        if block["type"] == "image":
+            self.images += 1
+            if self.images > media.API_MAX_IMAGES:
+                note = image_note()
+        if note is None and size:
+            if self.inline_bytes + size > media.API_INLINE_FILE_BYTES:
+                note = file_note(block)
+            else:
+                self.inline_bytes += size
+        self.replaced += note is not None
+        return note
+
+
+def within_request_limits(messages: list[dict[str, Any]]) -> int:
+    """Keep a request within the API's limits on what it carries (``RequestLimits``: at most
+    100 images, inline files within the request's size): the newest stay, each older one past
+    a limit is replaced, in the messages given, by a short text note. Returns how many were
+    replaced. Every stored image fits ``MAX_IMAGE_SIDE``, so any count of them obeys the API's
+    side limits. A chat sends its history every turn, so without this one request too many
+    would break it for good; the prefix changes from the oldest replaced file on, once per
+    file past a limit, as an eviction does."""
+    limits = RequestLimits()
     for message in reversed(messages):
         content = message.get("content")
         if not isinstance(content, list):
             continue
         for i in range(len(content) - 1, -1, -1):
             block = content[i]
-            if block.get("type") == "image":
-                if over():
-                    content[i] = image_note()
+            note = limits.note_for(block)
+            if note is not None:
+                content[i] = note
             elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
                 inner = list(block["content"])
                 changed = False
                 for k in range(len(inner) - 1, -1, -1):
-                    if isinstance(inner[k], dict) and inner[k].get("type") == "image" and over():
-                        inner[k] = image_note()
+                    note = limits.note_for(inner[k])
+                    if note is not None:
+                        inner[k] = note
                         changed = True
                 if changed:  # a copy: built blocks are shared (``_blocks``)
                     content[i] = {**block, "content": inner}
-    return replaced
+    return limits.replaced
 
 
 def refs_tokens(refs: Iterable[dict[str, Any]]) -> int:

@@ -34,6 +34,11 @@ API_MAX_SIDE = 8000
 API_MANY_IMAGES = 20
 API_MANY_IMAGES_SIDE = 2000
 PIXELS_PER_TOKEN = 750
+# A request's body is at most 32 MB (the API answers 413 ``request_too_large`` past it). Inline
+# files (base64 images and PDFs) may take this much of it; the rest is left for the text of the
+# window (bounded by the context budget), the system prompt and the tools.
+API_MAX_REQUEST_BYTES = 32_000_000
+API_INLINE_FILE_BYTES = 30_000_000
 # A PDF page as the model reads it: its text (about 1,500 tokens for a dense page) and an image
 # of the page (about 1,500 more). The estimate of a PDF is pages x this.
 PDF_PAGE_TOKENS = 3000

@@ -11,6 +11,7 @@ image dimensions and counts included), reached through the real SDK.
 from __future__ import annotations
 
 import io
+import json
 import struct
 import threading
 import tracemalloc
@@ -253,6 +254,37 @@ def test_a_request_carries_at_most_100_images_the_oldest_noted(
     assert [b["type"] for b in first[:5]] == ["text"] * 5
     assert "a request carries at most 100 images" in first[0]["text"]
     assert media.image_size(media.decoded(images_of(last)[0]["source"])) == (3, 2)
+
+
+def test_a_chat_of_large_pdfs_stays_within_the_requests_size_the_oldest_noted(
+    owner_client, session, llm, run_tasks
+):
+    """Three 9 MiB PDFs are about 38 MB of base64: past the 32 MB a request may be, which a
+    chat sending its history every turn would hit for good. The newest two are sent, the
+    oldest is a note, and the strict local API (which refuses a body over 32 MB) answers."""
+    for turn in range(3):
+        [item] = uploaded(owner_client, session, (f"{turn}.pdf", pdf() + b"%" * (9 << 20)))
+        llm.enqueue(text_reply(f"Read {turn}."))
+        response = run_tasks(
+            post,
+            owner_client,
+            session,
+            "messages",
+            {"content": f"Read {turn}", "attachments": [item["id"]]},
+        )
+        assert response.status_code == 202, response.content
+
+    entries = [
+        e
+        for e in llm.requests
+        if e["path"] == "/v1/messages" and (e["json"] or {}).get("model") == ahentic_settings.MODEL
+    ]
+    assert [e["status"] for e in entries] == [200, 200, 200]
+    last = entries[-1]["json"]
+    blocks = [b for m in last["messages"] if m["role"] == "user" for b in m["content"]]
+    assert [b["type"] for b in blocks if b["type"] == "document"] == ["document"] * 2
+    assert "An earlier PDF is not sent again" in blocks[0]["text"]
+    assert len(json.dumps(last)) < media.API_MAX_REQUEST_BYTES
 
 
 @pytest.mark.parametrize(

@@ -411,7 +411,7 @@ def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
                 messages[-1]["content"].append(block)
             else:
                 messages.append({"role": role, "content": [block]})
-    attachment_store.within_image_limit(messages)
+    attachment_store.within_request_limits(messages)
     if messages and messages[0]["role"] != "user":
         # The window opens on an assistant turn (older turns were evicted): a stable opener
         # keeps the roles alternating without dropping that turn's tool calls.

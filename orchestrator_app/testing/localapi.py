@@ -1056,6 +1056,12 @@ class _Handler(BaseHTTPRequestHandler):
         is_count = path == "/v1/messages/count_tokens"
         if self.command != "POST" or not (is_count or path == "/v1/messages"):
             return self._send_error(404, "not_found_error", "Not Found")
+        if len(self.raw) > media.API_MAX_REQUEST_BYTES:
+            return self._send_error(
+                413,
+                "request_too_large",
+                f"Request exceeds the maximum size of {media.API_MAX_REQUEST_BYTES} bytes.",
+            )
         files = owner._file_bytes() if FILES_BETA in betas else None
         problem = validate_request(body, require_max_tokens=not is_count, files=files)
         if problem:
