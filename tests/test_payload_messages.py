@@ -38,7 +38,10 @@ def shown(payload: dict) -> tuple[list[tuple[int, str, str]], bool]:
 
 
 def event_reads(queries) -> list[str]:
-    return [q["sql"] for q in queries.captured_queries if '"sessions_app_event"' in q["sql"]]
+    """The statements that read events, names quoted with double quotes whatever the database
+    quotes them with (MySQL and MariaDB: backticks)."""
+    statements = [q["sql"].replace("`", '"') for q in queries.captured_queries]
+    return [sql for sql in statements if '"sessions_app_event"' in sql]
 
 
 def append_turn(session, i: int) -> None:
