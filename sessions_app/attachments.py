@@ -435,6 +435,16 @@ def claim(*, session_id, ids: Iterable[str], take: bool = True) -> list[dict[str
     return [ref(found[key]) for key in wanted]
 
 
+def unsent_delete(*, session_id, attachment_id) -> bool:
+    """Delete an upload of the session that was not sent with a message (its file goes once
+    the delete commits); False when it was sent (a sent file is part of the chat's history and
+    goes with the chat) or is gone."""
+    deleted, _ = Attachment.objects.filter(
+        pk=attachment_id, session_id=session_id, sent=False
+    ).delete()
+    return bool(deleted)
+
+
 # --- images tools return -----------------------------------------------------------------------
 
 

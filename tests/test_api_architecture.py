@@ -33,12 +33,8 @@ QUERYSET_STARTS = {
 # Receivers that are not rows: Django's cache, and a serializer (DRF's ``perform_create`` hook
 # calls ``serializer.save()``, whose ``create`` calls a service).
 NOT_ROWS = {"cache", "serializer"}
-# view -> why it still writes (the attachment views are being rewritten apart from this work;
-# strict: an entry whose view no longer writes fails, so it goes with that rewrite).
-KNOWN_WRITES = {
-    "SessionViewSet.attachment_delete": "deletes the attachment row; moves to a service with "
-    "the attachment views' rewrite",
-}
+# view -> why it still writes (strict: an entry whose view no longer writes fails).
+KNOWN_WRITES: dict[str, str] = {}
 
 
 def _chain(node: ast.AST) -> list[str]:

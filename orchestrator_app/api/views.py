@@ -472,13 +472,12 @@ class SessionViewSet(AhenticViewSet):
     def attachment_delete(self, request, session_id=None, attachment_id=""):
         session = self.get_object("id", "owner_id")
         attachment = self.addressed_attachment(session, attachment_id)
-        if attachment.sent:
+        if not attachment_store.unsent_delete(session_id=session.pk, attachment_id=attachment.pk):
             raise ApiError(
                 "ahentic_attachment_sent",
                 "This attachment was sent with a message; delete the chat to delete it.",
                 409,
             )
-        Attachment.objects.filter(pk=attachment.pk, sent=False).delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     # --- run control ------------------------------------------------------------------------
