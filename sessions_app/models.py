@@ -75,6 +75,63 @@ class SessionMode(models.TextChoices):
     ASK = "ask"
 
 
+class Agent(models.Model):
+    """A named agent of the site: who may use it and where it shows. What shapes its runs is
+    in its versions (``AgentVersion``, one per saved change, never rewritten); a session pins
+    the version it started with. Written through ``sessions_app.agents``."""
+
+    class Place(models.TextChoices):
+        SITE = "site", "Site pages"
+        ADMIN = "admin", "Admin"
+        BOTH = "both", "Site pages and admin"
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=128)
+    description = models.TextField(blank=True, default="")
+    colour = models.CharField(max_length=7, blank=True, default="", help_text="#rrggbb")
+    # "app_label.codename" a user needs to use the agent; blank: AHENTIC["PERMISSION"].
+    permission = models.CharField(max_length=255, blank=True, default="")
+    # When any are set, the user must also be in one of them (superusers excepted).
+    groups = models.ManyToManyField("auth.Group", blank=True, related_name="ahentic_agents")
+    shows_on = models.CharField(max_length=8, choices=Place.choices, default=Place.BOTH)
+    # The agent of a session that names none (one at a time: ``agents.agent_save``).
+    is_default = models.BooleanField(default=False)
+    # An inactive agent starts no new chat; its chats go on with their pinned version.
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+
+class AgentVersion(models.Model):
+    """One saved state of an agent: the settings it overrides (``config``, keys of
+    ``sessions_app.agents.AGENT_KEYS``; a key left out is the site's ``AHENTIC`` value).
+    Immutable: a change, a rollback included, is a new version."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    config = models.JSONField(default=dict, blank=True)
+    note = models.CharField(max_length=255, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "number"], name="ahentic_agent_version_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} v{self.number}"
+
+
 class Session(models.Model):
     # Defined at module level so Meta.constraints can name their values.
     Status = SessionStatus
@@ -116,6 +173,11 @@ class Session(models.Model):
     fork_event_id = models.BigIntegerField(null=True, blank=True)
     prompt = models.TextField(blank=True, default="")
     granted_tools = models.JSONField(null=True, blank=True)  # null = every tool
+    # The agent version the session runs with, pinned at creation (``agents``); null only for
+    # rows written before agents existed and not migrated (``0010_agents`` pins them all).
+    agent_version = models.ForeignKey(
+        AgentVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="sessions"
+    )
 
     # Run state
     run_seq = models.PositiveIntegerField(default=0)

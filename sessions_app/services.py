@@ -16,9 +16,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import db, runstate, window
+from . import agents, db, runstate, window
 from .conf import ahentic_settings
 from .models import (
+    AgentVersion,
     Attachment,
     Event,
     EventRow,
@@ -42,10 +43,16 @@ def session_create(
     prompt: str = "",
     granted_tools: list[str] | None = None,
     fork_event_id: int | None = None,
+    agent_version: AgentVersion | None = None,
 ) -> Session:
-    """Create a session. Without a title it is "New Agent" and may be renamed automatically."""
+    """Create a session. Without a title it is "New Agent" and may be renamed automatically.
+    It pins ``agent_version``: by default a sub-agent its parent's, any other the site's
+    default agent's latest (``agents``)."""
     title = (title or "").strip()
+    if agent_version is None:
+        agent_version = parent.agent_version if parent is not None else agents.default_version()
     session = Session.objects.create(
+        agent_version=agent_version,
         owner=owner,
         title=title[:255] or DEFAULT_TITLE,
         title_source=Session.TitleSource.USER if title else Session.TitleSource.DEFAULT,

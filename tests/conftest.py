@@ -292,7 +292,15 @@ class SessionUpdateOrigins:
         return execute(sql, params, many, context)
 
     def outside_the_writer(self) -> list[str]:
-        return sorted({o for o in self.origins if o.startswith(APP_DIRS) and o != SESSION_WRITER})
+        # A data migration writes through the historical models, as migrations must.
+        migration = f"{os.sep}migrations{os.sep}"
+        return sorted(
+            {
+                o
+                for o in self.origins
+                if o.startswith(APP_DIRS) and o != SESSION_WRITER and migration not in o
+            }
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -314,5 +322,8 @@ def clear_caches():
     from django.conf import settings
     from django.core.cache import caches
 
+    from sessions_app import agents
+
     for alias in settings.CACHES:
         caches[alias].clear()
+    agents.clear_cache()  # agent versions by id: ids come again in rolled-back tests

@@ -19,7 +19,7 @@ APP_LAYERS = {
     "sessions_app": (
         ("base", ("conf", "errors", "db", "media", "tokens", "versioned")),
         ("models", ("models",)),
-        ("writers and readers", ("runstate", "services", "attachments", "window")),
+        ("writers and readers", ("runstate", "services", "attachments", "window", "agents")),
         ("Django hooks", ("admin", "apps")),
     ),
     "artifacts_app": (
