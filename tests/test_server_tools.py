@@ -73,8 +73,8 @@ def test_a_web_search_with_citations_is_stored_whole_and_shown_with_its_sources(
 
     first, second = llm.message_requests()
     tools = {t["name"]: t for t in without_cache_control(first["tools"])}
-    assert tools["web_search"] == {"type": "web_search_20250305", "name": "web_search", **SEARCH}
-    assert tools["web_fetch"] == {"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 2}
+    assert tools["web_search"] == {"type": "web_search_20260209", "name": "web_search", **SEARCH}
+    assert tools["web_fetch"] == {"type": "web_fetch_20260209", "name": "web_fetch", "max_uses": 2}
     # The turn goes back exactly as the model sent it: server tool blocks and citations.
     [turn] = [m for m in second["messages"] if m["role"] == "assistant"]
     assert without_cache_control(turn["content"]) == first_response_content(llm)
@@ -91,6 +91,35 @@ def test_a_web_search_with_citations_is_stored_whole_and_shown_with_its_sources(
 
 def first_response_content(llm):
     return [e for e in llm.requests if e["accepted"]][0]["response"]["content"]
+
+
+@pytest.mark.parametrize(
+    ("model", "search", "fetch"),
+    [
+        ("claude-sonnet-5-5", "web_search_20260209", "web_fetch_20260209"),
+        ("claude-opus-4-6", "web_search_20260209", "web_fetch_20260209"),
+        ("claude-sonnet-4-5-20250929", "web_search_20250305", "web_fetch_20250910"),
+        ("claude-3-7-sonnet-latest", "web_search_20250305", "web_fetch_20250910"),
+    ],
+)
+def test_the_server_tools_go_in_the_version_the_agents_model_takes(
+    owner_client, owner, search_on, run_tasks, model, search, fetch
+):
+    """The versions follow the model of the session's agent version, not the site's MODEL."""
+    from sessions_app import agents, services
+    from sessions_app.models import Agent
+
+    agent = Agent.objects.create(slug="older", name="Older")
+    version = agents.version_save(agent, config={"MODEL": model})
+    chat = services.session_create(owner=owner, agent_version=version)
+    search_on.enqueue(text_reply("Done."))
+
+    post_message(owner_client, chat, run_tasks, "Look it up")
+
+    [request] = search_on.message_requests()
+    assert request["model"] == model
+    types = {t["name"]: t["type"] for t in request["tools"] if t["name"].startswith("web_")}
+    assert types == {"web_search": search, "web_fetch": fetch}
 
 
 def test_web_search_costs_in_the_usage_ledger(owner_client, session, search_on, run_tasks):

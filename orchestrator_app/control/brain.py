@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from sessions_app import runstate
+from sessions_app import agents, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, Snapshot
@@ -29,7 +29,7 @@ def ask_brain(
     session: Session, *, purpose: str, instruction: str, text: str, max_tokens: int
 ) -> str:
     """One brain call, recorded in the ledger. Raises llm.LLMError."""
-    model = ahentic_settings.BRAIN_MODEL
+    model = agents.settings_for(session).BRAIN_MODEL
     if not model:
         raise llm.LLMError("ahentic_ai_unavailable", "No BRAIN_MODEL is configured.", False)
     result = llm.call_model(

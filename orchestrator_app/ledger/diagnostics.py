@@ -13,7 +13,7 @@ import django
 from django.db import connections
 from django.utils import timezone
 
-from sessions_app import db
+from sessions_app import agents, db
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Goal, Session, TraceEvent
 
@@ -60,8 +60,8 @@ def session_diagnostics(session: Session) -> dict[str, Any]:
             "django": django.get_version(),
             "python": platform.python_version(),
             "database": connections[db.write_alias()].vendor,
-            "model": ahentic_settings.MODEL,
-            "brainModel": ahentic_settings.BRAIN_MODEL,
+            "model": agents.settings_for(session).MODEL,
+            "brainModel": agents.settings_for(session).BRAIN_MODEL,
             "llmConfigured": bool(ahentic_settings.API_KEY or ahentic_settings.BASE_URL),
         },
         "session": {

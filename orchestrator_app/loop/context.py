@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, event_rows
 from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
@@ -115,10 +116,14 @@ def estimate(request: dict[str, Any]) -> int:
     return sum(buckets(request).values())
 
 
-def usage_snapshot(parts: dict[str, int], calibration: float) -> dict[str, Any]:
+def budget_of(session: Session) -> int:
+    """The context budget of the session's agent (``CONTEXT_BUDGET_TOKENS``)."""
+    return int(agents.settings_for(session).CONTEXT_BUDGET_TOKENS)
+
+
+def usage_snapshot(parts: dict[str, int], calibration: float, budget: int) -> dict[str, Any]:
     """``contextUsage`` for the session payload from a request's buckets, calibrated."""
     used = round(sum(parts.values()) * calibration)
-    budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
     return {
         "budgetTokens": budget,
         "usedTokens": used,
@@ -141,16 +146,16 @@ def event_tokens(event: Event) -> int:
     return own + ROLE_OVERHEAD + extra
 
 
-def fits(fixed_tokens: int, event_tokens_sum: int) -> bool:
+def fits(fixed_tokens: int, event_tokens_sum: int, budget: int) -> bool:
     """Whether a request of ``fixed_tokens`` (system, tools, step context) and events of
-    ``event_tokens_sum`` (``event_tokens``) keeps its window start."""
+    ``event_tokens_sum`` (``event_tokens``) keeps its window start within ``budget``."""
     # A window that opens on an assistant turn gets prompt.WINDOW_OPENER in front.
     opener = tokens(WINDOW_OPENER) + ROLE_OVERHEAD
-    return fixed_tokens + opener + event_tokens_sum <= int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
+    return fixed_tokens + opener + event_tokens_sum <= budget
 
 
 def select_window(
-    events: list[Event], start_id: int | None, fixed_tokens: int
+    events: list[Event], start_id: int | None, fixed_tokens: int, budget: int
 ) -> tuple[list[Event], int | None, int]:
     """The events to send, the (possibly moved) window start and the events' ``event_tokens``.
 
@@ -159,9 +164,8 @@ def select_window(
     """
     window = [e for e in events if start_id is None or e.pk >= start_id]
     window_tokens = sum(event_tokens(e) for e in window)
-    if fits(fixed_tokens, window_tokens) or len(window) <= 1:
+    if fits(fixed_tokens, window_tokens, budget) or len(window) <= 1:
         return window, None, window_tokens
-    budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS)
     fixed_tokens += tokens(WINDOW_OPENER) + ROLE_OVERHEAD
     target = float(ahentic_settings.CONTEXT_EVICT_TO) * budget - fixed_tokens
     kept: list[Event] = []
@@ -237,18 +241,25 @@ def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assemb
     """The request for ``session`` over ``events`` (chronological, at least the window)."""
     step_context = prompt.step_context(session)
     system, memory_blocks = prompt.system_blocks(session)
-    tool_defs = prompt.tool_definitions(tools, surface.server_tools(surface.session_mode(session)))
+    settings = agents.settings_for(session)
+    budget = int(settings.CONTEXT_BUDGET_TOKENS)
+    tool_defs = prompt.tool_definitions(
+        tools, surface.server_tools(surface.session_mode(session), settings)
+    )
     # Room for the step context is reserved before the window is chosen; the context is then
     # compared with what the window (not evicted history) already carries.
     fixed = estimate({"system": system, "tools": tool_defs}) + tokens(step_context)
-    window, new_start, window_tokens = select_window(events, session.viewport_start_event_id, fixed)
+    window, new_start, window_tokens = select_window(
+        events, session.viewport_start_event_id, fixed, budget
+    )
     inherited: list[Event] = []
     if session.parent_id and session.fork_event_id:
         # A sub-agent fills the rest of its budget with what its parent saw before the fork.
-        budget = int(ahentic_settings.CONTEXT_BUDGET_TOKENS) * float(
-            ahentic_settings.CONTEXT_EVICT_TO
+        room = (
+            int(budget * float(ahentic_settings.CONTEXT_EVICT_TO))
+            - fixed
+            - sum(event_tokens(e) for e in window)
         )
-        room = int(budget) - fixed - sum(event_tokens(e) for e in window)
         parent_events = event_rows(session.parent_id, through_id=session.fork_event_id)
         inherited = inherited_context(parent_events, room)
     return Assembly(
@@ -294,7 +305,7 @@ def predicted_usage(
     if prompt.context_carrier(assembly.window, assembly.step_context) is typed:
         typed.payload = {"context": assembly.step_context}
     parts = buckets(assembly.request(session.pk), assembly.memory_blocks)
-    return usage_snapshot(parts, calibration)
+    return usage_snapshot(parts, calibration, budget_of(session))
 
 
 def predicted_usage_after(
@@ -321,7 +332,8 @@ def predicted_usage_after(
     following = [*added, typed]
     # As select_window would count it: the step context among the fixed parts.
     fixed = sum(sent_buckets[b] for b in ("systemPrompt", "memory", "tools")) + tokens(step_context)
-    if not fits(fixed, sent.window_tokens + sum(event_tokens(e) for e in following)):
+    budget = budget_of(session)
+    if not fits(fixed, sent.window_tokens + sum(event_tokens(e) for e in following), budget):
         return None
     if prompt.context_carrier([*sent.window, *following], step_context) is typed:
         typed.payload = {"context": step_context}
@@ -342,4 +354,4 @@ def predicted_usage_after(
     _add_message_buckets(delta_after, after)
     for bucket in BUCKETS:
         parts[bucket] += delta_after[bucket] - delta_before[bucket]
-    return usage_snapshot(parts, calibration)
+    return usage_snapshot(parts, calibration, budget)

@@ -23,8 +23,8 @@ from typing import Any
 from django.utils import timezone
 
 from artifacts_app import store
+from sessions_app import agents, db, runstate
 from sessions_app import attachments as attachment_store
-from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
@@ -273,8 +273,15 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
         return answer(lease, tracer, call, exc.as_result(), False, clear_pending=clear_pending)
 
     approved = pending.approved if pending else None
-    if tool.needs_approval(tool_input) and not approved:
-        if is_preallowed(tool, session, tool_input):
+    policy = agents.settings_for(session).APPROVAL.get(tool.name)
+    # The agent's approval policy: "always_ask" asks even where the tool or a grant would not;
+    # "always_allow" pre-allows a tool that may be pre-allowed at all (never admin_delete or
+    # admin_action, which ask every time).
+    asks = policy == "always_ask" or tool.needs_approval(tool_input)
+    if asks and not approved:
+        if policy == "always_allow" and not tool.non_preallowable:
+            approved = "preallowed"
+        elif policy != "always_ask" and is_preallowed(tool, session, tool_input):
             approved = "preallowed"
         else:
             return pause(
@@ -286,6 +293,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
                 Session.Status.AWAITING_HUMAN,
                 summary=summary,
                 artifact=artifact,
+                always_ask=policy == "always_ask",
             )
     if tool.runtime == "browser":
         return pause(
@@ -322,6 +330,7 @@ def pause(
     summary: str,
     approved: str | None = None,
     artifact=None,
+    always_ask: bool = False,
 ) -> Outcome:
     """Pause for the user or the browser. The stored input keeps ``from_memory`` as a key."""
     changes = getattr(summary, "changes", None) or None  # a preview's diff (tools.Summary)
@@ -335,7 +344,8 @@ def pause(
         runtime=tool.runtime,
         approved=approved,
         # Per call: a tool's grant scope may refuse pre-allowing some inputs (auth.user...).
-        non_preallowable=tool.grant_key(tool_input) is None,
+        # and so does the agent's "always_ask" policy for the tool.
+        non_preallowable=always_ask or tool.grant_key(tool_input) is None,
         paused_at=timezone.now().isoformat(),
         artifact_key=artifact.key if artifact is not None else None,
         # Pointer fields only: storage never holds any of the body (the card's excerpt is

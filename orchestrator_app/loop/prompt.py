@@ -21,8 +21,8 @@ from typing import Any
 from django.utils import timezone
 
 from artifacts_app import store
+from sessions_app import agents, versioned
 from sessions_app import attachments as attachment_store
-from sessions_app import versioned
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
 from sessions_app.tokens import block_tokens, definition_tokens
@@ -44,8 +44,10 @@ proceed without an answer. For multi-step jobs keep a short plan with update_pla
 short and concrete, and say plainly what you did and what is left."""
 
 
-def soul_text() -> str:
-    soul = ahentic_settings.SOUL
+def soul_text(session: Session | None = None) -> str:
+    """The system prompt's site part: the session's agent's instructions (``SOUL``), a file
+    path or text, the default soul when unset."""
+    soul = agents.settings_for(session).SOUL if session is not None else ahentic_settings.SOUL
     if not soul:
         return DEFAULT_SOUL
     soul = str(soul)
@@ -161,7 +163,7 @@ def system_blocks(session: Session) -> tuple[list[dict[str, Any]], int]:
     Memory comes last: a fold changes the least of the cached prefix.
     """
     memory = memory_text(session)
-    texts = [soul_text(), environment_text(session), expertise_text(session), memory]
+    texts = [soul_text(session), environment_text(session), expertise_text(session), memory]
     blocks = [{"type": "text", "text": t} for t in texts if t]
     blocks[-1] = {**blocks[-1], "cache_control": CACHE}
     return blocks, 1 if memory else 0

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from sessions_app import db, runstate, window
+from sessions_app import agents, db, runstate, window
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, PendingMessage, Session, open_calls
@@ -282,9 +282,10 @@ class StepRunner:
             )
 
     def max_steps(self) -> int:
+        settings = agents.settings_for(self.session)
         if self.session.content_work:
-            return int(ahentic_settings.MAX_STEPS_PER_RUN_CONTENT_WORK)
-        return int(ahentic_settings.MAX_STEPS_PER_RUN)
+            return int(settings.MAX_STEPS_PER_RUN_CONTENT_WORK)
+        return int(settings.MAX_STEPS_PER_RUN)
 
     def think(self) -> None:
         session = self.session
@@ -324,12 +325,13 @@ class StepRunner:
         if self.lost_lease:  # during an upload: the run was cancelled or taken over
             self.trace("llm_aborted", "Step abandoned during an upload: the lease was lost")
             return
+        settings = agents.settings_for(session)
         max_tokens = int(
-            ahentic_settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
+            settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
-            else ahentic_settings.MAX_OUTPUT_TOKENS
+            else settings.MAX_OUTPUT_TOKENS
         )
-        model = ahentic_settings.MODEL
+        model = settings.MODEL
         options = surface.request_options(session, request["messages"], max_tokens)
         self.trace("step_start", f"Step {step}", step=step)
         self.trace(

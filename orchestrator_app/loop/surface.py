@@ -19,13 +19,23 @@ message arrives; keeping it keeps every request a byte-extension of the previous
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
-WEB_SEARCH_TYPE = "web_search_20250305"
-WEB_FETCH_TYPE = "web_fetch_20250910"
+# The server tools' versions: the current ones (dynamic filtering of results) for current
+# models, the first ones for the models released before them (``server_tool_types``).
+WEB_SEARCH_TYPE = "web_search_20260209"
+WEB_FETCH_TYPE = "web_fetch_20260209"
+LEGACY_WEB_SEARCH_TYPE = "web_search_20250305"
+LEGACY_WEB_FETCH_TYPE = "web_fetch_20250910"
+# Model names that take only the first versions: Claude 3.x, and Claude 4 up to 4.5.
+LEGACY_SERVER_TOOL_MODELS = re.compile(
+    r"^claude-(?:3\b.*|[a-z]+-3\b.*|[a-z]+-4(?:-[0-5])?(?:-\d{8}.*)?)$"
+)
 THINKING_MIN_BUDGET = 1024
 DISPLAYS = ("summarized", "omitted")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -54,17 +64,20 @@ def session_mode(session: Session) -> str:
     return "ask" if session.mode == Session.Mode.ASK else "agent"
 
 
-def thinking_setting(mode: str) -> str | int:
-    """``"off"``, ``"adaptive"`` or a budget, for ``mode``."""
-    value = per_mode(ahentic_settings.THINKING, mode)
+def thinking_setting(mode: str, settings: Any = ahentic_settings) -> str | int:
+    """``"off"``, ``"adaptive"`` or a budget, for ``mode``. ``settings``: the session's agent
+    settings (``sessions_app.agents.settings_for``), the site's by default."""
+    value = per_mode(settings.THINKING, mode)
     if value in (None, False, "off", 0):
         return "off"
     return value
 
 
-def thinking_config(mode: str, max_tokens: int) -> dict[str, Any] | None:
+def thinking_config(
+    mode: str, max_tokens: int, settings: Any = ahentic_settings
+) -> dict[str, Any] | None:
     """The request's ``thinking`` for ``mode``, or None when thinking is off."""
-    value = thinking_setting(mode)
+    value = thinking_setting(mode, settings)
     if value == "off":
         return None
     config: dict[str, Any]
@@ -72,22 +85,24 @@ def thinking_config(mode: str, max_tokens: int) -> dict[str, Any] | None:
         config = {"type": "adaptive"}
     else:
         config = {"type": "enabled", "budget_tokens": min(int(value), max_tokens - 1)}
-    display = per_mode(ahentic_settings.THINKING_DISPLAY, mode)
+    display = per_mode(settings.THINKING_DISPLAY, mode)
     if display:
         config["display"] = display
     return config
 
 
-def effort(mode: str) -> str | None:
-    return per_mode(ahentic_settings.EFFORT, mode) or None
+def effort(mode: str, settings: Any = ahentic_settings) -> str | None:
+    return per_mode(settings.EFFORT, mode) or None
 
 
-def server_tools(mode: str) -> list[dict[str, Any]]:
-    """The server tool definitions for ``mode`` (empty when both are off)."""
+def server_tools(mode: str, settings: Any = ahentic_settings) -> list[dict[str, Any]]:
+    """The server tool definitions for ``mode`` (empty when both are off), in the versions
+    the model takes (``server_tool_types``)."""
+    search_type, fetch_type = server_tool_types(settings.MODEL)
     tools = []
     for setting, name, version, options in (
-        (ahentic_settings.WEB_SEARCH, "web_search", WEB_SEARCH_TYPE, WEB_SEARCH_OPTIONS),
-        (ahentic_settings.WEB_FETCH, "web_fetch", WEB_FETCH_TYPE, WEB_FETCH_OPTIONS),
+        (settings.WEB_SEARCH, "web_search", search_type, WEB_SEARCH_OPTIONS),
+        (settings.WEB_FETCH, "web_fetch", fetch_type, WEB_FETCH_OPTIONS),
     ):
         value = per_mode(setting, mode)
         if value is None or value is False:
@@ -97,6 +112,13 @@ def server_tools(mode: str) -> list[dict[str, Any]]:
         tool.update({k: value[k] for k in options if value.get(k) is not None})
         tools.append(tool)
     return tools
+
+
+def server_tool_types(model: str) -> tuple[str, str]:
+    """The web search and web fetch tool types ``model`` takes."""
+    if LEGACY_SERVER_TOOL_MODELS.match(model or ""):
+        return LEGACY_WEB_SEARCH_TYPE, LEGACY_WEB_FETCH_TYPE
+    return WEB_SEARCH_TYPE, WEB_FETCH_TYPE
 
 
 def opens_with_thinking(message: dict[str, Any]) -> bool:
@@ -126,13 +148,14 @@ def request_options(session: Session, messages: list[dict[str, Any]], max_tokens
     sub-agent's synthetic report), the request goes without thinking; the API refuses it
     otherwise. The next turn that starts from a user message thinks again."""
     mode = session_mode(session)
+    settings = agents.settings_for(session)
     options: dict[str, Any] = {}
-    thinking = thinking_config(mode, max_tokens)
+    thinking = thinking_config(mode, max_tokens, settings)
     if thinking is not None:
         turn = continues_tool_loop(messages)
         if turn is None or opens_with_thinking(turn):
             options["thinking"] = thinking
-    level = effort(mode)
+    level = effort(mode, settings)
     if level:
         options["output_config"] = {"effort": level}
     return options

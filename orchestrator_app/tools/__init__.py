@@ -44,6 +44,7 @@ import jsonschema
 from django.utils.module_loading import autodiscover_modules
 
 from artifacts_app.store import FROM_MEMORY
+from sessions_app import agents
 from sessions_app.errors import ModelFacingError
 
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
@@ -277,8 +278,15 @@ def all_tools() -> list[Tool]:
 
 
 def tools_for(session, user) -> list[Tool]:
-    """Tools this session may offer the model: granted to the session and allowed for the user."""
+    """Tools this session may offer the model: those of its agent (``TOOLS``, None: every
+    tool), granted to the session, and allowed for the user (an agent never gives a user a
+    tool their own permissions do not)."""
     granted = session.granted_tools
+    agent_tools = agents.settings_for(session).TOOLS
     return [
-        t for t in all_tools() if (granted is None or t.name in granted) and t.allowed_for(user)
+        t
+        for t in all_tools()
+        if (agent_tools is None or t.name in agent_tools)
+        and (granted is None or t.name in granted)
+        and t.allowed_for(user)
     ]
