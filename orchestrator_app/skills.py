@@ -21,6 +21,7 @@ from pathlib import Path
 
 from django.apps import apps
 
+from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 
 
@@ -79,6 +80,17 @@ def skills() -> dict[str, Expertise]:
 
 def workflows() -> dict[str, Expertise]:
     return _load("workflows")
+
+
+def for_session(session) -> tuple[dict[str, Expertise], dict[str, Expertise]]:
+    """The skills and workflows the session's agent may use (its version's ``SKILLS`` and
+    ``WORKFLOWS``, names; None: all of the site's)."""
+    settings = agents.settings_for(session)
+
+    def allowed(items: dict[str, Expertise], names) -> dict[str, Expertise]:
+        return items if names is None else {k: v for k, v in items.items() if k in names}
+
+    return allowed(skills(), settings.SKILLS), allowed(workflows(), settings.WORKFLOWS)
 
 
 def catalog(items: dict[str, Expertise]) -> list[dict[str, str]]:

@@ -42,12 +42,12 @@ SITE_KEYS = (
     "MAX_OUTPUT_TOKENS_CONTENT_WORK",
     "CONTEXT_BUDGET_TOKENS",
     "ADMIN_TOOLS",
-    "SKILL_DIRS",
-    "WORKFLOW_DIRS",
 )
 # Keys only a version has, with their value when a version leaves them out.
 AGENT_ONLY_DEFAULTS: dict[str, Any] = {
     "TOOLS": None,  # registry names the agent may use; None: every tool the user may use
+    "SKILLS": None,  # skill names it may activate; None: every skill of the site
+    "WORKFLOWS": None,  # workflow names it may follow; None: every workflow of the site
     "APPROVAL": {},  # tool name -> "always_ask" or "always_allow"
     "SPEND_CAP_USD": None,  # a session's cost past which its runs stop; None: no cap
     "ROSTER": [],  # slugs of the agents its sub-agents may be
@@ -113,6 +113,29 @@ def settings_for(session: Session) -> AgentSettings:
     return AgentSettings(_config(session.agent_version_id))
 
 
+def spend_cap_reached(session: Session) -> bool:
+    """Whether the session's cost reached its agent's ``SPEND_CAP_USD`` (no cap: never)."""
+    cap = settings_for(session).SPEND_CAP_USD
+    return cap is not None and session.cost_usd is not None and float(session.cost_usd) >= cap
+
+
+def roster(session: Session) -> list[tuple[str, str, str]]:
+    """(slug, name, description) of the agents the session's agent may hand work to
+    (``ROSTER``) that its user may use, in the roster's order."""
+    slugs = list(settings_for(session).ROSTER)
+    if not slugs:
+        return []
+    found = {
+        agent.slug: agent
+        for agent in Agent.objects.filter(slug__in=slugs, active=True).prefetch_related("groups")
+    }
+    return [
+        (slug, found[slug].name, found[slug].description)
+        for slug in slugs
+        if slug in found and may_use(session.owner, found[slug])
+    ]
+
+
 def latest_version(agent: Agent) -> AgentVersion | None:
     return agent.versions.order_by("-number").first()
 
@@ -136,7 +159,7 @@ def may_use(user, agent: Agent) -> bool:
         return False
     if user.is_superuser:
         return True
-    groups = list(agent.groups.values_list("pk", flat=True))
+    groups = [group.pk for group in agent.groups.all()]  # prefetched by the listings
     return not groups or user.groups.filter(pk__in=groups).exists()
 
 
@@ -194,12 +217,12 @@ def _value_problem(key: str, value: Any) -> str | None:
         return None if value is None or isinstance(value, str) else "text or null."
     if key.startswith(("MAX_", "CONTEXT_")):
         return None if isinstance(value, int) and value > 0 else "a positive whole number."
-    if key in ("SKILL_DIRS", "WORKFLOW_DIRS", "ROSTER") or key == "ADMIN_TOOLS":
+    if key in ("ROSTER", "ADMIN_TOOLS"):
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         return None if ok else "a list of names."
-    if key == "TOOLS":
+    if key in ("TOOLS", "SKILLS", "WORKFLOWS"):
         ok = value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-        return None if ok else "null (every tool) or a list of tool names."
+        return None if ok else "null (all of them) or a list of names."
     if key == "APPROVAL":
         ok = isinstance(value, dict) and all(v in APPROVALS for v in value.values())
         return None if ok else f"an object of tool name -> one of {', '.join(APPROVALS)}."

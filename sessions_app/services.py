@@ -38,7 +38,7 @@ def session_create(
     *,
     owner,
     title: str | None = None,
-    mode: str = Session.Mode.AGENT,
+    mode: str | None = None,
     parent: Session | None = None,
     prompt: str = "",
     granted_tools: list[str] | None = None,
@@ -47,10 +47,13 @@ def session_create(
 ) -> Session:
     """Create a session. Without a title it is "New Agent" and may be renamed automatically.
     It pins ``agent_version``: by default a sub-agent its parent's, any other the site's
-    default agent's latest (``agents``)."""
+    default agent's latest (``agents``); ``mode`` None is the agent's default mode."""
     title = (title or "").strip()
     if agent_version is None:
         agent_version = parent.agent_version if parent is not None else agents.default_version()
+    if mode is None:  # the agent's default mode (``MODE``), else agent mode
+        config = agent_version.config if agent_version is not None else {}
+        mode = config.get("MODE") or Session.Mode.AGENT
     session = Session.objects.create(
         agent_version=agent_version,
         owner=owner,

@@ -56,7 +56,7 @@ class SessionCreateSerializer(serializers.Serializer):
         return session_services.session_create(
             owner=validated_data["owner"],
             title=validated_data.get("title"),
-            mode=validated_data.get("mode", Session.Mode.AGENT),
+            mode=validated_data.get("mode"),
         )
 
 

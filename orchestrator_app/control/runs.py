@@ -16,8 +16,8 @@ from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app import agents, db, runstate
 from sessions_app import attachments as attachment_store
-from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, LiveText, PendingMessage, Session
@@ -132,6 +132,12 @@ def message_post(
             "ahentic_daily_token_limit",
             "The site's daily token limit is reached; try again tomorrow.",
             429,
+        )
+    if agents.spend_cap_reached(session):
+        raise AhenticError(
+            "ahentic_spend_cap",
+            "This chat reached its agent's spend cap. Start a new chat to go on.",
+            409,
         )
     sticky: dict[str, Any] = {}
     if mode:

@@ -91,11 +91,17 @@ def environment_text(session: Session) -> str:
     lines = ["## Environment", f"User: {name}", f"Today: {timezone.localdate().isoformat()}"]
     if session.prompt:
         lines.append(f"You are a sub-agent. Your task: {session.prompt}")
+    roster = agents.roster(session)
+    if roster:
+        lines.append(
+            "Agents you may hand a task to (spawn_subagent with agent=<slug>): "
+            + "; ".join(f"{slug}: {name} ({description})" for slug, name, description in roster)
+        )
     return "\n".join(lines)
 
 
 def expertise_text(session: Session) -> str:
-    available_skills, available_workflows = skills.skills(), skills.workflows()
+    available_skills, available_workflows = skills.for_session(session)
     parts = []
     for name in session.active_skills or []:
         if name in available_skills:

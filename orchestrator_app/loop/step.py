@@ -210,6 +210,14 @@ class StepRunner:
                 plan_outcome="cancel",
             )
             return
+        if agents.spend_cap_reached(session):
+            self.fail(
+                "ahentic_spend_cap",
+                "This chat reached its agent's spend cap; the run stopped.",
+                resumable=False,
+                plan_outcome="cancel",
+            )
+            return
         budget = int(ahentic_settings.SESSION_SOFT_TOKEN_BUDGET or 0)
         if budget and session.tokens_used >= session.soft_budget_acked + budget:
             self.fail(

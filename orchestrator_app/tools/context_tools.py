@@ -67,7 +67,7 @@ def _unknown(kind: str, name: str, known: dict) -> ToolError:
     internal=True,
 )
 def activate_skill(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    known = skills.skills()
+    known, _ = skills.for_session(ctx.session)
     if input["name"] not in known:
         raise _unknown("skill", input["name"], known)
     active = list(dict.fromkeys([*(ctx.session.active_skills or []), input["name"]]))
@@ -100,7 +100,7 @@ def deactivate_skill(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     internal=True,
 )
 def activate_workflow(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    known = skills.workflows()
+    _, known = skills.for_session(ctx.session)
     if input["name"] not in known:
         raise _unknown("workflow", input["name"], known)
     runstate.session_update(session_id=ctx.session.pk, active_workflow=input["name"])

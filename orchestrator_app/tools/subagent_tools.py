@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions_app import agents
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event
@@ -29,17 +30,33 @@ def depth(session) -> int:
     return level
 
 
+def roster_version(parent, slug: str):
+    """The latest version of the roster agent ``slug`` for a sub-agent of ``parent``: one its
+    agent version lists (``ROSTER``), active, and usable by the chat's user (a sub-agent never
+    has more than the user's own permissions)."""
+    roster = agents.settings_for(parent).ROSTER
+    if slug not in roster:
+        listed = ", ".join(roster) or "none"
+        raise ToolError("subagent_agent", f"{slug!r} is not in your roster (roster: {listed}).")
+    try:
+        return agents.version_for_new_session(parent.owner, slug)
+    except agents.AgentNotFound:
+        raise ToolError("subagent_agent", f"The agent {slug!r} is not available.") from None
+
+
 @tool(
     name="spawn_subagent",
     description="Start a sub-agent on a self-contained task (research, a draft...). It works in "
     "parallel with its own context and reports back with one message; you continue meanwhile. "
-    "`tools` limits what it may use (default: your tools).",
+    "`tools` limits what it may use (default: your tools). `agent` hands the task to another "
+    "agent of your roster (its slug; default: yourself).",
     input_schema={
         "type": "object",
         "properties": {
             "name": {"type": "string", "pattern": NAME_PATTERN},
             "task": {"type": "string", "minLength": 1, "maxLength": 8000},
             "tools": {"type": "array", "items": {"type": "string"}, "maxItems": 32},
+            "agent": {"type": "string", "maxLength": 64},
         },
         "required": ["name", "task"],
     },
@@ -70,7 +87,13 @@ def spawn_subagent(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
         .values_list("pk", flat=True)
         .first()
     )
+    version = None
+    if input.get("agent"):
+        version = roster_version(parent, input["agent"])
+        # The other agent's own tools (``TOOLS``), within what the task names.
+        granted = None if "tools" not in input else granted
     child = session_services.session_create(
+        agent_version=version,
         owner=parent.owner,
         title=input["name"],
         mode=parent.mode,
