@@ -41,7 +41,6 @@ SITE_KEYS = (
     "MAX_OUTPUT_TOKENS",
     "MAX_OUTPUT_TOKENS_CONTENT_WORK",
     "CONTEXT_BUDGET_TOKENS",
-    "ADMIN_TOOLS",
 )
 # Keys only a version has, with their value when a version leaves them out.
 AGENT_ONLY_DEFAULTS: dict[str, Any] = {
@@ -217,7 +216,7 @@ def _value_problem(key: str, value: Any) -> str | None:
         return None if value is None or isinstance(value, str) else "text or null."
     if key.startswith(("MAX_", "CONTEXT_")):
         return None if isinstance(value, int) and value > 0 else "a positive whole number."
-    if key in ("ROSTER", "ADMIN_TOOLS"):
+    if key == "ROSTER":
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         return None if ok else "a list of names."
     if key in ("TOOLS", "SKILLS", "WORKFLOWS"):

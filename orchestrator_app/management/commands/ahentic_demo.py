@@ -66,6 +66,7 @@ class Command(BaseCommand):
             self.stdout.write("Applying migrations...")
             call_command("migrate", interactive=False, verbosity=0)
             self._ensure_logins()
+            self._ensure_agents()
 
             manage = [sys.executable, "manage.py"]
             env = os.environ.copy()
@@ -111,6 +112,49 @@ class Command(BaseCommand):
         member.user_permissions.add(
             Permission.objects.get(content_type__app_label=app_label, codename=codename)
         )
+
+    def _ensure_agents(self) -> None:
+        """Two agents besides the default one (made once; staff may change them later): Helper,
+        the members' default, which reads pages and answers; Editor, in the admin, which works
+        on flat pages through the admin tools with approvals."""
+        from orchestrator_app.tools import all_tools
+        from sessions_app import agents
+        from sessions_app.models import Agent
+
+        if Agent.objects.filter(slug__in=["helper", "editor"]).exists():
+            return
+        reading = sorted(t.name for t in all_tools() if not t.name.startswith("admin_"))
+        helper = Agent.objects.create(
+            slug="helper",
+            name="Helper",
+            description="Answers questions about the site and reads the page you are on.",
+            colour="#2f6f4e",
+            shows_on=Agent.Place.BOTH,
+        )
+        helper_config = {
+            "SOUL": "You are Helper, the site's assistant for its members. Answer briefly and "
+            "kindly; read the page the user is on when they ask about it.",
+            "TOOLS": reading,
+        }
+        if "MEMORY" in agents.AGENT_KEYS:
+            helper_config["MEMORY"] = "user"
+        agents.version_save(helper, config=helper_config, note="Demo")
+        editor = Agent.objects.create(
+            slug="editor",
+            name="Editor",
+            description="Writes and updates the site's flat pages through the admin.",
+            colour="#6b3fa0",
+            shows_on=Agent.Place.ADMIN,
+        )
+        agents.version_save(
+            editor,
+            config={
+                "SOUL": "You are Editor. You write and update the site's flat pages through the "
+                "admin tools; every change waits for the user's approval.",
+            },
+            note="Demo",
+        )
+        agents.default_set(helper)
 
     def _ensure_user(self, username: str, password: str, *, staff: bool):
         User = get_user_model()
