@@ -29,7 +29,7 @@ from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import services
+from . import agents, runstate, services
 from .models import Event, Goal, Session, TraceEvent
 
 EXCERPT_CHARS = 200
@@ -44,6 +44,11 @@ def pretty_json(value: Any) -> SafeString:
         return SafeString("-")
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', text)
+
+
+def _compact(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A JSON value on one line, cut at ``limit`` characters (an admin message's)."""
+    return excerpt(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str), limit)
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -157,19 +162,26 @@ class SessionAdmin(ReadOnlyAdmin):
     # the tokens, the sub-agents under the steps.
     list_display = [
         "title_column",
+        "agent_column",
         "owner_name",
         "status_column",
         "usage",
         "steps",
         "updated",
     ]
-    list_filter = ["status", "mode", "view_mode", "updated_at"]
+    list_filter = [
+        "status",
+        "mode",
+        "view_mode",
+        ("agent_version__agent", admin.RelatedOnlyFieldListFilter),
+        "updated_at",
+    ]
     search_fields = ["title"]
     user_relations = ["owner"]
     search_help_text = "Title, the owner's user name or email, or a session id."
-    list_select_related = ["owner"]
-    # Filled by ``extend_session_admin`` (the run actions of orchestrator_app).
-    actions: list = []
+    list_select_related = ["owner", "agent_version__agent"]
+    # Extended by ``extend_session_admin`` (the run actions of orchestrator_app).
+    actions: list = ["agent_version_latest"]
     # Called with a session id before a session is deleted (a live run is cancelled first).
     before_delete: list[Callable[[Any], None]] = []
 
@@ -181,6 +193,7 @@ class SessionAdmin(ReadOnlyAdmin):
                     "id",
                     ("title", "title_source"),
                     "owner",
+                    "agent_detail",
                     ("status", "mode", "view_mode"),
                     "parent",
                     "prompt",
@@ -327,6 +340,11 @@ class SessionAdmin(ReadOnlyAdmin):
     def title_column(self, obj: Session) -> SafeString:
         return format_html('<span class="ahentic-clip" title="{}">{}</span>', obj.title, obj.title)
 
+    @admin.display(description="agent", ordering="agent_version__agent__name")
+    def agent_column(self, obj: Session) -> str:
+        version = obj.agent_version
+        return f"{version.agent} v{version.number}" if version is not None else "-"
+
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Session) -> SafeString:
         return format_html(
@@ -359,6 +377,74 @@ class SessionAdmin(ReadOnlyAdmin):
             formats.date_format(local, "M j, Y"),
             formats.time_format(local, "H:i"),
         )
+
+    # The agent version a session runs with.
+
+    @admin.display(description="agent")
+    def agent_detail(self, obj: Session) -> SafeString | str:
+        version = obj.agent_version
+        if version is None:
+            return "- (the site's settings)"
+        latest = agents.latest_version(version.agent)
+        link = admin_link(version.agent, version.agent, self.admin_site.name)
+        if latest is None or latest.pk == version.pk:
+            return format_html("{} v{} (its latest version)", link, version.number)
+        compare = reverse(
+            f"{self.admin_site.name}:sessions_app_agent_versions_compare",
+            args=[quote(version.agent_id)],
+        )
+        return format_html(
+            '{} v{} (latest: <a href="{}?a={}&amp;b={}">v{}</a>)',
+            link,
+            version.number,
+            compare,
+            version.number,
+            latest.number,
+            latest.number,
+        )
+
+    @admin.action(description="Move to the agent's latest version", permissions=["run_control"])
+    def agent_version_latest(self, request, queryset) -> None:
+        """Pin each session to its agent's latest version (never during a live run), saying
+        what changes for it (``agents.config_diff``)."""
+        for session in queryset.select_related("agent_version__agent"):
+            version = session.agent_version
+            if version is None:
+                self.message_user(
+                    request,
+                    f"“{session.title}” runs with the site's settings: no agent.",
+                    messages.WARNING,
+                )
+                continue
+            latest = agents.latest_version(version.agent)
+            if latest.pk == version.pk:
+                self.message_user(
+                    request,
+                    f"“{session.title}” is already on {version.agent} v{version.number}.",
+                    messages.INFO,
+                )
+                continue
+            moved = runstate.agent_version_set(
+                session_id=session.pk, version_id=latest.pk, from_version_id=version.pk
+            )
+            if not moved:
+                self.message_user(
+                    request,
+                    f"“{session.title}” was not moved: a run is in progress (or it moved "
+                    "meanwhile). Try again when it stops.",
+                    messages.WARNING,
+                )
+                continue
+            changes = agents.config_diff(version.config, latest.config)
+            described = "; ".join(
+                f"{key}: {_compact(before)} → {_compact(after)}" for key, before, after in changes
+            )
+            self.message_user(
+                request,
+                f"“{session.title}” moved from {version.agent} v{version.number} to "
+                f"v{latest.number}. "
+                + (f"Changes: {described}." if described else "No setting changes."),
+            )
 
     # Detail sections
 
@@ -539,3 +625,7 @@ class TraceEventAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     fields = ["session", ("seq", "run", "step"), "type", "summary", ("at", "ms"), "data_json"]
     data_json = json_column("data")
+
+
+# The agents' admin (it uses the helpers above).
+from . import admin_agents  # noqa: E402, F401
