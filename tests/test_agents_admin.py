@@ -387,6 +387,8 @@ def test_moving_a_session_to_the_latest_version_says_what_changes(admin_client, 
         "“Old chat” moved from Helper v1 to v2. Changes: MODEL: "
         '"claude-one" → "claude-two"; SOUL: null → "Be brief.".'
     ]
+    log = LogEntry.objects.get(object_id=str(session.pk))
+    assert log.get_change_message() == "Moved from Helper v1 to v2."
     again = move(admin_client, session)
     assert shown_messages(again) == ["“Old chat” is already on Helper v2."]
 
