@@ -677,6 +677,9 @@ class AgentForm(forms.ModelForm):
         max_length=255,
         help_text="What this change is for (kept with the new version).",
     )
+    # The latest version when the page was opened: a configuration saved over a newer one
+    # (another staff member's) is refused instead of silently replacing it.
+    based_on = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
     class Meta:
         model = Agent
@@ -696,6 +699,7 @@ class AgentForm(forms.ModelForm):
         latest = agents.latest_version(self.instance) if self.instance.pk else None
         self.latest = latest
         self.fields["configuration"].initial = latest.config if latest else {}
+        self.fields["based_on"].initial = latest.number if latest else 0
 
     def clean_configuration(self) -> dict[str, Any]:
         config = self.cleaned_data.get("configuration")
@@ -705,6 +709,23 @@ class AgentForm(forms.ModelForm):
             return agents.clean_config(config)
         except ValidationError as error:
             raise ValidationError(error.messages) from None
+
+    def clean(self):
+        cleaned = super().clean()
+        latest, config = self.latest, cleaned.get("configuration")
+        if (
+            latest is not None
+            and config is not None
+            and config != latest.config
+            and cleaned.get("based_on") != latest.number
+        ):
+            who = latest.created_by.get_username() if latest.created_by else "someone"
+            self.add_error(
+                "configuration",
+                f"v{latest.number} was saved by {who} after you opened this page: reload it "
+                "to see that version, then make your change again.",
+            )
+        return cleaned
 
     def clean_colour(self) -> str:
         colour = (self.cleaned_data.get("colour") or "").strip()
@@ -759,7 +780,7 @@ class AgentAdmin(admin.ModelAdmin):
             },
         ),
         ("Who may use it", {"fields": ["permission", "groups"]}),
-        ("Configuration", {"fields": ["configuration", "change_note"]}),
+        ("Configuration", {"fields": ["configuration", "change_note", "based_on"]}),
         ("Versions", {"fields": ["versions_table", ("created_at", "updated_at")]}),
     ]
 

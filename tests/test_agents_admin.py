@@ -39,6 +39,7 @@ def form_data(**overrides):
         "active": "on",
         "configuration": json.dumps({"MODEL": "claude-helper", "TOOLS": ["echo"]}),
         "change_note": "First cut",
+        "based_on": "2",  # the latest version of ``helper`` when its page was opened
         "_save": "Save",
     }
     data.update(overrides)
@@ -119,6 +120,29 @@ def test_a_changed_configuration_makes_a_new_version_an_unchanged_one_does_not(
     log = last_log(helper)
     assert log.action_flag == CHANGE
     assert "v3" in log.get_change_message()
+
+
+def test_a_configuration_saved_over_a_newer_version_is_refused(admin_client, helper, admin_user):
+    agents.version_save(helper, config={"MODEL": "claude-meanwhile"}, user=admin_user)
+
+    stale = admin_client.post(
+        agent_url("change", helper.pk),
+        form_data(configuration=json.dumps({"MODEL": "claude-mine"}), based_on="2"),
+    )
+    renamed = admin_client.post(
+        agent_url("change", helper.pk),
+        form_data(
+            name="Renamed", configuration=json.dumps({"MODEL": "claude-meanwhile"}), based_on="2"
+        ),
+    )
+
+    assert stale.status_code == 200
+    assert f"v3 was saved by {admin_user.get_username()} after you opened" in (
+        stale.content.decode()
+    )
+    assert renamed.status_code == 302  # the same configuration as v3: nothing to lose
+    assert numbers(helper) == [1, 2, 3]
+    assert agents.latest_version(helper).config == {"MODEL": "claude-meanwhile"}
 
 
 @pytest.mark.parametrize(
