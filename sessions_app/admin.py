@@ -135,6 +135,22 @@ class UsernameColumn:
         return user.get_username() if user is not None else "-"
 
 
+class OwnerAgentColumn(UsernameColumn):
+    """The Session list's owner column, with the agent and version the session runs with under
+    the owner's name (the list keeps its six columns)."""
+
+    def __init__(self, relation: str):
+        super().__init__(relation)
+        self.short_description = "owner / agent"
+
+    def __call__(self, obj) -> SafeString:
+        version = obj.agent_version
+        agent = f"{version.agent} v{version.number}" if version is not None else "no agent"
+        return format_html(
+            '{}<br><span class="ahentic-muted">{}</span>', super().__call__(obj), agent
+        )
+
+
 def json_column(field: str):
     """A read-only admin column showing the JSON field ``field`` pretty-printed."""
 
@@ -170,7 +186,6 @@ class SessionAdmin(ReadOnlyAdmin):
     # the tokens, the sub-agents under the steps.
     list_display = [
         "title_column",
-        "agent_column",
         "owner_name",
         "status_column",
         "usage",
@@ -342,16 +357,11 @@ class SessionAdmin(ReadOnlyAdmin):
 
     # List columns
 
-    owner_name = UsernameColumn("owner")
+    owner_name = OwnerAgentColumn("owner")
 
     @admin.display(description="title", ordering="title")
     def title_column(self, obj: Session) -> SafeString:
         return format_html('<span class="ahentic-clip" title="{}">{}</span>', obj.title, obj.title)
-
-    @admin.display(description="agent", ordering="agent_version__agent__name")
-    def agent_column(self, obj: Session) -> str:
-        version = obj.agent_version
-        return f"{version.agent} v{version.number}" if version is not None else "-"
 
     @admin.display(description="status", ordering="status")
     def status_column(self, obj: Session) -> SafeString:
@@ -394,12 +404,18 @@ class SessionAdmin(ReadOnlyAdmin):
         if version is None:
             return "- (the site's settings)"
         latest = agents.latest_version(version.agent)
-        link = admin_link(version.agent, version.agent, self.admin_site.name)
+        # A host's other AdminSite may register sessions without the agents' admin.
+        site, agent = self.admin_site, version.agent
+        own_admin = site.is_registered(Agent) and isinstance(
+            site.get_model_admin(Agent), AgentAdmin
+        )
+        link = admin_link(agent, agent, site.name) if site.is_registered(Agent) else str(agent)
         if latest is None or latest.pk == version.pk:
             return format_html("{} v{} (its latest version)", link, version.number)
+        if not own_admin:
+            return format_html("{} v{} (latest: v{})", link, version.number, latest.number)
         compare = reverse(
-            f"{self.admin_site.name}:sessions_app_agent_versions_compare",
-            args=[quote(version.agent_id)],
+            f"{site.name}:sessions_app_agent_versions_compare", args=[quote(version.agent_id)]
         )
         return format_html(
             '{} v{} (latest: <a href="{}?a={}&amp;b={}">v{}</a>)',

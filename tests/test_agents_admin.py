@@ -372,8 +372,20 @@ def test_the_session_list_shows_and_filters_by_agent(admin_client, helper, owner
 
     assert "Helper v1" in everything and "With default" in everything
     assert "With helper" in filtered and "With default" not in filtered
-    assert 'field-agent_column">Helper v1<' in filtered
+    assert '<span class="ahentic-muted">Helper v1</span>' in filtered  # under the owner
     assert f"{agent_url('versions_compare', helper.pk)}?a=1&amp;b=2" in detail  # latest: v2
+
+
+@pytest.mark.urls("tests.host_admin_site_without_agents")
+def test_a_session_page_on_a_site_without_the_agents_admin_names_the_agent(
+    admin_client, helper, owner
+):
+    session = SessionFactory(owner=owner, agent_version=helper.versions.get(number=1))
+
+    response = admin_client.get(f"/ops/sessions_app/session/{session.pk}/change/")
+
+    assert response.status_code == 200
+    assert "Helper v1 (latest: v2)" in response.content.decode()
 
 
 def test_the_session_list_costs_the_same_queries_for_more_sessions(admin_client, helper, owner):
