@@ -903,7 +903,7 @@ class AgentAdmin(admin.ModelAdmin):
             rows.append(
                 (
                     f"v{version.number}",
-                    version.created_at,
+                    formats.date_format(timezone.localtime(version.created_at), "DATETIME_FORMAT"),
                     version.created_by.get_username() if version.created_by else "-",
                     version.note or "-",
                     compare,
@@ -1022,7 +1022,9 @@ class AgentAdmin(admin.ModelAdmin):
             f"{agent}: v{a} → v{b}",
             a=found[a],
             b=found[b],
-            table=html_table(["setting", f"v{a}", f"v{b}"], rows) if rows else None,
+            table=html_table(["setting", f"before (v{a})", f"after (v{b})"], rows)
+            if rows
+            else None,
             numbers=list(agent.versions.order_by("-number").values_list("number", flat=True)),
         )
 
