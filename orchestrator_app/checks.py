@@ -278,15 +278,23 @@ def _attachment_errors() -> list:
 @register()
 def check_model_surface(app_configs=None, **kwargs):
     """THINKING, THINKING_DISPLAY, EFFORT, WEB_SEARCH and WEB_FETCH (``surface``), per mode."""
+    return _surface_errors(ahentic_settings, lambda key: f"AHENTIC['{key}']")
+
+
+def _surface_errors(conf, where) -> list:
+    """The model-surface errors of ``conf`` (the site's settings or an agent version's,
+    ``agents.AgentSettings``); ``where(key)`` names a setting in the messages."""
     from .loop import surface
 
     errors = []
     limits = {
-        "agent": int(ahentic_settings.MAX_OUTPUT_TOKENS),
-        "ask": int(ahentic_settings.MAX_OUTPUT_TOKENS),
+        "agent": int(conf.MAX_OUTPUT_TOKENS),
+        "ask": int(conf.MAX_OUTPUT_TOKENS),
     }
     for mode in surface.MODES:
-        value = surface.thinking_setting(mode)
+        value = surface.per_mode(conf.THINKING, mode)
+        if value in (None, False, "off", 0):  # surface.thinking_setting's "off"
+            value = "off"
         budget_ok = (
             isinstance(value, int)
             and not isinstance(value, bool)
@@ -295,26 +303,26 @@ def check_model_surface(app_configs=None, **kwargs):
         if value not in ("off", "adaptive") and not budget_ok:
             errors.append(
                 Error(
-                    f"AHENTIC['THINKING'] for {mode} mode is {value!r}: give \"off\", "
+                    f'{where("THINKING")} for {mode} mode is {value!r}: give "off", '
                     f'"adaptive" or a budget of at least {surface.THINKING_MIN_BUDGET} tokens '
                     f"below MAX_OUTPUT_TOKENS ({limits[mode]}).",
                     hint="The API refuses a budget_tokens below 1024 or not below max_tokens.",
                     id="ahentic.E020",
                 )
             )
-        display = surface.per_mode(ahentic_settings.THINKING_DISPLAY, mode)
-        effort = surface.effort(mode)
+        display = surface.per_mode(conf.THINKING_DISPLAY, mode)
+        effort = surface.per_mode(conf.EFFORT, mode) or None
         if display not in (None, *surface.DISPLAYS) or effort not in (None, *surface.EFFORTS):
             errors.append(
                 Error(
-                    f"AHENTIC['THINKING_DISPLAY'] / AHENTIC['EFFORT'] for {mode} mode: "
+                    f"{where('THINKING_DISPLAY')} / {where('EFFORT')} for {mode} mode: "
                     f"display must be one of {surface.DISPLAYS}, effort one of "
                     f"{surface.EFFORTS} (or None).",
                     id="ahentic.E021",
                 )
             )
         for setting in ("WEB_SEARCH", "WEB_FETCH"):
-            tool = surface.per_mode(getattr(ahentic_settings, setting), mode)
+            tool = surface.per_mode(getattr(conf, setting), mode)
             if tool in (None, False, True):
                 continue
             uses = tool.get("max_uses") if isinstance(tool, dict) else None
@@ -325,13 +333,104 @@ def check_model_surface(app_configs=None, **kwargs):
             ):
                 errors.append(
                     Error(
-                        f"AHENTIC['{setting}'] for {mode} mode must be None or a dict of the "
+                        f"{where(setting)} for {mode} mode must be None or a dict of the "
                         "tool's options (max_uses >= 1; allowed_domains or blocked_domains, "
                         "not both).",
                         id="ahentic.E022",
                     )
                 )
     return errors
+
+
+@register()
+def check_agents(app_configs=None, **kwargs):
+    """The agents' rows (``sessions_app.agents``), checked as the settings are: E023 a latest
+    version whose configuration ``agents.clean_config`` refuses, E024 an active agent without a
+    version, E020-E022 its model surface, W006 tools (``TOOLS``, ``APPROVAL``) that are not in
+    the registry, W007 no default agent, W008 a ``ROSTER`` naming no agent. Skipped before
+    ``migrate`` has created the tables (or when the database cannot be reached)."""
+    from django.core.exceptions import ValidationError
+    from django.db.models import JSONField, OuterRef, Subquery
+    from django.db.utils import OperationalError, ProgrammingError
+
+    from sessions_app import agents
+    from sessions_app.models import Agent, AgentVersion
+
+    from .tools import all_tools
+
+    latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number")
+    try:
+        rows = list(
+            Agent.objects.annotate(
+                latest_number=Subquery(latest.values("number")[:1]),
+                latest_config=Subquery(latest.values("config")[:1], output_field=JSONField()),
+            ).order_by("slug")
+        )
+    except (OperationalError, ProgrammingError):
+        return []  # no tables yet (before migrate): nothing to check
+    messages = []
+    if not any(agent.is_default and agent.active for agent in rows):
+        messages.append(
+            Warning(
+                "No active default agent: a chat that names no agent runs with the AHENTIC "
+                "settings alone.",
+                hint="Make an agent the default in the admin (Agents, Make default).",
+                id="ahentic.W007",
+            )
+        )
+    slugs = {agent.slug for agent in rows}
+    tool_names: set[str] | None = None
+    for agent in rows:
+        if agent.latest_number is None:
+            if agent.active:
+                messages.append(
+                    Error(
+                        f"The active agent {agent.slug!r} has no version: no chat can start "
+                        "with it.",
+                        hint="Save it in the admin (that makes version 1) or make it inactive.",
+                        id="ahentic.E024",
+                    )
+                )
+            continue
+        label = f"Agent {agent.slug!r} v{agent.latest_number}"
+        try:
+            config = agents.clean_config(agent.latest_config)
+        except ValidationError as error:
+            messages.append(
+                Error(
+                    f"{label}: its configuration is invalid: {' '.join(error.messages)}",
+                    hint="Save a corrected configuration (or roll back) in the admin.",
+                    id="ahentic.E023",
+                )
+            )
+            continue
+        messages.extend(
+            _surface_errors(agents.AgentSettings(config), lambda k, at=label: f"{at} {k}")
+        )
+        named = [*(config.get("TOOLS") or []), *(config.get("APPROVAL") or {})]
+        if named:
+            if tool_names is None:
+                tool_names = {definition.name for definition in all_tools()}
+            unknown = sorted(set(named) - tool_names)
+            if unknown:
+                messages.append(
+                    Warning(
+                        f"{label} names tools that are not registered: {', '.join(unknown)}.",
+                        hint="Use names of registered tools (orchestrator_app.tools); a tool "
+                        "that is not registered is never offered.",
+                        id="ahentic.W006",
+                    )
+                )
+        strangers = sorted(set(config.get("ROSTER") or []) - slugs)
+        if strangers:
+            messages.append(
+                Warning(
+                    f"{label}'s ROSTER names agents that do not exist: {', '.join(strangers)}.",
+                    hint="List slugs of existing agents.",
+                    id="ahentic.W008",
+                )
+            )
+    return messages
 
 
 # Tools registered by this package; every other module's tools are the host's.

@@ -9,28 +9,36 @@ since this app cannot import them.
 
 Pending messages, goals and memory snapshots have no admin of their own: they are tables on the
 session page, next to the event timeline and the trace.
+
+Agents are edited here (``AgentAdmin``, the one admin that writes through a form): a save whose
+configuration changed makes a new version; versions are listed, compared and rolled back to on
+the agent's pages, never edited.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets, quote, unquote
 from django.contrib.auth import get_user_model
-from django.core.exceptions import FieldDoesNotExist
-from django.db.models import Count, F
+from django.contrib.auth.models import Permission
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
+from django.db.models import Count, F, Max, ProtectedError
 from django.http import HttpResponseBase, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import services
-from .models import Event, Goal, Session, TraceEvent
+from . import agents, runstate, services
+from .models import Agent, Event, Goal, Session, TraceEvent
 
 EXCERPT_CHARS = 200
 
@@ -44,6 +52,11 @@ def pretty_json(value: Any) -> SafeString:
         return SafeString("-")
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', text)
+
+
+def _compact(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A JSON value on one line, cut at ``limit`` characters (an admin message's)."""
+    return excerpt(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str), limit)
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -122,6 +135,22 @@ class UsernameColumn:
         return user.get_username() if user is not None else "-"
 
 
+class OwnerAgentColumn(UsernameColumn):
+    """The Session list's owner column, with the agent and version the session runs with under
+    the owner's name (the list keeps its six columns)."""
+
+    def __init__(self, relation: str):
+        super().__init__(relation)
+        self.short_description = "owner / agent"
+
+    def __call__(self, obj) -> SafeString:
+        version = obj.agent_version
+        agent = f"{version.agent} v{version.number}" if version is not None else "no agent"
+        return format_html(
+            '{}<br><span class="ahentic-muted">{}</span>', super().__call__(obj), agent
+        )
+
+
 def json_column(field: str):
     """A read-only admin column showing the JSON field ``field`` pretty-printed."""
 
@@ -163,13 +192,19 @@ class SessionAdmin(ReadOnlyAdmin):
         "steps",
         "updated",
     ]
-    list_filter = ["status", "mode", "view_mode", "updated_at"]
+    list_filter = [
+        "status",
+        "mode",
+        "view_mode",
+        ("agent_version__agent", admin.RelatedOnlyFieldListFilter),
+        "updated_at",
+    ]
     search_fields = ["title"]
     user_relations = ["owner"]
     search_help_text = "Title, the owner's user name or email, or a session id."
-    list_select_related = ["owner"]
-    # Filled by ``extend_session_admin`` (the run actions of orchestrator_app).
-    actions: list = []
+    list_select_related = ["owner", "agent_version__agent"]
+    # Extended by ``extend_session_admin`` (the run actions of orchestrator_app).
+    actions: list = ["agent_version_latest"]
     # Called with a session id before a session is deleted (a live run is cancelled first).
     before_delete: list[Callable[[Any], None]] = []
 
@@ -181,6 +216,7 @@ class SessionAdmin(ReadOnlyAdmin):
                     "id",
                     ("title", "title_source"),
                     "owner",
+                    "agent_detail",
                     ("status", "mode", "view_mode"),
                     "parent",
                     "prompt",
@@ -321,7 +357,7 @@ class SessionAdmin(ReadOnlyAdmin):
 
     # List columns
 
-    owner_name = UsernameColumn("owner")
+    owner_name = OwnerAgentColumn("owner")
 
     @admin.display(description="title", ordering="title")
     def title_column(self, obj: Session) -> SafeString:
@@ -359,6 +395,85 @@ class SessionAdmin(ReadOnlyAdmin):
             formats.date_format(local, "M j, Y"),
             formats.time_format(local, "H:i"),
         )
+
+    # The agent version a session runs with.
+
+    @admin.display(description="agent")
+    def agent_detail(self, obj: Session) -> SafeString | str:
+        version = obj.agent_version
+        if version is None:
+            return "- (the site's settings)"
+        latest = agents.latest_version(version.agent)
+        # A host's other AdminSite may register sessions without the agents' admin.
+        site, agent = self.admin_site, version.agent
+        own_admin = site.is_registered(Agent) and isinstance(
+            site.get_model_admin(Agent), AgentAdmin
+        )
+        link = admin_link(agent, agent, site.name) if site.is_registered(Agent) else str(agent)
+        if latest is None or latest.pk == version.pk:
+            return format_html("{} v{} (its latest version)", link, version.number)
+        if not own_admin:
+            return format_html("{} v{} (latest: v{})", link, version.number, latest.number)
+        compare = reverse(
+            f"{site.name}:sessions_app_agent_versions_compare", args=[quote(version.agent_id)]
+        )
+        return format_html(
+            '{} v{} (latest: <a href="{}?a={}&amp;b={}">v{}</a>)',
+            link,
+            version.number,
+            compare,
+            version.number,
+            latest.number,
+            latest.number,
+        )
+
+    @admin.action(description="Move to the agent's latest version", permissions=["run_control"])
+    def agent_version_latest(self, request, queryset) -> None:
+        """Pin each session to its agent's latest version (never during a live run), saying
+        what changes for it (``agents.config_diff``)."""
+        for session in queryset.select_related("agent_version__agent"):
+            version = session.agent_version
+            if version is None:
+                self.message_user(
+                    request,
+                    f"“{session.title}” runs with the site's settings: no agent.",
+                    messages.WARNING,
+                )
+                continue
+            latest = agents.latest_version(version.agent)
+            if latest.pk == version.pk:
+                self.message_user(
+                    request,
+                    f"“{session.title}” is already on {version.agent} v{version.number}.",
+                    messages.INFO,
+                )
+                continue
+            moved = runstate.agent_version_set(
+                session_id=session.pk, version_id=latest.pk, from_version_id=version.pk
+            )
+            if not moved:
+                self.message_user(
+                    request,
+                    f"“{session.title}” was not moved: a run is in progress (or it moved "
+                    "meanwhile). Try again when it stops.",
+                    messages.WARNING,
+                )
+                continue
+            self.log_change(
+                request,
+                session,
+                f"Moved from {version.agent} v{version.number} to v{latest.number}.",
+            )
+            changes = agents.config_diff(version.config, latest.config)
+            described = "; ".join(
+                f"{key}: {_compact(before)} → {_compact(after)}" for key, before, after in changes
+            )
+            self.message_user(
+                request,
+                f"“{session.title}” moved from {version.agent} v{version.number} to "
+                f"v{latest.number}. "
+                + (f"Changes: {described}." if described else "No setting changes."),
+            )
 
     # Detail sections
 
@@ -539,3 +654,419 @@ class TraceEventAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     fields = ["session", ("seq", "run", "step"), "type", "summary", ("at", "ms"), "data_json"]
     data_json = json_column("data")
+
+
+# --- Agents ------------------------------------------------------------------------------------
+# Agents in the Django admin: edit one, see its versions, compare two, roll back.
+#
+# The agent's own fields save as any model's; its "Configuration" (the overrides of ``AHENTIC``
+# a run reads, ``agents.AGENT_KEYS``) is a form field showing the latest version, and a save
+# whose configuration differs makes a new version through ``agents.version_save`` (a new agent
+# always gets version 1; an unchanged configuration makes none). Versions have no admin of their
+# own and are never edited or deleted here: the agent's page lists them, ``versions/`` compares
+# any two (``agents.config_diff``) and rolls back to one (a new version, ``agents.rollback``).
+# Every save, rollback and "make default" is a ``LogEntry`` naming the version numbers.
+
+COLOUR_RE = re.compile(r"^#[0-9a-fA-F]{6}$")
+PERMISSION_RE = re.compile(r"^[\w.-]+\.[\w.-]+$")
+
+
+class PrettyJSONField(forms.JSONField):
+    """A JSON form field shown indented, keys sorted (the form a person edits)."""
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+class AgentForm(forms.ModelForm):
+    configuration = PrettyJSONField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 16, "cols": 80, "style": "font-family: monospace"}),
+        help_text="The settings this agent overrides, as a JSON object of AHENTIC keys "
+        f"({', '.join(agents.AGENT_KEYS)}); a key left out is the site's value. "
+        "Saving a changed configuration makes a new version.",
+    )
+    change_note = forms.CharField(
+        required=False,
+        max_length=255,
+        help_text="What this change is for (kept with the new version).",
+    )
+    # The latest version when the page was opened: a configuration saved over a newer one
+    # (another staff member's) is refused instead of silently replacing it.
+    based_on = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+    class Meta:
+        model = Agent
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "colour",
+            "permission",
+            "groups",
+            "shows_on",
+            "active",
+        ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        latest = agents.latest_version(self.instance) if self.instance.pk else None
+        self.latest = latest
+        self.fields["configuration"].initial = latest.config if latest else {}
+        self.fields["based_on"].initial = latest.number if latest else 0
+
+    def clean_configuration(self) -> dict[str, Any]:
+        config = self.cleaned_data.get("configuration")
+        if config is None:
+            config = {}
+        try:
+            return agents.clean_config(config)
+        except ValidationError as error:
+            raise ValidationError(error.messages) from None
+
+    def clean(self):
+        cleaned = super().clean()
+        latest, config = self.latest, cleaned.get("configuration")
+        if (
+            latest is not None
+            and config is not None
+            and config != latest.config
+            and cleaned.get("based_on") != latest.number
+        ):
+            who = latest.created_by.get_username() if latest.created_by else "someone"
+            self.add_error(
+                "configuration",
+                f"v{latest.number} was saved by {who} after you opened this page: reload it "
+                "to see that version, then make your change again.",
+            )
+        return cleaned
+
+    def clean_colour(self) -> str:
+        colour = (self.cleaned_data.get("colour") or "").strip()
+        if colour and not COLOUR_RE.match(colour):
+            raise ValidationError("A colour is #rrggbb (or blank).")
+        return colour
+
+    def clean_permission(self) -> str:
+        name = (self.cleaned_data.get("permission") or "").strip()
+        if not name:
+            return name
+        if not PERMISSION_RE.match(name):
+            raise ValidationError('A permission is "app_label.codename" (or blank).')
+        app_label, codename = name.split(".", 1)
+        found = Permission.objects.filter(content_type__app_label=app_label, codename=codename)
+        if not found.exists():
+            raise ValidationError(f"No permission {name!r} exists.")
+        return name
+
+
+def _version_number(request, key: str) -> int | None:
+    try:
+        return int(request.GET.get(key, ""))
+    except ValueError:
+        return None
+
+
+def _json_cell(value: Any) -> SafeString:
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', text)
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
+    list_display = ["slug", "name", "shows_on", "is_default", "active", "latest_version"]
+    list_filter = ["shows_on", "is_default", "active"]
+    search_fields = ["slug", "name", "description"]
+    filter_horizontal = ["groups"]
+    readonly_fields = ["is_default", "created_at", "updated_at", "versions_table"]
+    actions = ["make_default"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    ("slug", "name"),
+                    "description",
+                    "colour",
+                    ("shows_on", "active", "is_default"),
+                ]
+            },
+        ),
+        ("Who may use it", {"fields": ["permission", "groups"]}),
+        ("Configuration", {"fields": ["configuration", "change_note", "based_on"]}),
+        ("Versions", {"fields": ["versions_table", ("created_at", "updated_at")]}),
+    ]
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:  # a new agent has no versions yet
+            return [s for s in self.fieldsets if s[0] != "Versions"]
+        return self.fieldsets
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(latest_number=Max("versions__number"))
+
+    @admin.display(description="latest version", ordering="latest_number")
+    def latest_version(self, obj: Agent) -> str:
+        number = getattr(obj, "latest_number", None)
+        return f"v{number}" if number else "-"
+
+    # Saving: the agent, then a version when the configuration changed.
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        config = form.cleaned_data["configuration"]
+        latest = form.latest if change else None
+        form.new_version = None
+        if latest is None or latest.config != config:
+            form.new_version = agents.version_save(
+                obj, config=config, user=request.user, note=form.cleaned_data["change_note"]
+            )
+
+    def construct_change_message(self, request, form, formsets, add=False):
+        message = super().construct_change_message(request, form, formsets, add)
+        version = getattr(form, "new_version", None)
+        if version is not None:
+            message.append({"added": {"name": "version", "object": f"v{version.number}"}})
+        return message
+
+    # Deleting: an agent whose versions sessions pin is protected (Session.agent_version); the
+    # delete page lists those sessions. A session pinned meanwhile is a message, not a 500.
+
+    def delete_view(self, request, object_id, extra_context=None):
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ProtectedError:
+            self.message_user(request, self._protected_message(), messages.ERROR)
+            return HttpResponseRedirect(self._url("change", object_id))
+
+    def changelist_view(self, request, extra_context=None):
+        try:
+            return super().changelist_view(request, extra_context)
+        except ProtectedError:
+            self.message_user(request, self._protected_message(), messages.ERROR)
+            return HttpResponseRedirect(self._url("changelist"))
+
+    @staticmethod
+    def _protected_message() -> str:
+        return (
+            "The agent was not deleted: sessions use its versions. Make it inactive instead "
+            "(its chats go on, no new chat starts with it), or delete those sessions first."
+        )
+
+    # Making an agent the default one.
+
+    @admin.action(description="Make the selected agent the default", permissions=["change"])
+    def make_default(self, request, queryset) -> None:
+        chosen = list(queryset[:2])
+        if len(chosen) != 1:
+            self.message_user(request, "Select exactly one agent.", messages.WARNING)
+            return
+        self._make_default(request, chosen[0])
+
+    def _make_default(self, request, agent: Agent) -> None:
+        if not agent.active:
+            self.message_user(
+                request,
+                f"{agent} is inactive: make it active before making it the default.",
+                messages.ERROR,
+            )
+            return
+        agents.default_set(agent)
+        latest = agents.latest_version(agent)
+        version = f" (latest version v{latest.number})" if latest else ""
+        self.log_change(request, agent, f"Made the default agent{version}.")
+        self.message_user(request, f"{agent} is now the default agent{version}.")
+
+    # The versions: the table on the change page, their own page, compare and rollback.
+
+    @admin.display(description="versions")
+    def versions_table(self, obj: Agent) -> SafeString:
+        versions = list(obj.versions.select_related("created_by").order_by("-number"))
+        page = self._url("versions", obj.pk)
+        rows = []
+        for index, version in enumerate(versions):
+            earlier = versions[index + 1] if index + 1 < len(versions) else None
+            compare = (
+                format_html(
+                    '<a href="{}?a={}&amp;b={}">changes from v{}</a>',
+                    self._url("versions_compare", obj.pk),
+                    earlier.number,
+                    version.number,
+                    earlier.number,
+                )
+                if earlier
+                else "-"
+            )
+            rows.append(
+                (
+                    f"v{version.number}",
+                    formats.date_format(timezone.localtime(version.created_at), "DATETIME_FORMAT"),
+                    version.created_by.get_username() if version.created_by else "-",
+                    version.note or "-",
+                    compare,
+                )
+            )
+        table = html_table(["version", "when", "who", "note", "diff"], rows)
+        return format_html(
+            '{}<p><a href="{}">All versions: compare any two, roll back</a></p>', table, page
+        )
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        own = [
+            path(
+                "<path:object_id>/versions/",
+                wrap(self.versions_view),
+                name="sessions_app_agent_versions",
+            ),
+            path(
+                "<path:object_id>/versions/compare/",
+                wrap(self.compare_view),
+                name="sessions_app_agent_versions_compare",
+            ),
+            path(
+                "<path:object_id>/versions/<int:number>/rollback/",
+                wrap(self.rollback_view),
+                name="sessions_app_agent_versions_rollback",
+            ),
+            path(
+                "<path:object_id>/make-default/",
+                wrap(self.make_default_view),
+                name="sessions_app_agent_make_default",
+            ),
+        ]
+        return [*own, *super().get_urls()]  # before the catch-all change URL
+
+    def _url(self, view: str, *args) -> str:
+        return reverse(
+            f"{self.admin_site.name}:sessions_app_agent_{view}", args=[quote(a) for a in args]
+        )
+
+    def _agent_or_redirect(self, request, object_id, *, change: bool = False):
+        agent = self.get_object(request, unquote(object_id))
+        if agent is None:
+            return None, self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        allowed = (
+            self.has_change_permission(request, agent)
+            if change
+            else self.has_view_or_change_permission(request, agent)
+        )
+        if not allowed:
+            raise PermissionDenied
+        return agent, None
+
+    def _page(self, request, agent: Agent, template: str, title: str, **context):
+        request.current_app = self.admin_site.name
+        return TemplateResponse(
+            request,
+            template,
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "original": agent,
+                "title": title,
+                "agent_url": self._url("change", agent.pk),
+                "versions_url": self._url("versions", agent.pk),
+                "compare_url": self._url("versions_compare", agent.pk),
+                **context,
+            },
+        )
+
+    def versions_view(self, request, object_id):
+        agent, redirect = self._agent_or_redirect(request, object_id)
+        if redirect:
+            return redirect
+        versions = list(agent.versions.select_related("created_by").order_by("-number"))
+        latest = versions[0].number if versions else None
+        return self._page(
+            request,
+            agent,
+            "admin/sessions_app/agent/versions.html",
+            f"Versions of {agent}",
+            versions=[
+                {
+                    "version": v,
+                    "who": v.created_by.get_username() if v.created_by else "-",
+                    "config": pretty_json(v.config) if v.config else "{} (the site's settings)",
+                    "previous": versions[i + 1].number if i + 1 < len(versions) else None,
+                    "rollback_url": self._url("versions_rollback", agent.pk, v.number),
+                    "is_latest": v.number == latest,
+                }
+                for i, v in enumerate(versions)
+            ],
+            can_change=self.has_change_permission(request, agent),
+        )
+
+    def compare_view(self, request, object_id):
+        agent, redirect = self._agent_or_redirect(request, object_id)
+        if redirect:
+            return redirect
+        a, b = _version_number(request, "a"), _version_number(request, "b")
+        found = {v.number: v for v in agent.versions.filter(number__in=[a, b])}
+        if a not in found or b not in found:
+            self.message_user(
+                request, "Choose two versions of this agent to compare.", messages.WARNING
+            )
+            return HttpResponseRedirect(self._url("versions", agent.pk))
+        rows = [
+            (key, _json_cell(before), _json_cell(after))
+            for key, before, after in agents.config_diff(found[a].config, found[b].config)
+        ]
+        return self._page(
+            request,
+            agent,
+            "admin/sessions_app/agent/compare.html",
+            f"{agent}: v{a} → v{b}",
+            a=found[a],
+            b=found[b],
+            table=html_table(["setting", f"before (v{a})", f"after (v{b})"], rows)
+            if rows
+            else None,
+            numbers=list(agent.versions.order_by("-number").values_list("number", flat=True)),
+        )
+
+    def rollback_view(self, request, object_id, number: int):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent, redirect = self._agent_or_redirect(request, object_id, change=True)
+        if redirect:
+            return redirect
+        version = agent.versions.filter(number=number).first()
+        latest = agents.latest_version(agent)
+        if version is None:
+            self.message_user(request, f"{agent} has no version v{number}.", messages.ERROR)
+        elif version.pk == latest.pk:
+            self.message_user(
+                request, f"v{number} is already the latest version of {agent}.", messages.INFO
+            )
+        else:
+            new = agents.rollback(version, user=request.user)
+            self.log_change(
+                request, agent, f"Rolled back to v{version.number}: new version v{new.number}."
+            )
+            self.message_user(
+                request,
+                f"{agent} is back to v{version.number}'s configuration as v{new.number}. "
+                "Chats already started keep their version.",
+            )
+        return HttpResponseRedirect(self._url("versions", agent.pk))
+
+    def make_default_view(self, request, object_id):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        agent, redirect = self._agent_or_redirect(request, object_id, change=True)
+        if redirect:
+            return redirect
+        self._make_default(request, agent)
+        return HttpResponseRedirect(self._url("change", agent.pk))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "versions_url": self._url("versions", unquote(object_id)),
+            "make_default_url": self._url("make_default", unquote(object_id)),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)

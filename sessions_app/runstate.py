@@ -208,6 +208,16 @@ def session_update(*, session_id, **fields: Any) -> bool:
     return _write({"pk": session_id}, session_id, fields)
 
 
+def agent_version_set(*, session_id, version_id, from_version_id) -> bool:
+    """Pin the session to another agent version (staff's "move to the latest version"): only
+    from ``from_version_id`` (the version the caller saw) and never while a run is live, so a
+    change never alters a run mid-way. False when either condition failed."""
+    rows = Session.objects.filter(pk=session_id, agent_version_id=from_version_id).exclude(
+        status__in=Session.LIVE
+    )
+    return _write(rows, session_id, {"agent_version_id": version_id})
+
+
 def session_modify(*, session_id, compute: Callable[[Session], dict[str, Any] | None]) -> Any:
     """Read-modify-write under the row lock: ``compute(session)`` returns the fields to write
     (or None for no change). Returns the locked session as it was read."""
