@@ -292,9 +292,7 @@ def _surface_errors(conf, where) -> list:
         "ask": int(conf.MAX_OUTPUT_TOKENS),
     }
     for mode in surface.MODES:
-        value = surface.per_mode(conf.THINKING, mode)
-        if value in (None, False, "off", 0):  # surface.thinking_setting's "off"
-            value = "off"
+        value = surface.thinking_setting(mode, conf)
         budget_ok = (
             isinstance(value, int)
             and not isinstance(value, bool)
@@ -311,7 +309,7 @@ def _surface_errors(conf, where) -> list:
                 )
             )
         display = surface.per_mode(conf.THINKING_DISPLAY, mode)
-        effort = surface.per_mode(conf.EFFORT, mode) or None
+        effort = surface.effort(mode, conf)
         if display not in (None, *surface.DISPLAYS) or effort not in (None, *surface.EFFORTS):
             errors.append(
                 Error(
