@@ -136,7 +136,7 @@ def may_use(user, agent: Agent) -> bool:
         return False
     if user.is_superuser:
         return True
-    groups = list(agent.groups.values_list("pk", flat=True))
+    groups = [group.pk for group in agent.groups.all()]  # prefetched by ``usable_agents``
     return not groups or user.groups.filter(pk__in=groups).exists()
 
 

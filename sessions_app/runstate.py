@@ -208,6 +208,14 @@ def session_update(*, session_id, **fields: Any) -> bool:
     return _write({"pk": session_id}, session_id, fields)
 
 
+def agent_version_set(session_id, version_id) -> bool:
+    """Pin the session to agent version ``version_id`` ("move this chat to the latest
+    version"), only while no run is live (a run keeps the version it started with). False
+    when the session is gone or live."""
+    rows = Session.objects.filter(pk=session_id).exclude(status__in=Session.LIVE)
+    return _write(rows, session_id, {"agent_version_id": version_id})
+
+
 def session_modify(*, session_id, compute: Callable[[Session], dict[str, Any] | None]) -> Any:
     """Read-modify-write under the row lock: ``compute(session)`` returns the fields to write
     (or None for no change). Returns the locked session as it was read."""
