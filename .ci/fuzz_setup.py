@@ -6,13 +6,15 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from sessions_app import services
+from sessions_app import agents, services
 
 user = get_user_model().objects.create_user("fuzz", password="fuzz")
 user.user_permissions.add(
     Permission.objects.get(codename="use_agent", content_type__app_label="sessions_app")
 )
 session = services.session_create(owner=user, title="Fuzzed", mode="agent")
+# A newer version of its agent: GET and POST agent/latest have changes to answer.
+agents.version_save(agents.default_agent(), config={"SOUL": "Fuzzed.", "MAX_STEPS_PER_RUN": 9})
 client = Client()
 client.force_login(user)
 print("FUZZ", session.pk, client.cookies[settings.SESSION_COOKIE_NAME].value)

@@ -76,6 +76,7 @@ SCHEMA_SETTINGS = {
 
 router = OptionalSlashRouter()
 router.register("sessions", views.SessionViewSet, basename="session")
+router.register("agents", views.AgentViewSet, basename="agent")
 router.register("tools", views.ToolViewSet, basename="tools")
 router.register("skills", views.SkillViewSet, basename="skills")
 router.register("workflows", views.WorkflowViewSet, basename="workflows")

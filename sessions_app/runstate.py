@@ -208,13 +208,14 @@ def session_update(*, session_id, **fields: Any) -> bool:
     return _write({"pk": session_id}, session_id, fields)
 
 
-def agent_version_set(*, session_id, version_id, from_version_id) -> bool:
-    """Pin the session to another agent version (staff's "move to the latest version"): only
-    from ``from_version_id`` (the version the caller saw) and never while a run is live, so a
-    change never alters a run mid-way. False when either condition failed."""
-    rows = Session.objects.filter(pk=session_id, agent_version_id=from_version_id).exclude(
-        status__in=Session.LIVE
-    )
+def agent_version_set(session_id, version_id, from_version_id=None) -> bool:
+    """Pin the session to agent version ``version_id`` ("move this chat to the latest
+    version"): never while a run is live (a run keeps the version it started with), and with
+    ``from_version_id`` only from the version the caller saw. False when a condition failed or
+    the session is gone."""
+    rows = Session.objects.filter(pk=session_id).exclude(status__in=Session.LIVE)
+    if from_version_id is not None:
+        rows = rows.filter(agent_version_id=from_version_id)
     return _write(rows, session_id, {"agent_version_id": version_id})
 
 

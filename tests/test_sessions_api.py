@@ -310,6 +310,7 @@ def test_it_lists_root_sessions_newest_first_with_a_status_filter(owner_client, 
         "tokensUsed",
         "parentId",
         "modifiedAt",
+        "agent",
     }
     assert [s["title"] for s in errors] == ["Older"]
     assert [s["title"] for s in limited] == ["Newer"]

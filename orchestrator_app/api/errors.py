@@ -28,6 +28,11 @@ def session_not_found() -> ApiError:
     return ApiError("ahentic_session_not_found", "Session not found.", 404)
 
 
+def agent_not_found() -> ApiError:
+    """An agent (or version) that does not exist, is inactive, or the user may not use."""
+    return ApiError("ahentic_agent_not_found", "Agent not found.", 404)
+
+
 # DRF's own exceptions mapped to stable codes.
 _DRF_CODES = {
     exceptions.NotAuthenticated: "ahentic_unauthenticated",

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Case, F, Q, When
+from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, When
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, Goal, PendingMessage, Session, TraceEvent
+from sessions_app.models import AgentVersion, Event, Goal, PendingMessage, Session, TraceEvent
 from sessions_app.runstate import PendingTool
 
 from ..loop import context
@@ -119,12 +119,41 @@ def goals_shown(session_id) -> list[Goal]:
     return sorted(active + completed, key=lambda goal: goal.pk)
 
 
+def with_agent(sessions: QuerySet[Session]) -> QuerySet[Session]:
+    """``sessions`` read with their pinned version and its agent, and the agent's latest
+    version number (``agent_latest``), in the same query."""
+    latest = AgentVersion.objects.filter(agent_id=OuterRef("agent_version__agent_id"))
+    return sessions.select_related("agent_version__agent").annotate(
+        agent_latest=Subquery(latest.order_by("-number").values("number")[:1])
+    )
+
+
+def agent_json(session: Session) -> dict[str, Any] | None:
+    """The payload's ``agent``: the agent and version the session pins (None for a session
+    pinned to none). Read with the session by ``with_agent`` (lazily otherwise)."""
+    version = session.agent_version
+    if version is None:
+        return None
+    agent = version.agent
+    latest = getattr(session, "agent_latest", None)
+    if latest is None:
+        latest = agent.versions.order_by("-number").values_list("number", flat=True).first()
+    return {
+        "slug": agent.slug,
+        "name": agent.name,
+        "colour": agent.colour,
+        "version": version.number,
+        "latest_version": latest or version.number,
+    }
+
+
 @dataclass
 class PayloadSource:
     """What ``SessionPayloadSerializer`` renders: the session row and the bounded windows read
     with it, in a fixed number of queries whatever the session's size."""
 
     session: Session
+    agent: dict[str, Any] | None
     messages: list[dict[str, Any]]  # rendered (``messages_window``)
     has_more: bool
     pending_messages: list[PendingMessage]
@@ -141,6 +170,8 @@ class PayloadSource:
     context_usage: dict[str, Any]
     # Set by POST messages when the message was queued (``pendingMessage``); absent otherwise.
     # pending_message: PendingMessage
+    # Set by POST agent/latest (``changes``): what the move changed; absent otherwise.
+    # changes: list[dict[str, Any]]
 
 
 def payload_source(session: Session, *, include_artifacts: bool = False) -> PayloadSource:
@@ -151,6 +182,7 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
     by_parent = sub_goals(goals_shown(session.pk))
     return PayloadSource(
         session=session,
+        agent=agent_json(session),
         messages=messages,
         has_more=has_more,
         pending_messages=list(

@@ -22,7 +22,10 @@ ERROR_TEXT = {
     400: "Invalid input or JSON (ahentic_invalid_input, ahentic_invalid_json, ...).",
     401: "Not logged in (ahentic_unauthenticated).",
     403: "No permission to use the agent, or a CSRF failure (ahentic_forbidden).",
-    404: "Not found (ahentic_session_not_found, ahentic_pending_not_found, artifact_missing).",
+    404: (
+        "Not found (ahentic_session_not_found, ahentic_agent_not_found, "
+        "ahentic_pending_not_found, artifact_missing)."
+    ),
     405: "Method not allowed (ahentic_method_not_allowed).",
     409: "Conflict with the session's state (busy, queue full, not awaiting, ...).",
     413: "Body over 2 MiB (ahentic_body_too_large).",
@@ -246,10 +249,15 @@ session_list = describe(
 )
 session_create = describe(
     "session_create",
-    "Create a session",
+    "Create a session with an agent (absent: the site's default agent), at its latest version "
+    "or the one named",
     {201: s.SessionPayloadSerializer},
     (*WRITE_ERRORS, 429),
     request=s.SessionCreateSerializer,
+    description=(
+        "An agent or version that does not exist, is inactive, or the user may not use "
+        "(its permission, its groups) is a 404 ahentic_agent_not_found."
+    ),
 )
 session_retrieve = describe(
     "session_retrieve",
@@ -401,6 +409,38 @@ attachment_delete = describe(
     {204: OpenApiResponse(description="Deleted.")},
     (*READ_ERRORS, 409),
     parameters=[SESSION_ID, ATTACHMENT_ID],
+)
+agent_latest = describe(
+    "agent_latest",
+    "What moving the chat to its agent's latest version would change",
+    {200: s.AgentMoveSerializer},
+    parameters=[SESSION_ID],
+    description="404 ahentic_agent_not_found when the chat pins no agent, or one the user may "
+    "no longer use.",
+)
+agent_latest_move = describe(
+    "agent_latest_move",
+    "Move the chat to its agent's latest version (not while a run is live)",
+    PAYLOAD,
+    (*WRITE_ERRORS, 409),
+    request=None,
+    parameters=[SESSION_ID],
+    description="Answers the payload with changes: the settings that differ, before and after "
+    "(empty when the chat was at the latest version already). 409 ahentic_session_busy while a "
+    "run is live; 404 ahentic_agent_not_found as for GET.",
+)
+AGENT_SLUG = OpenApiParameter("slug", str, OpenApiParameter.PATH, description="The agent's slug.")
+agents_list = describe(
+    "agents_list",
+    "The agents the user may use",
+    {200: s.AgentSerializer},
+    parameters=[s.AgentListQuerySerializer],
+)
+agent_retrieve = describe(
+    "agent_retrieve",
+    "One agent the user may use (any other is a 404 ahentic_agent_not_found)",
+    {200: s.AgentSerializer},
+    parameters=[AGENT_SLUG],
 )
 tools_list = describe("tools_list", "The tools the user may use", {200: s.ToolSerializer})
 skills_list = describe("skills_list", "Skills", {200: s.CatalogItemSerializer})

@@ -10,12 +10,13 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import ISO_8601, serializers
 
+from sessions_app import agents
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, Goal, Session
+from sessions_app.models import Agent, Event, Goal, Session
 
 from ..loop.decisions import DECISIONS
-from .errors import ApiError
+from .errors import ApiError, agent_not_found
 
 
 class StrictCharField(serializers.CharField):
@@ -46,17 +47,44 @@ class JSONObjectField(serializers.JSONField):
         return data
 
 
+# A version number beyond a database integer would overflow the query (a 500 on PostgreSQL).
+VERSION_MAX = 2**31 - 1
+
+
 class SessionCreateSerializer(serializers.Serializer):
-    """POST sessions: ``save(owner=...)`` creates it through the service."""
+    """POST sessions: validation resolves the agent version the chat pins
+    (``agents.version_for_new_session``: 404 ``ahentic_agent_not_found`` for an agent or
+    version the user may not use); ``save(owner=...)`` creates it through the service."""
 
     title = StrictCharField(required=False, allow_blank=True, max_length=255)
     mode = serializers.ChoiceField(choices=Session.Mode.choices, required=False)
+    agent = StrictCharField(
+        required=False,
+        max_length=64,
+        help_text="The agent's slug (GET agents); absent: the site's default agent.",
+    )
+    agentVersion = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=VERSION_MAX,
+        help_text="A version number of that agent; absent: its latest.",
+    )
+
+    def validate(self, attrs):
+        try:
+            attrs["agent_version"] = agents.version_for_new_session(
+                self.context["request"].user, attrs.get("agent"), attrs.get("agentVersion")
+            )
+        except agents.AgentNotFound:
+            raise agent_not_found() from None
+        return attrs
 
     def create(self, validated_data):
         return session_services.session_create(
             owner=validated_data["owner"],
             title=validated_data.get("title"),
             mode=validated_data.get("mode"),
+            agent_version=validated_data["agent_version"],
         )
 
 
@@ -129,11 +157,22 @@ class MessagesQuerySerializer(serializers.Serializer):
 class SessionListQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=100, default=50)
     status = serializers.ChoiceField(choices=Session.Status.choices, required=False)
+    agent = StrictCharField(
+        required=False, max_length=64, help_text="Only the chats with this agent (its slug)."
+    )
     cursor = StrictCharField(
         required=False,
         allow_blank=True,
         max_length=200,
         help_text="nextCursor of the previous page (older); blank: the first page.",
+    )
+
+
+class AgentListQuerySerializer(serializers.Serializer):
+    place = serializers.ChoiceField(
+        choices=[Agent.Place.SITE, Agent.Place.ADMIN],
+        required=False,
+        help_text="Only the agents shown there (site pages or the admin); absent: all.",
     )
 
 
@@ -481,6 +520,86 @@ class ChildSessionSerializer(serializers.Serializer):
         ref_name = "ChildSession"
 
 
+class AgentRefSerializer(serializers.Serializer):
+    """The agent a chat is with, and the version it pins."""
+
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    colour = serializers.CharField(allow_blank=True, help_text="#rrggbb, or blank.")
+    version = serializers.IntegerField(help_text="The version number the chat pins.")
+
+    class Meta:
+        ref_name = "AgentRef"
+
+
+class SessionAgentSerializer(AgentRefSerializer):
+    latestVersion = serializers.IntegerField(
+        source="latest_version",
+        help_text=(
+            "The agent's latest version number when this payload version was rendered (a "
+            "new agent version does not move the session's ETag; GET agents has the current "
+            "one). Above version: POST agent/latest moves the chat to it."
+        ),
+    )
+
+    class Meta:
+        ref_name = "SessionAgent"
+
+
+class AgentChangeSerializer(serializers.Serializer):
+    """A setting that differs between two versions of an agent (a key a version leaves out
+    reads as the site's AHENTIC value)."""
+
+    key = serializers.CharField(help_text="The AHENTIC key, for example MODEL or SOUL.")
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+
+    class Meta:
+        ref_name = "AgentChange"
+
+
+class AgentMoveSerializer(serializers.Serializer):
+    """GET agent/latest: what moving the chat to its agent's latest version changes."""
+
+    version = serializers.IntegerField(help_text="The version the chat pins now.")
+    latestVersion = serializers.IntegerField(source="latest_version")
+    changes = AgentChangeSerializer(many=True)
+
+    class Meta:
+        ref_name = "AgentMove"
+
+
+class AgentSerializer(serializers.Serializer):
+    """An agent the user may use (an ``Agent`` with ``latest_number``)."""
+
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    colour = serializers.CharField(allow_blank=True, help_text="#rrggbb, or blank.")
+    showsOn = serializers.ChoiceField(source="shows_on", choices=Agent.Place.choices)
+    isDefault = serializers.BooleanField(
+        source="is_default", help_text="The agent of a chat that names none."
+    )
+    version = serializers.IntegerField(
+        source="latest_number", allow_null=True, help_text="Its latest version number."
+    )
+
+    class Meta:
+        ref_name = "Agent"
+
+
+def agent_ref(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``AgentRef`` of a session list row (its ``agent_version__...`` values)."""
+    if row.get("agent_version__number") is None:
+        return None
+    return {
+        "slug": row["agent_version__agent__slug"],
+        "name": row["agent_version__agent__name"],
+        "colour": row["agent_version__agent__colour"],
+        "version": row["agent_version__number"],
+    }
+
+
 class SessionRowSerializer(serializers.Serializer):
     """A row of the session list (a ``values()`` row with ``tokens_used``)."""
 
@@ -491,9 +610,16 @@ class SessionRowSerializer(serializers.Serializer):
     tokensUsed = serializers.IntegerField(source="tokens_used")
     parentId = serializers.UUIDField(source="parent_id", allow_null=True)
     modifiedAt = IsoDateTimeField(source="updated_at")
+    agent = serializers.SerializerMethodField(
+        help_text="The agent and version the chat pins; null for a chat pinned to none."
+    )
 
     class Meta:
         ref_name = "SessionRow"
+
+    @extend_schema_field(AgentRefSerializer(allow_null=True))
+    def get_agent(self, row) -> dict | None:
+        return agent_ref(row)
 
 
 class ArtifactPointerSerializer(serializers.Serializer):
@@ -620,6 +746,10 @@ class SessionPayloadSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(source="session.mode", choices=Session.Mode.choices)
     viewMode = serializers.ChoiceField(source="session.view_mode", choices=Session.ViewMode.choices)
     parentId = serializers.UUIDField(source="session.parent_id", allow_null=True)
+    agent = SessionAgentSerializer(
+        allow_null=True,
+        help_text="The agent and version the chat pins; null for a chat pinned to none.",
+    )
     children = ChildSessionSerializer(many=True)
     messages = MessageWindowField(help_text="The last MESSAGES_WINDOW events of the view.")
     hasMore = serializers.BooleanField(source="has_more")
@@ -668,6 +798,12 @@ class SessionPayloadSerializer(serializers.Serializer):
         required=False,
         help_text="Only in a 200 answer to POST messages: the queued message.",
     )
+    # Only in the answer to POST agent/latest (absent elsewhere, so skipped).
+    changes = AgentChangeSerializer(
+        many=True,
+        required=False,
+        help_text="Only in the answer to POST agent/latest: what the move changed.",
+    )
 
     class Meta:
         ref_name = "SessionPayload"
@@ -685,7 +821,9 @@ class SessionPayloadSerializer(serializers.Serializer):
 
 # The keys every payload has (``pendingMessage`` is the message route's addition).
 PAYLOAD_KEYS = tuple(
-    name for name in SessionPayloadSerializer._declared_fields if name != "pendingMessage"
+    name
+    for name in SessionPayloadSerializer._declared_fields
+    if name not in ("pendingMessage", "changes")
 )
 
 

@@ -7,6 +7,7 @@ serializers), call a service, answer the payload. Every policy is set explicitly
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import datetime, timedelta
@@ -15,7 +16,7 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Max, Q, Sum
 from django.db.models.functions import TruncDate
 from django.http import FileResponse, Http404, HttpResponse
 from django.utils import timezone
@@ -31,10 +32,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from artifacts_app import store
+from sessions_app import agents, runstate
 from sessions_app import attachments as attachment_store
-from sessions_app import runstate
 from sessions_app import services as session_services
-from sessions_app.models import Attachment, LiveText, Session
+from sessions_app.models import Agent, AgentVersion, Attachment, LiveText, Session
 
 from .. import skills
 from ..control import runs
@@ -45,10 +46,10 @@ from ..tools import all_tools
 from . import schema as docs
 from . import serializers as s
 from . import uploads
-from .errors import ApiError, exception_handler, session_not_found
+from .errors import ApiError, agent_not_found, exception_handler, session_not_found
 from .pagination import SessionListPagination
 from .parsers import AhenticJSONParser
-from .payload import events_for_view, session_payload
+from .payload import events_for_view, session_payload, with_agent
 from .permissions import HasAgentPermission, IsSessionOwner, SessionAuthentication401
 from .throttles import RunStartThrottle, SessionCreateThrottle, throttles_for
 
@@ -107,6 +108,20 @@ class PollRow(NamedTuple):
 
 # The poll's read, built once per process (lazy: each poll adds its filter and runs a clone).
 POLL_ROWS = Session.objects.values_list(*PollRow._fields)
+
+
+# What a session list row shows of its agent (``serializers.agent_ref``), in the list's query.
+SESSION_ROW_AGENT = (
+    "agent_version__number",
+    "agent_version__agent__slug",
+    "agent_version__agent__name",
+    "agent_version__agent__colour",
+)
+
+
+def json_value(value: Any) -> Any:
+    """A setting's value as JSON shows it (a path or another object as its text)."""
+    return json.loads(json.dumps(value, default=str))
 
 
 class AhenticViewSet(viewsets.GenericViewSet):
@@ -230,7 +245,7 @@ class SessionViewSet(AhenticViewSet):
     ) -> Response:
         """The payload of the user's session ``session_id``, with its ETag; 404 once it is
         gone. ``extra``: see ``payload.session_payload``."""
-        session = self.get_queryset().filter(pk=session_id).first()
+        session = with_agent(self.get_queryset().filter(pk=session_id)).first()
         if session is None:
             raise session_not_found()
         return Response(
@@ -277,9 +292,18 @@ class SessionViewSet(AhenticViewSet):
         sessions = self.get_queryset().roots()
         if query.get("status"):
             sessions = sessions.filter(status=query["status"])
+        if query.get("agent"):
+            sessions = sessions.filter(agent_version__agent__slug=query["agent"])
         rows = self.paginate_queryset(
             sessions.annotate(tokens_used=F("tokens_in") + F("tokens_out")).values(
-                "id", "title", "status", "mode", "tokens_used", "parent_id", "updated_at"
+                "id",
+                "title",
+                "status",
+                "mode",
+                "tokens_used",
+                "parent_id",
+                "updated_at",
+                *SESSION_ROW_AGENT,
             )
         )
         return self.get_paginated_response(s.SessionRowSerializer(rows, many=True).data)
@@ -336,6 +360,53 @@ class SessionViewSet(AhenticViewSet):
         runs.run_cancel(session_id=session.pk)
         session_services.session_delete(session_id=session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    # --- the agent version the chat pins ----------------------------------------------------
+
+    def agent_move(self, session: Session) -> tuple[AgentVersion, AgentVersion, list[dict]]:
+        """The version ``session`` pins, its agent's latest, and what differs between them.
+        404 ``ahentic_agent_not_found`` for a chat pinned to none, or whose agent the user may
+        no longer use (inactive, permission, groups)."""
+        current = session.agent_version
+        if current is None or not agents.may_use(self.request.user, current.agent):
+            raise agent_not_found()
+        latest = agents.latest_version(current.agent)
+        changes = [
+            {"key": key, "before": json_value(before), "after": json_value(after)}
+            for key, before, after in agents.config_diff(current.config, latest.config)
+        ]
+        return current, latest, changes
+
+    def agent_session(self) -> Session:
+        session = self.get_object("id", "owner_id", "status", "agent_version")
+        # One query for the pinned version and its agent (``only`` defers the rest).
+        session.agent_version = (
+            AgentVersion.objects.select_related("agent").filter(pk=session.agent_version_id).first()
+        )
+        return session
+
+    @docs.described(docs.agent_latest)
+    @action(detail=True, methods=["get"], url_path="agent/latest", url_name="agent-latest")
+    def agent_latest(self, request, session_id=None):
+        current, latest, changes = self.agent_move(self.agent_session())
+        move = {"version": current.number, "latest_version": latest.number, "changes": changes}
+        return Response(s.AgentMoveSerializer(move).data)
+
+    @docs.described(docs.agent_latest_move)
+    @agent_latest.mapping.post
+    def agent_latest_move(self, request, session_id=None):
+        session = self.agent_session()
+        current, latest, changes = self.agent_move(session)
+        if session.status in Session.LIVE or (
+            latest.pk != current.pk
+            and not runstate.agent_version_set(session.pk, latest.pk, current.pk)
+        ):
+            raise ApiError(
+                "ahentic_session_busy",
+                "A run is in progress: the chat moves to the latest version once it ends.",
+                409,
+            )
+        return self.payload_response(session.pk, changes=changes)
 
     # --- the transcript and the queue ---------------------------------------------------------
 
@@ -578,6 +649,39 @@ class SessionViewSet(AhenticViewSet):
         except store.ArtifactError as exc:
             raise ApiError("artifact_missing", exc.message, 404) from None
         return Response(s.ArtifactSerializer(artifact).data)
+
+
+class AgentViewSet(AhenticViewSet):
+    """The agents the user may use (``agents.usable_agents``); any other is a 404."""
+
+    serializer_class = s.AgentSerializer
+    lookup_field = "slug"
+    lookup_url_kwarg = "slug"
+    lookup_value_regex = "[^/]+"
+
+    def with_latest(self, found: list[Agent]) -> list[Agent]:
+        """``found``, each with ``latest_number`` (one query for all)."""
+        latest = dict(
+            AgentVersion.objects.filter(agent__in=[agent.pk for agent in found])
+            .values_list("agent_id")
+            .annotate(last=Max("number"))
+        )
+        for agent in found:
+            agent.latest_number = latest.get(agent.pk)
+        return found
+
+    @docs.described(docs.agents_list)
+    def list(self, request):
+        query = self.validated(s.AgentListQuerySerializer, request.query_params.dict())
+        found = agents.usable_agents(request.user, query.get("place"))
+        return Response(self.get_serializer(self.with_latest(found), many=True).data)
+
+    @docs.described(docs.agent_retrieve)
+    def retrieve(self, request, slug=None):
+        agent = Agent.objects.filter(slug=slug).first()
+        if agent is None or not agents.may_use(request.user, agent):
+            raise agent_not_found()
+        return Response(self.get_serializer(self.with_latest([agent])[0]).data)
 
 
 class ToolViewSet(AhenticViewSet):

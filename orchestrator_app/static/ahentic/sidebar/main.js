@@ -5,6 +5,7 @@
  *   transcript.js     messages, decisions, the reply bubble; markdown.js renders model text
  *   cards.js          banner, plan, approval card, queued messages, artifacts, sub-agents
  *   tabs.js           chat tabs (keyboard too) and the history picker
+ *   agents.js         the new-chat agent picker, the chat's agent, "move to the latest version"
  *   attachments.js    files attached to a message (button, paste, drop) and their thumbnails
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
@@ -17,6 +18,7 @@
  * Host pages may add browser tools of their own:
  *   window.AhenticSidebar.registerBrowserTool("editor_insert", async (input) => ({ok: true}));
  */
+import { createAgents } from "./agents.js";
 import { createClient, createPoller, isLive, sessionPath } from "./api.js";
 import { createAttachments } from "./attachments.js";
 import { browserTools, createBrowserRunner, createRunnerClaim } from "./browser_tools.js";
@@ -314,8 +316,9 @@ function boot(root) {
     return { url: window.location.href, title: document.title };
   }
 
-  async function createSession() {
-    const result = await api("POST", "sessions", {});
+  /** A new chat with the agent `slug` (absent: the site's default agent). */
+  async function createSession(slug) {
+    const result = await api("POST", "sessions", slug ? { agent: slug } : {});
     if (!result.ok) {
       setError(null, result.data);
       return null;
@@ -539,6 +542,17 @@ function boot(root) {
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   }
 
+  const agentUi = createAgents(app, {
+    create: async (slug) => {
+      clearError();
+      if (await createSession(slug)) ui.input.focus();
+    },
+    applyPayload: (s, payload, etag) => applyPayload(s, payload, etag),
+    setError: (s, data) => setError(s, data),
+    isLive,
+    listed: () => renderSession(),
+  });
+
   Object.assign(app, {
     activate,
     closeTab,
@@ -601,6 +615,7 @@ function boot(root) {
     renderPending(app, s);
     renderArtifacts(app, s);
     renderChildren(app, s);
+    agentUi.render(s);
     renderContext(s);
     renderStatusLine(s);
     renderDebugger();
@@ -742,11 +757,12 @@ function boot(root) {
       saveUi();
       renderLayout();
     });
-    ui.newSession.addEventListener("click", async () => {
-      clearError();
-      if (await createSession()) ui.input.focus();
+    ui.newSession.addEventListener("click", () => agentUi.newChat());
+    agentUi.wire();
+    ui.history.addEventListener("focus", () => {
+      refreshHistory();
+      agentUi.refresh();
     });
-    ui.history.addEventListener("focus", refreshHistory);
     ui.history.addEventListener("change", () => {
       const id = ui.history.value;
       const item = state.history.find((h) => h.id === id);
@@ -857,6 +873,7 @@ function boot(root) {
     setInterval(heartbeat, config.runnerHeartbeatMs);
     setInterval(pollLive, config.liveMs);
     refreshHistory();
+    agentUi.refresh();
   }
 
   start();

@@ -123,7 +123,8 @@ export function renderHistory(app) {
     .map((item) => {
       const when = formatWhen(item.modifiedAt);
       const status = STATUS_TEXT[item.status] || item.status;
-      const text = [item.title || "New Agent", when, status].filter(Boolean).join(" · ");
+      const agent = item.agent ? item.agent.name : "";
+      const text = [item.title || "New Agent", agent, when, status].filter(Boolean).join(" · ");
       return el("option", { value: item.id, text, title: item.modifiedAt || "" });
     });
   fill(ui.history, el("option", { value: "", text: "History…" }), ...options);
