@@ -5,6 +5,7 @@ key (so with the offline model), and without the worker (runserver is the child 
 """
 
 import http.cookiejar
+import json
 import os
 import re
 import signal
@@ -96,7 +97,13 @@ def log_in(port: int, username: str, password: str) -> urllib.request.OpenerDire
 def test_the_demo_uses_the_offline_model_quietly_and_its_member_login_sees_the_sidebar(demo):
     process, port, lines = demo
 
-    home = log_in(port, "member", "member").open(f"http://127.0.0.1:{port}/").read().decode()
+    member = log_in(port, "member", "member")
+    home = member.open(f"http://127.0.0.1:{port}/").read().decode()
+    # The demo's agents: Helper, the members' default on the site's pages; Editor in the admin.
+    listed = json.loads(member.open(f"http://127.0.0.1:{port}/ahentic/v1/agents").read())
+    shown = {agent["slug"]: agent for agent in listed}
+    assert shown["helper"]["isDefault"] is True
+    assert shown["editor"]["showsOn"] == "admin"
 
     assert SIDEBAR_MARK in home
     assert "sessions_app.use_agent" in home  # the page says what the second login shows
