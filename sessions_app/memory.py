@@ -527,7 +527,7 @@ def redact(file: MemoryFile, content: str, *, staff) -> None:
     with db.atomic(MemoryFile):
         _locked(tree)
         found = _file(tree, file.path)
-        if found is None:
+        if found is None or found.content == content:
             return
         if content:
             if _size(content) > MAX_FILE_BYTES:

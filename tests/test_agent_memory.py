@@ -465,3 +465,42 @@ def test_api_paths_that_escape_are_refused(owner_client, helper, path):
     response = owner_client.delete(f"{API}/agents/helper/memory/{path}")
     assert response.status_code in (400, 404)
     assert response.json()["code"] in ("ahentic_memory_invalid_path", "ahentic_memory_not_found")
+
+
+# --- the admin ----------------------------------------------------------------------------------
+
+
+def test_staff_see_and_redact_memory_in_the_admin_with_history(admin_client, owner, helper):
+    seed(helper, owner, "prefs.md", "phone 555-0100")
+    seed(helper, owner, "other.md", "likes tea")
+    row = MemoryFile.objects.get(path="prefs.md")
+    listing = admin_client.get("/admin/sessions_app/memoryfile/", {"agent__id__exact": helper.pk})
+    assert listing.status_code == 200
+    assert b"/memories/prefs.md" in listing.content and b"owner" in listing.content
+    page = admin_client.get(f"/admin/sessions_app/memoryfile/{row.pk}/change/")
+    assert page.status_code == 200
+    assert b"phone 555-0100" in page.content and b"create" in page.content  # content, history
+    saved = admin_client.post(
+        f"/admin/sessions_app/memoryfile/{row.pk}/change/", {"content": "phone [removed]"}
+    )
+    assert saved.status_code == 302
+    assert MemoryFile.objects.get(pk=row.pk).content == "phone [removed]"
+    change = MemoryChange.objects.order_by("-id").first()
+    admin_user = get_user_model().objects.get(username="admin")
+    assert (change.command, change.author, change.by_id, change.before, change.after) == (
+        "redact",
+        "staff",
+        admin_user.pk,
+        "phone 555-0100",
+        "phone [removed]",
+    )
+    other_row = MemoryFile.objects.get(path="other.md")
+    acted = admin_client.post(
+        "/admin/sessions_app/memoryfile/",
+        {"action": "redact", "_selected_action": [other_row.pk]},
+    )
+    assert acted.status_code == 302
+    assert MemoryFile.objects.get(pk=other_row.pk).content == "[redacted by staff]"
+    assert MemoryChange.objects.filter(author="staff").count() == 2
+    assert admin_client.get("/admin/sessions_app/memorychange/").status_code == 200
+    assert admin_client.get("/admin/sessions_app/memoryfile/add/").status_code == 403
