@@ -6,6 +6,7 @@
  *   cards.js          banner, plan, approval card, queued messages, artifacts, sub-agents
  *   tabs.js           chat tabs (keyboard too) and the history picker
  *   attachments.js    files attached to a message (button, paste, drop) and their thumbnails
+ *   memory.js         "What I remember": the chat's agent's memory of the user, to delete
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
  *
@@ -33,6 +34,7 @@ import {
 import { camel, changed, el, fill, formatTokens, previewJson, shortened, show } from "./dom.js";
 import { createStorage } from "./storage.js";
 import { renderHistory, renderTabs, statusOf, wireTabs } from "./tabs.js";
+import { createMemoryPanel } from "./memory.js";
 import { keepPinned, renderTranscript } from "./transcript.js";
 
 const STATUS_LABELS = {
@@ -92,6 +94,7 @@ function boot(root) {
 
   // The object the other modules work with: shared state plus the actions they may call.
   const app = { root, config, ui, state, client };
+  const memory = createMemoryPanel(app); // "What I remember" (memory.js)
   const attachments = createAttachments(app, {
     session: async () => {
       const existing = activeSession();
@@ -601,6 +604,7 @@ function boot(root) {
     renderPending(app, s);
     renderArtifacts(app, s);
     renderChildren(app, s);
+    memory.render(s);
     renderContext(s);
     renderStatusLine(s);
     renderDebugger();
