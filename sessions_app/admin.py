@@ -539,6 +539,3 @@ class TraceEventAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     fields = ["session", ("seq", "run", "step"), "type", "summary", ("at", "ms"), "data_json"]
     data_json = json_column("data")
-
-
-from . import admin_memory  # noqa: E402, F401 - the memory admins (MemoryFile, MemoryChange)
