@@ -87,7 +87,7 @@ urlpatterns = [
     # What an agent remembers about the user (api/memory.py).
     re_path(
         r"^agents/(?P<slug>[-a-zA-Z0-9_]+)/memory/?$",
-        memory.MemoryViewSet.as_view({"get": "list", "delete": "clear"}),
+        memory.MemoryViewSet.as_view({"get": "overview", "delete": "clear"}),
         name="agent-memory",
     ),
     re_path(

@@ -75,6 +75,8 @@ def memory_not_found() -> ApiError:
 
 
 class MemoryViewSet(AhenticViewSet):
+    """The user's memory of an agent: list, read, delete one, delete all."""
+
     serializer_class = MemoryFileSerializer
 
     def agent(self, slug: str) -> Agent:
@@ -84,12 +86,11 @@ class MemoryViewSet(AhenticViewSet):
         return agent
 
     def relative(self, path: str) -> str:
+        # A path that escapes the root names no file there can be: a 404 like any other.
         try:
             relative = store.normalise(f"{store.ROOT}/{path}")
-        except store.MemoryError as exc:
-            raise ApiError(
-                "ahentic_memory_invalid_path", exc.message.removeprefix("Error: ")
-            ) from None
+        except store.MemoryError:
+            raise memory_not_found() from None
         if not relative:
             raise memory_not_found()
         return relative
@@ -98,7 +99,7 @@ class MemoryViewSet(AhenticViewSet):
         return store.Writer(MemoryChange.Author.USER, user=self.request.user)
 
     @described(memory_list)
-    def list(self, request, slug: str):
+    def overview(self, request, slug: str):
         agent = self.agent(slug)
         version = agents.latest_version(agent)
         mode = agents.AgentSettings(version.config if version else {}).MEMORY
