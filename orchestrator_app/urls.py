@@ -91,7 +91,7 @@ urlpatterns = [
         name="agent-memory",
     ),
     re_path(
-        r"^agents/(?P<slug>[-a-zA-Z0-9_]+)/memory/(?P<path>[^\x00]+)$",
+        r"^agents/(?P<slug>[-a-zA-Z0-9_]+)/memory/(?P<path>[\s\S]+)$",
         memory.MemoryViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="agent-memory-file",
     ),
