@@ -16,6 +16,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures)
     open_home,
     page,
     page_errors,
+    screenshot,
     send,
     status_is,
 )
@@ -71,6 +72,7 @@ def test_what_i_remember_lists_the_agents_memory_and_forgets_on_request(page, ll
     send(page, "Please keep answers brief, and remember that.")
     status_is(page, "idle")
     expect(panel.locator("li .ahentic-child-title")).to_have_text(["prefs.md", "tone.md"])
+    screenshot(page, "sidebar-memory")
 
     panel.get_by_role("button", name="Forget prefs.md").click()
     expect(panel.locator("li .ahentic-child-title")).to_have_text(["tone.md"])
