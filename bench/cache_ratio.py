@@ -14,6 +14,9 @@ tokens, every request but the first) for:
   in batches and memory snapshots arrive), target >= 0.70;
 - an 8-turn chat whose first message attaches a 1280x800 screenshot and a 3-page PDF (image
   and document blocks, sent byte-identical every turn), target >= 0.90.
+- a 12-turn chat with memory in use (an agent whose version sets ``MEMORY``: the memory tool
+  views ``/memories`` on the first turn and writes in four later ones), target >= 0.90, beside
+  the plain 12-turn chat above as its baseline;
 - a thinking run (``THINKING`` on: every reply opens with a signed thinking block that later
   requests send back unchanged; eight lookups and a save that waits for an approval), then a
   follow-up message, target >= 0.90.
@@ -21,7 +24,7 @@ tokens, every request but the first) for:
 It prints the load average beside the figures: they are token counts, not timings, so load
 does not change them, but it tells a reader what the machine was doing.
 
-Usage: .venv/bin/python bench/cache_ratio.py [--steps 20] [--thinking-only]
+Usage: .venv/bin/python bench/cache_ratio.py [--steps 20] [--thinking-only] [--memory-only]
 """
 
 from __future__ import annotations
@@ -181,6 +184,81 @@ def chat(turns: int, budget: int | None) -> list[dict]:
         server.stop()
 
 
+def memory_chat(turns: int) -> list[dict]:
+    """``turns`` chat turns with an agent that keeps memory: the first views ``/memories``,
+    turns 2, 4, 7 and 10 write to it (create, then str_replace, insert, create), each turn
+    ends with a short reply."""
+    from django.contrib.auth import get_user_model
+    from django.test import override_settings
+
+    from orchestrator_app import tasks
+    from orchestrator_app.control import runs
+    from orchestrator_app.testing.localapi import (
+        LocalMessagesServer,
+        text_reply,
+        tool_call,
+        tool_reply,
+    )
+    from sessions_app import agents
+    from sessions_app import services as session_services
+    from sessions_app.models import Agent, MemoryChange
+
+    writes = {
+        2: {"command": "create", "path": "/memories/prefs.md", "file_text": "Tone: brief\n"},
+        4: {
+            "command": "str_replace",
+            "path": "/memories/prefs.md",
+            "old_str": "brief",
+            "new_str": "brief, friendly",
+        },
+        7: {
+            "command": "insert",
+            "path": "/memories/prefs.md",
+            "insert_line": 1,
+            "insert_text": "Tea",
+        },
+        10: {"command": "create", "path": "/memories/projects.md", "file_text": "Site relaunch\n"},
+    }
+    server = LocalMessagesServer().start()
+    settings = {
+        "API_KEY": "bench",
+        "BASE_URL": server.url,
+        "NAME_REFRESH_INTERVAL": 0,
+        "SESSION_SOFT_TOKEN_BUDGET": None,
+        "DAILY_TOKEN_LIMIT": None,
+    }
+    try:
+        user, _ = get_user_model().objects.get_or_create(username=f"bench-memory-{turns}")
+        agent, _ = Agent.objects.get_or_create(slug="bench-memory", defaults={"name": "Memory"})
+        version = agents.version_save(agent, config={"MEMORY": "user"})
+        with override_settings(AHENTIC=settings):
+            session = session_services.session_create(owner=user, agent_version=version)
+            for n in range(turns):
+                command = {"command": "view", "path": "/memories"} if n == 0 else writes.get(n)
+                if command:
+                    server.enqueue(tool_reply(tool_call("memory", command)))
+                server.enqueue(text_reply(f"Answer {n}: " + "what the page should say. " * 6))
+                question = f"Question {n}: what about topic {n}?" + " Details." * 40
+                runs.message_post(session=session, content=question)
+                session.refresh_from_db()
+                if session.status == "running":
+                    tasks.run_step(str(session.pk), session.run_seq)
+                session.refresh_from_db()
+                assert session.status == "idle", (session.status, session.last_error)
+        changes = MemoryChange.objects.filter(session_id=session.pk).count()
+        print(f"  memory changes written: {changes}", flush=True)
+        requests = [e for e in server.requests if e["path"] == "/v1/messages"]
+        assert all(e["accepted"] for e in requests)
+        assert all(
+            {"type": "memory_20250818", "name": "memory"}
+            in [{k: v for k, v in t.items() if k != "cache_control"} for t in e["json"]["tools"]]
+            for e in requests
+        )
+        return [entry["response"]["usage"] for entry in requests]
+    finally:
+        server.stop()
+
+
 def attachment_chat(turns: int) -> list[dict]:
     """``turns`` chat turns, the first with a screenshot and a PDF attached (uploaded to the
     session first, as the sidebar does), each answered with a short reply."""
@@ -326,8 +404,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--thinking-only", action="store_true", help="Only the thinking run.")
+    parser.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="Only the 12-turn chats, with and without memory.",
+    )
     args = parser.parse_args()
     django_setup()
+    if args.memory_only:
+        print("Running a 12-turn chat (baseline) and a 12-turn chat with memory...", flush=True)
+        plain_share, _ = summarize(chat(12, budget=None))
+        memory_share, _ = summarize(memory_chat(12))
+        print(f"12-turn chat: {plain_share:.3f}")
+        print(
+            f"12-turn chat with memory: {memory_share:.3f} "
+            f"({memory_share / plain_share:.3f}x the chat without)"
+        )
+        print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+        print("PASS" if memory_share >= 0.90 else f"FAIL: memory chat {memory_share:.3f} < 0.9")
+        return
     if args.thinking_only:
         share, _ = summarize(thinking_run())
         print(f"thinking run with an approval: {share:.3f}")
@@ -341,6 +436,8 @@ def main() -> None:
     short_chat = chat(12, budget=None)
     print("Running a 50-turn chat in a 20,000-token budget...", flush=True)
     long_chat = chat(50, budget=20000)
+    print("Running a 12-turn chat with memory in use...", flush=True)
+    remembering = memory_chat(12)
     print("Running an 8-turn chat that opens with a screenshot and a PDF...", flush=True)
     attached_chat = attachment_chat(8)
     print("Running a thinking run with an approval...", flush=True)
@@ -349,6 +446,7 @@ def main() -> None:
     base_share, base_cost = summarize(baseline)
     chat_share, _ = summarize(short_chat)
     long_share, _ = summarize(long_chat)
+    memory_share, _ = summarize(remembering)
     attached_share, _ = summarize(attached_chat)
     thinking_share, _ = summarize(thinking)
     print(f"model calls: {len(cached)} (baseline {len(baseline)})")
@@ -358,12 +456,17 @@ def main() -> None:
     )
     print(f"effective input cost vs baseline: {cost / base_cost:.3f}x")
     print(f"12-turn chat, turns 2..12 ({len(short_chat)} calls): {chat_share:.3f}")
+    print(
+        f"12-turn chat with memory ({len(remembering)} calls): {memory_share:.3f} "
+        f"({memory_share / chat_share:.3f}x the chat without)"
+    )
     print(f"50-turn chat, 20,000-token budget ({len(long_chat)} calls): {long_share:.3f}")
     print(f"8-turn attachment chat, turns 2..8 ({len(attached_chat)} calls): {attached_share:.3f}")
     print(f"thinking run with an approval ({len(thinking)} calls): {thinking_share:.3f}")
     print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     results = [(share, 0.95, "20-step run"), (chat_share, 0.90, "12-turn chat")]
     results.append((long_share, 0.70, "50-turn chat"))
+    results.append((memory_share, 0.90, "memory chat"))
     results.append((attached_share, 0.90, "attachment chat"))
     results.append((thinking_share, 0.90, "thinking run"))
     failed = [f"{name} {value:.3f} < {target}" for value, target, name in results if value < target]

@@ -17,7 +17,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
-from .api import schema, views
+from .api import memory, schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 
@@ -85,6 +85,17 @@ router.register("stats/tokens", views.TokenStatsViewSet, basename="stats-tokens"
 app_name = "ahentic"
 urlpatterns = [
     *router.urls,
+    # What an agent remembers about the user (api/memory.py).
+    re_path(
+        r"^agents/(?P<slug>[-a-zA-Z0-9_]+)/memory/?$",
+        memory.MemoryViewSet.as_view({"get": "overview", "delete": "clear"}),
+        name="agent-memory",
+    ),
+    re_path(
+        r"^agents/(?P<slug>[-a-zA-Z0-9_]+)/memory/(?P<path>[\s\S]+)$",
+        memory.MemoryViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        name="agent-memory-file",
+    ),
     re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
     re_path(r"^.*$", not_found_view),
 ]

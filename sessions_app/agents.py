@@ -51,6 +51,7 @@ AGENT_ONLY_DEFAULTS: dict[str, Any] = {
     "SPEND_CAP_USD": None,  # a session's cost past which its runs stop; None: no cap
     "ROSTER": [],  # slugs of the agents its sub-agents may be
     "MODE": None,  # the mode a new chat starts in ("agent" or "ask"); None: "agent"
+    "MEMORY": None,  # the memory tool: None (off), "user" or "user+shared" (sessions_app.memory)
 }
 AGENT_KEYS = (*SITE_KEYS, *AGENT_ONLY_DEFAULTS)
 APPROVALS = ("always_ask", "always_allow")
@@ -230,6 +231,9 @@ def _value_problem(key: str, value: Any) -> str | None:
         return None if ok else "null or a positive amount in USD."
     if key == "MODE":
         return None if value in (None, "agent", "ask") else 'null, "agent" or "ask".'
+    if key == "MEMORY":
+        ok = value in (None, "user", "user+shared")
+        return None if ok else 'null (off), "user" or "user+shared".'
     return None  # THINKING, EFFORT, WEB_*: checked by the system checks as the settings are
 
 

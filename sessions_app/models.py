@@ -540,3 +540,87 @@ class LiveText(models.Model):
 
     def __str__(self) -> str:
         return f"live text of run {self.run}"
+
+
+class MemoryFile(models.Model):
+    """One file of an agent's memory (the memory tool's ``/memories`` tree): a user's own
+    (``owner`` set) or the agent's memory shared by all its users (``owner`` null). ``path``
+    is relative to ``/memories``; directories are implied by the paths of their files.
+    Written through ``sessions_app.memory`` only, each change recorded as a ``MemoryChange``."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memory_files")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="ahentic_memory_files",
+    )
+    path = models.CharField(max_length=255)
+    content = models.TextField(blank=True, default="")
+    size = models.PositiveIntegerField(default=0)  # bytes of content (UTF-8)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent", "owner", "path"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "owner", "path"],
+                condition=Q(owner__isnull=False),
+                name="ahentic_memory_file_user_path",
+            ),
+            models.UniqueConstraint(
+                fields=["agent", "path"],
+                condition=Q(owner__isnull=True),
+                name="ahentic_memory_file_shared_path",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"/memories/{self.path}"
+
+
+class MemoryChange(models.Model):
+    """One versioned change of a memory file: who wrote it (the agent in a session, the user,
+    staff), the command, and the content before and after (null: no file)."""
+
+    class Author(models.TextChoices):
+        AGENT = "agent", "Agent"
+        USER = "user", "User"
+        STAFF = "staff", "Staff"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memory_changes")
+    # Whose memory (null: the agent's shared memory); deleting the user deletes these rows.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="ahentic_memory_changes",
+    )
+    path = models.CharField(max_length=255)
+    command = models.CharField(max_length=16)
+    author = models.CharField(max_length=8, choices=Author.choices)
+    # The user or staff member who made it (the session's owner for the agent).
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Null: no file (before a create, after a delete), apart from an empty one.
+    before = models.TextField(null=True, blank=True)  # noqa: DJ001
+    after = models.TextField(null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["agent", "owner", "path"], name="ahentic_memchange_path")]
+
+    def __str__(self) -> str:
+        return f"{self.command} /memories/{self.path} by {self.author}"

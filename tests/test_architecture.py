@@ -19,8 +19,11 @@ APP_LAYERS = {
     "sessions_app": (
         ("base", ("conf", "errors", "db", "media", "tokens", "versioned")),
         ("models", ("models",)),
-        ("writers and readers", ("runstate", "services", "attachments", "window", "agents")),
-        ("Django hooks", ("admin", "apps")),
+        (
+            "writers and readers",
+            ("runstate", "services", "attachments", "window", "agents", "memory"),
+        ),
+        ("Django hooks", ("admin", "admin_memory", "apps")),
     ),
     "artifacts_app": (
         ("models", ("models",)),

@@ -29,6 +29,7 @@ from sessions_app.models import Event, Session, event_rows
 from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
 from ..tools import Tool
+from ..tools import memory as memory_tool
 from . import prompt, surface
 from .prompt import (
     CONTEXT_HEADER,
@@ -243,8 +244,10 @@ def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assemb
     system, memory_blocks = prompt.system_blocks(session)
     settings = agents.settings_for(session)
     budget = int(settings.CONTEXT_BUDGET_TOKENS)
+    # The memory tool goes typed, before the server tools (``tools/memory.py``).
+    tools, typed = memory_tool.offered(session, tools)
     tool_defs = prompt.tool_definitions(
-        tools, surface.server_tools(surface.session_mode(session), settings)
+        tools, typed + surface.server_tools(surface.session_mode(session), settings)
     )
     # Room for the step context is reserved before the window is chosen; the context is then
     # compared with what the window (not evicted history) already carries.

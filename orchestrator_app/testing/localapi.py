@@ -40,7 +40,9 @@ Behaviour
   ``web_search_tool_result`` in the same turn, as the API requires when they come back) and
   ``cited_text`` a text block citing it (streamed with ``citations_delta``). The reply's
   ``usage.server_tool_use`` counts the searches and fetches it holds. ``pause_turn`` is a
-  stop_reason like any other.
+  stop_reason like any other. The memory tool (``memory_20250818``, named ``memory``) is a
+  typed client tool: its definition carries no schema, and ``tool_call("memory", {...})``
+  scripts its calls like any client tool's.
 * Scripted responses can be delayed (``delay_s``) or held until a ``threading.Event``
   is set (``gate``), to keep a call in flight. A streamed response sends its headers
   and ``message_start`` at once, then waits, then sends the deltas.
@@ -152,6 +154,9 @@ SERVER_TOOLS = {
     ),
 }
 SERVER_TOOL_VERSIONS = {v: name for name, versions in SERVER_TOOLS.items() for v in versions}
+# Typed client tools (the app runs them, like custom tools): type -> the name it must carry.
+CLIENT_TOOL_TYPES = {"memory_20250818": "memory"}
+TYPED_TOOLS = {**SERVER_TOOL_VERSIONS, **CLIENT_TOOL_TYPES}
 THINKING_TYPES = ("thinking", "redacted_thinking")
 _SERVER_RESULTS = ("web_search_tool_result", "web_fetch_tool_result")
 FILES_BETA = "files-api-2025-04-14"
@@ -336,14 +341,19 @@ def _validate_tools(tools: Any) -> str | None:
         if kind == "custom" and not isinstance(tool.get("input_schema"), dict):
             return f"tools.{i}.custom.input_schema: Field required"
         if kind != "custom":
-            if kind not in SERVER_TOOL_VERSIONS:
-                tags = ", ".join(f"'{v}'" for v in ("custom", *SERVER_TOOL_VERSIONS))
+            if kind not in TYPED_TOOLS:
+                tags = ", ".join(f"'{v}'" for v in ("custom", *TYPED_TOOLS))
                 return (
                     f"tools.{i}: Input tag '{kind}' found using 'type' does not match any of "
                     f"the expected tags: {tags}"
                 )
-            if name != SERVER_TOOL_VERSIONS[kind]:
-                return f"tools.{i}.{kind}.name: Input should be '{SERVER_TOOL_VERSIONS[kind]}'"
+            if name != TYPED_TOOLS[kind]:
+                return f"tools.{i}.{kind}.name: Input should be '{TYPED_TOOLS[kind]}'"
+            if kind in CLIENT_TOOL_TYPES:
+                extra = sorted(set(tool) - {"type", "name", "cache_control"})
+                if extra:
+                    return f"tools.{i}.{kind}.{extra[0]}: Extra inputs are not permitted"
+                continue
             uses = tool.get("max_uses")
             if uses is not None and (not isinstance(uses, int) or uses < 1):
                 return f"tools.{i}.{kind}.max_uses: Input should be greater than 0"

@@ -282,7 +282,11 @@ def tools_for(session, user) -> list[Tool]:
     tool), granted to the session, and allowed for the user (an agent never gives a user a
     tool their own permissions do not)."""
     granted = session.granted_tools
-    agent_tools = agents.settings_for(session).TOOLS
+    settings = agents.settings_for(session)
+    # An agent that keeps memory (``MEMORY``) has the memory tool, whatever ``TOOLS`` names.
+    agent_tools = settings.TOOLS
+    if agent_tools is not None and settings.MEMORY:
+        agent_tools = [*agent_tools, "memory"]
     return [
         t
         for t in all_tools()

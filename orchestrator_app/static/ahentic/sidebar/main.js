@@ -7,6 +7,7 @@
  *   tabs.js           chat tabs (keyboard too) and the history picker
  *   agents.js         the new-chat agent picker, the chat's agent, "move to the latest version"
  *   attachments.js    files attached to a message (button, paste, drop) and their thumbnails
+ *   memory.js         "What I remember": the chat's agent's memory of the user, to delete
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
  *
@@ -35,6 +36,7 @@ import {
 import { camel, changed, el, fill, formatTokens, previewJson, shortened, show } from "./dom.js";
 import { createStorage } from "./storage.js";
 import { renderHistory, renderTabs, statusOf, wireTabs } from "./tabs.js";
+import { createMemoryPanel } from "./memory.js";
 import { keepPinned, renderTranscript } from "./transcript.js";
 
 const STATUS_LABELS = {
@@ -94,6 +96,7 @@ function boot(root) {
 
   // The object the other modules work with: shared state plus the actions they may call.
   const app = { root, config, ui, state, client };
+  const memory = createMemoryPanel(app); // "What I remember" (memory.js)
   const attachments = createAttachments(app, {
     session: async () => {
       const existing = activeSession();
@@ -616,6 +619,7 @@ function boot(root) {
     renderArtifacts(app, s);
     renderChildren(app, s);
     agentUi.render(s);
+    memory.render(s);
     renderContext(s);
     renderStatusLine(s);
     renderDebugger();
