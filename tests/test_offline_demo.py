@@ -107,3 +107,27 @@ def test_the_offline_model_writes_a_flat_page_after_approval(demo_admin, llm, ru
     assert client.get(url).json()["messages"][-1]["content"] == (
         "(Offline demo model) 1 flat page(s):\n- Coffee (/coffee/)"
     )
+
+
+def test_the_offline_model_remembers_a_preference_and_recalls_it_in_a_new_chat(
+    owner, owner_client, llm, run_tasks
+):
+    """The demo's memory tour: Helper (an agent that keeps memory) writes "remember that..."
+    to the user's memory in one chat and reads it back in another."""
+    from sessions_app import agents
+    from sessions_app.models import Agent
+
+    llm.responder = demo_responder
+    helper = Agent.objects.create(slug="helper", name="Helper")
+    agents.version_save(helper, config={"MEMORY": "user"})
+    version = agents.latest_version(helper)
+    first = SessionFactory(owner=owner, agent_version=version)
+    second = SessionFactory(owner=owner, agent_version=version)
+
+    for chat, text in ((first, "Remember that I like oat milk"), (second, "What do you remember?")):
+        url = f"{API}/sessions/{chat.pk}"
+        response = run_tasks(owner_client.post, f"{url}/messages", {"content": text}, format="json")
+        assert response.status_code == 202
+
+    recalled = owner_client.get(f"{API}/sessions/{second.pk}").json()["messages"][-1]["content"]
+    assert "From my memory of you" in recalled and "I like oat milk" in recalled

@@ -212,6 +212,63 @@ def _listed(result: dict[str, Any]) -> str:
     )
 
 
+REMEMBER = re.compile(r"^remember(?: that)? (.+)$", re.IGNORECASE)
+RECALL = re.compile(r"\bwhat do you (?:remember|know about me)\b|\bwhat do i like\b", re.I)
+PREFERENCES = "/memories/preferences.md"
+
+
+def memory_tour(
+    said: str, messages: list[dict[str, Any]], tool_names: set, results: list[dict[str, Any]]
+) -> LocalResponse | None:
+    """With an agent that keeps memory: "remember that X" writes X to the user's memory;
+    "what do you remember" (in any chat, a new one too) reads it back. None otherwise."""
+    if "memory" not in tool_names:
+        return None
+    answered = _answered(messages)
+    if "memory" in answered or (results and _last_tool_name(messages) == "memory"):
+        text = _result_text(results[-1]) if results else ""
+        if REMEMBER.match(said):
+            return text_reply("(Offline demo model) Noted: I will remember that in new chats too.")
+        return text_reply(f"(Offline demo model) From my memory of you:\n\n{text}")
+    if results:
+        return None
+    wish = REMEMBER.match(said)
+    if wish:
+        note = f"- {wish.group(1).rstrip('.')}\n"
+        return tool_reply(
+            tool_call("memory", {"command": "create", "path": PREFERENCES, "file_text": note}),
+            text="(Offline demo model) I will write that down.",
+        )
+    if RECALL.search(said):
+        return tool_reply(
+            tool_call("memory", {"command": "view", "path": PREFERENCES}),
+            text="(Offline demo model) Let me look at my notes.",
+        )
+    return None
+
+
+def _last_tool_name(messages: list[dict[str, Any]]) -> str:
+    if len(messages) < 2 or not isinstance(messages[-2].get("content"), list):
+        return ""
+    uses = [b.get("name") for b in messages[-2]["content"] if b.get("type") == "tool_use"]
+    return uses[-1] if uses else ""
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    raw = result.get("content")
+    if isinstance(raw, list):
+        raw = " ".join(b.get("text", "") for b in raw if isinstance(b, dict))
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, ValueError):
+        return str(raw or "")
+    return (
+        str(parsed.get("value") or parsed.get("message") or parsed)
+        if isinstance(parsed, dict)
+        else str(parsed)
+    )
+
+
 def demo_responder(body: dict[str, Any]) -> LocalResponse:
     """The tour: "write a page about X" drafts a flat page and saves it through the admin after
     approval; "list the pages" lists them; a message mentioning "page" reads the open page in
@@ -232,6 +289,9 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
         scripted = admin_tour(said, messages)
         if scripted is not None:
             return scripted
+    remembered = memory_tour(said, messages, tool_names, results)
+    if remembered is not None:
+        return remembered
     if not results and "page" in said.lower() and "page_read" in tool_names:
         return tool_reply(
             tool_call("page_read", {}), text="(Offline demo model) Let me read your page."
