@@ -1235,3 +1235,29 @@ def test_allow_for_this_chat_on_one_models_saves_does_not_cover_another_ordinary
     assert body["pendingTool"]["nonPreallowable"] is False
     shelf.refresh_from_db()
     assert shelf.name == "Front"
+
+
+def test_an_agent_works_only_on_its_admin_models_within_the_sites(agent_for, site, db):
+    """A version's ``ADMIN_TOOLS`` narrows the site's list: the other models are unknown to its
+    chats (listing, reading, saving), and a model the site does not enable stays out."""
+    from sessions_app import agents
+    from sessions_app.models import Agent as AgentRow
+
+    page = make_page(site)
+    user = staff("both", "view_flatpage", "change_flatpage", "view_group")
+    row = AgentRow.objects.create(slug="groups-only", name="Groups only")
+    version = agents.version_save(row, config={"ADMIN_TOOLS": ["auth.group", "sites.site"]})
+    agent = agent_for(user)
+    Session.objects.filter(pk=agent.session.pk).update(agent_version=version)
+
+    models = agent.call("admin_models", {})
+    assert [m["model"] for m in models["models"]] == ["auth.group"]
+    for name, input in (
+        ("admin_list", {"model": PAGES}),
+        ("admin_get", {"model": PAGES, "id": page.pk}),
+        ("admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "X"}}),
+    ):
+        refused = agent.call(name, input)
+        assert refused["error"] == "admin_model_unknown", (name, refused)
+    assert FlatPage.objects.get(pk=page.pk).title == "Abut us"
+    assert agent.call("admin_list", {"model": "auth.group"})["rows"] == []

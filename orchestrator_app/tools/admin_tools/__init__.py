@@ -144,7 +144,7 @@ def save_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
         # The form validates the artifact's body; the card names the artifact.
         input, key = store.apply_from_memory(ctx.session.pk, input, "body", TEXT_KINDS)
         shown_body = FromArtifact(key)
-    bound = bound_save_form(ctx.user, input)
+    bound = bound_save_form(ctx.user, input, ctx.session)
     opts = bound.model_admin.opts
     readable = set(bridge.readable_fields(bound.model_admin, bound.request, bound.obj))
     given = [name for name in bound.values if name in bound.form.changed_data]
@@ -193,12 +193,12 @@ def save_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
 
 
 def delete_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
-    target = deletable(ctx.user, input)
+    target = deletable(ctx.user, input, ctx.session)
     return f"Delete {target.model_admin.opts.verbose_name} {_object_name(target.obj)}"
 
 
 def action_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
-    target = action_target(ctx.user, input)
+    target = action_target(ctx.user, input, ctx.session)
     opts = target.model_admin.opts
     ids = [str(i) for i in input["ids"]]
     shown = ", ".join(f"#{i}" for i in ids[:10]) + (", …" if len(ids) > 10 else "")
@@ -365,7 +365,7 @@ def describe(model_admin, request, granted: list[str]) -> dict[str, Any]:
 )
 def admin_models(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     if input.get("model"):
-        model_admin, request = bridge.model_admin_for(ctx.user, input["model"])
+        model_admin, request = bridge.model_admin_for(ctx.user, input["model"], ctx.session)
         return {
             "ok": True,
             **describe(model_admin, request, bridge.permissions(model_admin, request)),
@@ -377,7 +377,7 @@ def admin_models(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
             "namePlural": str(model_admin.opts.verbose_name_plural),
             "permissions": granted,
         }
-        for label, (model_admin, granted) in bridge.usable_admins(ctx.user).items()
+        for label, (model_admin, granted) in bridge.usable_admins(ctx.user, ctx.session).items()
     ]
     return {"ok": True, "models": models_}
 
@@ -500,7 +500,7 @@ def _ordering(model_admin, request, ordering: Any) -> list[str]:
     ),
 )
 def admin_list(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    model_admin, request = bridge.model_admin_for(ctx.user, input["model"])
+    model_admin, request = bridge.model_admin_for(ctx.user, input["model"], ctx.session)
     bridge.require(model_admin, request, "view")
     filters = input.get("filters") or {}
     offered = list_filters(model_admin, request)
@@ -605,7 +605,7 @@ def _object_json(model_admin, request, obj) -> dict[str, Any]:
     summary=lambda input: f"Read {input.get('model')} #{input.get('id')}",
 )
 def admin_get(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
-    model_admin, request = bridge.model_admin_for(ctx.user, input["model"])
+    model_admin, request = bridge.model_admin_for(ctx.user, input["model"], ctx.session)
     obj = bridge.get_object(model_admin, request, input["id"])
     bridge.require(model_admin, request, "view", obj)
     return {
@@ -642,12 +642,12 @@ class BoundSave:
         return self.obj is None
 
 
-def bound_save_form(user, input: dict[str, Any]) -> BoundSave:
+def bound_save_form(user, input: dict[str, Any], session=None) -> BoundSave:
     """The ModelAdmin path of admin_save up to a valid bound form (the card and the write both
     go through it): the enabled model, ``get_object`` with the admin's ``unquote`` and
     ``get_queryset``, ``has_add_permission`` / ``has_change_permission``, the form's writable
     fields, and its validation. Raises ToolError."""
-    model_admin, request = bridge.model_admin_for(user, input["model"])
+    model_admin, request = bridge.model_admin_for(user, input["model"], session)
     values = dict(input.get("values") or {})
     if input.get("body") is not None:
         if not input.get("body_field"):
@@ -711,7 +711,7 @@ def admin_save(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
         # As the admin's changeform_view: the object is read and the form validated in the
         # transaction that saves it.
         with transaction.atomic(using=using):
-            bound = bound_save_form(ctx.user, input)
+            bound = bound_save_form(ctx.user, input, ctx.session)
             model_admin, request, form, add = (
                 bound.model_admin,
                 bound.request,
@@ -746,12 +746,12 @@ class Deletable:
     counts: dict[str, int]
 
 
-def deletable(user, input: dict[str, Any]) -> Deletable:
+def deletable(user, input: dict[str, Any], session=None) -> Deletable:
     """The admin's delete view up to its confirmation: the object through ``get_queryset``,
     ``has_delete_permission``, then ``get_deleted_objects``. A protected object cannot be
     deleted by anyone (``admin_delete_protected``, even when the user also lacks permission on
     the protecting objects); otherwise every cascaded object needs the user's permission."""
-    model_admin, request = bridge.model_admin_for(user, input["model"])
+    model_admin, request = bridge.model_admin_for(user, input["model"], session)
     obj = bridge.get_object(model_admin, request, input["id"])
     bridge.require(model_admin, request, "delete", obj)
     _, model_count, perms_needed, protected = model_admin.get_deleted_objects([obj], request)
@@ -789,7 +789,7 @@ def deletable(user, input: dict[str, Any]) -> Deletable:
 def admin_delete(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     using = _write_db(input)
     with transaction.atomic(using=using):
-        target = deletable(ctx.user, input)
+        target = deletable(ctx.user, input, ctx.session)
         model_admin, request, obj = target.model_admin, target.request, target.obj
         result = {"ok": True, "deleted": True, **_object_json(model_admin, request, obj)}
         model_admin.log_deletions(request, [obj])
@@ -808,12 +808,12 @@ class ActionTarget:
     count: int
 
 
-def action_target(user, input: dict[str, Any]) -> ActionTarget:
+def action_target(user, input: dict[str, Any], session=None) -> ActionTarget:
     """A change list POST with the objects selected and the action's confirmation given
     (``delete_selected`` deletes at once when "post" is set): the action as ``get_actions``
     offers it to the user, and the selection through ``get_queryset``."""
     ids = [str(i) for i in input["ids"]]
-    model_admin, request = bridge.model_admin_for(user, input["model"])
+    model_admin, request = bridge.model_admin_for(user, input["model"], session)
     bridge.require(model_admin, request, "view")
     request = bridge.admin_request(
         user, {"action": input["action"], "_selected_action": ids, "post": "yes"}
@@ -873,7 +873,7 @@ def action_target(user, input: dict[str, Any]) -> ActionTarget:
 def admin_action(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
     using = _write_db(input)
     with transaction.atomic(using=using):
-        target = action_target(ctx.user, input)
+        target = action_target(ctx.user, input, ctx.session)
         try:
             response = target.func(target.model_admin, target.request, target.queryset)
         except PermissionDenied as exc:  # delete_selected, confirmed without the permissions

@@ -38,6 +38,7 @@ from django.urls import Resolver404, resolve
 from django.utils.datastructures import MultiValueDict
 from django.utils.html import strip_tags
 
+from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 
 from .. import ToolError
@@ -170,9 +171,24 @@ def permissions(model_admin: admin.ModelAdmin, request: HttpRequest, obj=None) -
     return [name for name, allowed in checks if allowed]
 
 
-def usable_admins(user) -> dict[str, tuple[admin.ModelAdmin, list[str]]]:
-    """The enabled models ``user`` has any admin permission on, with those permissions."""
+def agent_labels(session) -> list[str] | None:
+    """The admin models the session's agent may work on (its version's ``ADMIN_TOOLS``,
+    lower-case labels), within the site's; None when the agent does not narrow them."""
+    if session is None:
+        return None
+    value = agents.settings_for(session).ADMIN_TOOLS
+    if value == ahentic_settings.ADMIN_TOOLS or value in (None, "all"):
+        return None
+    return [str(label).lower() for label in value]
+
+
+def usable_admins(user, session=None) -> dict[str, tuple[admin.ModelAdmin, list[str]]]:
+    """The enabled models ``user`` has any admin permission on, with those permissions; with
+    ``session``, only those its agent may work on (``agent_labels``)."""
     admins = enabled_admins()
+    narrowed = agent_labels(session)
+    if narrowed is not None:
+        admins = {label: a for label, a in admins.items() if label in narrowed}
     if not admins or not user.is_authenticated:
         return {}
     request = admin_request(user)
@@ -191,11 +207,13 @@ def may_use_admin_tools(user) -> bool:
     return bool(usable_admins(user))
 
 
-def model_admin_for(user, label: Any) -> tuple[admin.ModelAdmin, AgentRequest]:
-    """The ModelAdmin for ``label`` and a request for ``user``, or the model's error."""
-    usable = usable_admins(user)
+def model_admin_for(user, label: Any, session=None) -> tuple[admin.ModelAdmin, AgentRequest]:
+    """The ModelAdmin for ``label`` and a request for ``user``, or the model's error; with
+    ``session``, a model its agent may not work on is unknown to it (``agent_labels``)."""
+    usable = usable_admins(user, session)
     key = str(label or "").strip().lower()
-    if key not in enabled_admins():
+    narrowed = agent_labels(session)
+    if key not in enabled_admins() or (narrowed is not None and key not in narrowed):
         raise ToolError(
             "admin_model_unknown",
             f"No enabled admin model {label!r}.",
