@@ -25,8 +25,8 @@ from . import db
 from .conf import ahentic_settings
 from .models import Agent, AgentVersion, Session
 
-# The AHENTIC keys a version may override, with the check of a value (None passes for the
-# keys whose site default is None).
+# The AHENTIC keys a version may override (their values checked by ``_value_problem``, and the
+# model surface's by the system checks).
 SITE_KEYS = (
     "MODEL",
     "BRAIN_MODEL",
