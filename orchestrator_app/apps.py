@@ -8,15 +8,19 @@ class OrchestratorAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Wiring only: system checks, a deleted attachment's uploaded file, the cached permission
-        # answers, the lease watch.
+        # Wiring only: system checks (and the agent configuration's), a deleted attachment's
+        # uploaded file, the cached permission answers, the lease watch.
         from django.db.models.signals import post_delete
 
+        from sessions_app import agents
         from sessions_app.models import Attachment
 
-        from . import checks  # noqa: F401
+        from . import checks
         from .api.permissions import connect_invalidation
         from .loop.files import remote_delete
+
+        # An agent version's model surface is refused where it is saved, as at startup.
+        agents.add_config_check(checks.surface_problems)
 
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
         # The cached agent permission answers, dropped when a user's grants change.

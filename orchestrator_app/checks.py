@@ -281,6 +281,12 @@ def check_model_surface(app_configs=None, **kwargs):
     return _surface_errors(ahentic_settings, lambda key: f"AHENTIC['{key}']")
 
 
+def surface_problems(conf) -> list[str]:
+    """The model-surface problems of an agent version's settings, as messages (registered with
+    ``agents.add_config_check``, so the admin refuses what the system checks would)."""
+    return [error.msg for error in _surface_errors(conf, lambda key: key)]
+
+
 def _surface_errors(conf, where) -> list:
     """The model-surface errors of ``conf`` (the site's settings or an agent version's,
     ``agents.AgentSettings``); ``where(key)`` names a setting in the messages."""
@@ -392,7 +398,8 @@ def check_agents(app_configs=None, **kwargs):
             continue
         label = f"Agent {agent.slug!r} v{agent.latest_number}"
         try:
-            config = agents.clean_config(agent.latest_config)
+            # Shapes only: the model surface is E020-E022's (below).
+            config = agents.clean_config(agent.latest_config, registered=False)
         except ValidationError as error:
             messages.append(
                 Error(

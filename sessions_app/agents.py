@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -193,9 +194,10 @@ def version_for_new_session(user, slug: str | None = None, number: int | None = 
 # --- writing ------------------------------------------------------------------------------------
 
 
-def clean_config(config: Any) -> dict[str, Any]:
+def clean_config(config: Any, *, registered: bool = True) -> dict[str, Any]:
     """``config`` checked as a version's overrides: a JSON object of ``AGENT_KEYS`` with values
-    of the right shape. ``ValidationError`` names every problem."""
+    of the right shape, and (``registered``) what the checks apps registered refuse (the system
+    checks report those under their own ids). ``ValidationError`` names every problem."""
     if not isinstance(config, dict):
         raise ValidationError("An agent's configuration is a JSON object.")
     problems = []
@@ -206,9 +208,25 @@ def clean_config(config: Any) -> dict[str, Any]:
         problem = _value_problem(key, value)
         if problem:
             problems.append(f"{key}: {problem}")
+    if registered and not problems:
+        # The checks the orchestrator registers (the model surface: thinking, effort, server
+        # tools), run on the version's settings as the system checks run them on AHENTIC.
+        settings = AgentSettings(config)
+        for check in _config_checks:
+            problems += check(settings)
     if problems:
         raise ValidationError(problems)
     return dict(config)
+
+
+_config_checks: list[Callable[[AgentSettings], list[str]]] = []
+
+
+def add_config_check(check: Callable[[AgentSettings], list[str]]) -> None:
+    """Have ``clean_config`` also run ``check`` (an app's ``ready()`` registers it): the
+    problems it returns for a version's settings, as messages."""
+    if check not in _config_checks:
+        _config_checks.append(check)
 
 
 def _value_problem(key: str, value: Any) -> str | None:

@@ -152,6 +152,10 @@ def test_a_configuration_saved_over_a_newer_version_is_refused(admin_client, hel
         (json.dumps({"MAX_STEPS_PER_RUN": -1}), "MAX_STEPS_PER_RUN: a positive whole number"),
         (json.dumps(["MODEL"]), "a JSON object"),
         ("{not json", "Enter a valid JSON"),
+        # The model surface, refused here as the system checks refuse it in settings.
+        (json.dumps({"THINKING": 12}), "THINKING for agent mode is 12"),
+        (json.dumps({"EFFORT": "extreme"}), "THINKING_DISPLAY / EFFORT for agent mode"),
+        (json.dumps({"WEB_SEARCH": {"max_uses": 0}}), "WEB_SEARCH for agent mode must be None"),
     ],
 )
 def test_an_invalid_configuration_is_a_form_error_and_saves_nothing(
