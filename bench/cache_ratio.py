@@ -54,6 +54,19 @@ def register_lookup() -> None:
         return {"ok": True, "key": input["key"], "value": f"fact about {input['key']} " * 20}
 
 
+def chat_settings(url: str, **more) -> dict:
+    """AHENTIC for a measured chat against the local server at ``url``: no naming calls, no
+    token budgets in the way, plus ``more``."""
+    return {
+        "API_KEY": "bench",
+        "BASE_URL": url,
+        "NAME_REFRESH_INTERVAL": 0,
+        "SESSION_SOFT_TOKEN_BUDGET": None,
+        "DAILY_TOKEN_LIMIT": None,
+        **more,
+    }
+
+
 def run(steps: int, strip_breakpoints: bool) -> list[dict]:
     from django.contrib.auth import get_user_model
     from django.test import override_settings
@@ -141,15 +154,11 @@ def chat(turns: int, budget: int | None) -> list[dict]:
         return main.popleft() if main else text_reply("Done.")
 
     server.responder = respond
-    settings = {
-        "API_KEY": "bench",
-        "BASE_URL": server.url,
-        "BRAIN_MODEL": brain_model,
-        "NAME_REFRESH_INTERVAL": 0,
-        "SESSION_SOFT_TOKEN_BUDGET": None,
-        "DAILY_TOKEN_LIMIT": None,
-        "TRACE_CAP": 100000,  # keep every context_compact row to count the window moves
-    }
+    settings = chat_settings(
+        server.url,
+        BRAIN_MODEL=brain_model,
+        TRACE_CAP=100000,  # keep every context_compact row to count the window moves
+    )
     if budget:
         settings["CONTEXT_BUDGET_TOKENS"] = budget
     try:
@@ -220,13 +229,7 @@ def memory_chat(turns: int) -> list[dict]:
         10: {"command": "create", "path": "/memories/projects.md", "file_text": "Site relaunch\n"},
     }
     server = LocalMessagesServer().start()
-    settings = {
-        "API_KEY": "bench",
-        "BASE_URL": server.url,
-        "NAME_REFRESH_INTERVAL": 0,
-        "SESSION_SOFT_TOKEN_BUDGET": None,
-        "DAILY_TOKEN_LIMIT": None,
-    }
+    settings = chat_settings(server.url)
     try:
         user, _ = get_user_model().objects.get_or_create(username=f"bench-memory-{turns}")
         agent, _ = Agent.objects.get_or_create(slug="bench-memory", defaults={"name": "Memory"})
@@ -274,13 +277,7 @@ def attachment_chat(turns: int) -> list[dict]:
 
     server = LocalMessagesServer().start()
     server.responder = lambda body: text_reply("It shows the settings page. " * 6)
-    settings = {
-        "API_KEY": "bench",
-        "BASE_URL": server.url,
-        "NAME_REFRESH_INTERVAL": 0,
-        "SESSION_SOFT_TOKEN_BUDGET": None,
-        "DAILY_TOKEN_LIMIT": None,
-    }
+    settings = chat_settings(server.url)
     try:
         user, _ = get_user_model().objects.get_or_create(username=f"bench-attach-{turns}")
         with override_settings(AHENTIC=settings):
@@ -357,15 +354,7 @@ def thinking_run(lookups: int = 8) -> list[dict]:
 
     try:
         user, _ = get_user_model().objects.get_or_create(username="bench-thinking")
-        settings = {
-            "API_KEY": "bench",
-            "BASE_URL": server.url,
-            "THINKING": 2048,
-            "MAX_STEPS_PER_RUN": lookups + 4,
-            "SESSION_SOFT_TOKEN_BUDGET": None,
-            "DAILY_TOKEN_LIMIT": None,
-            "NAME_REFRESH_INTERVAL": 0,
-        }
+        settings = chat_settings(server.url, THINKING=2048, MAX_STEPS_PER_RUN=lookups + 4)
         with override_settings(AHENTIC=settings):
             session = session_services.session_create(owner=user)
             runs.message_post(session=session, content="Look up eight topics, then save.")
