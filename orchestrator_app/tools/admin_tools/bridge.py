@@ -176,8 +176,8 @@ def agent_labels(session) -> list[str] | None:
     lower-case labels), within the site's; None when the agent does not narrow them."""
     if session is None:
         return None
-    value = agents.settings_for(session).ADMIN_TOOLS
-    if value == ahentic_settings.ADMIN_TOOLS or value in (None, "all"):
+    value = agents.settings_for(session).config.get("ADMIN_TOOLS")
+    if value in (None, "all"):  # left out, or not narrowed
         return None
     return [str(label).lower() for label in value]
 
