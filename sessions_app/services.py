@@ -53,7 +53,7 @@ def session_create(
         agent_version = parent.agent_version if parent is not None else agents.default_version()
     if mode is None:  # the agent's default mode (``MODE``), else agent mode
         config = agent_version.config if agent_version is not None else {}
-        mode = config.get("MODE") or Session.Mode.AGENT
+        mode = agents.AgentSettings(config).MODE or Session.Mode.AGENT
     session = Session.objects.create(
         agent_version=agent_version,
         owner=owner,
