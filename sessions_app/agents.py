@@ -115,9 +115,17 @@ def settings_for(session: Session) -> AgentSettings:
     return AgentSettings(_config(session.agent_version_id))
 
 
+def spend_cap(session: Session) -> float | None:
+    """The session's cap in USD: its own ``spend_cap_usd`` when staff set one, else its
+    agent's ``SPEND_CAP_USD``; None: no cap."""
+    if session.spend_cap_usd is not None:
+        return float(session.spend_cap_usd)
+    return settings_for(session).SPEND_CAP_USD
+
+
 def spend_cap_reached(session: Session) -> bool:
-    """Whether the session's cost reached its agent's ``SPEND_CAP_USD`` (no cap: never)."""
-    cap = settings_for(session).SPEND_CAP_USD
+    """Whether the session's cost reached its cap (``spend_cap``; no cap: never)."""
+    cap = spend_cap(session)
     return cap is not None and session.cost_usd is not None and float(session.cost_usd) >= cap
 
 

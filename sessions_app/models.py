@@ -209,6 +209,9 @@ class Session(models.Model):
     cache_read_tokens = models.BigIntegerField(default=0)
     cache_write_tokens = models.BigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    # Staff's cap for this chat in USD, over its agent's SPEND_CAP_USD (a schedule sets it from
+    # its own); null: the agent's cap.
+    spend_cap_usd = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     # Highest soft-budget boundary (in tokensUsed) the user acknowledged with continue.
     soft_budget_acked = models.BigIntegerField(default=0)
 

@@ -265,12 +265,16 @@ def test_the_migration_pins_a_settings_only_installs_sessions_to_the_default_age
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(after)
-    pinned = Session.objects.select_related("agent_version__agent").get(pk=old.pk)
-    default = Agent.objects.get(is_default=True)
+    at_0010 = executor.loader.project_state(after).apps.get_model("sessions_app", "Session")
+    pinned_version = at_0010.objects.filter(pk=old.pk).values_list("agent_version", flat=True)
+    pinned_version = pinned_version.get()
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
+    pinned = Session.objects.select_related("agent_version__agent").get(pk=old.pk)
+    default = Agent.objects.get(is_default=True)
 
+    assert pinned.agent_version_id == pinned_version
     assert pinned.agent_version.agent == default
     assert pinned.agent_version.number == 1 and pinned.agent_version.config == {}
     # Overriding nothing, the default agent reads the site's settings.
