@@ -133,6 +133,9 @@ AHENTIC = {
     # The agent works on flat pages, and reads groups (ahentic_site/admin.py makes them
     # read-only for the agent's requests).
     "ADMIN_TOOLS": ["flatpages.flatpage", "auth.group"],
+    # The demo's webhook endpoint is this site's own receiver page (/demo/webhooks/), on
+    # 127.0.0.1: a private address, refused unless allowed.
+    "WEBHOOK_ALLOW_PRIVATE": True,
 }
 if os.environ.get("ANTHROPIC_API_KEY") == "offline-demo":
     # The offline demo model (manage.py ahentic_demo without a key) thinks and cites a web page.

@@ -1,4 +1,4 @@
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 
 
 class OrchestratorAppConfig(AppConfig):
@@ -32,3 +32,11 @@ class OrchestratorAppConfig(AppConfig):
         from .control.recovery import start_watch
 
         post_spawn.connect(start_watch, dispatch_uid="ahentic_lease_watch")
+
+        # Outbound webhooks: a receiver per public signal writes delivery rows and enqueues.
+        from .webhooks import events as webhook_events
+
+        webhook_events.connect()
+        # The webhook admins; they build on orchestrator_app.admin, which cannot import them.
+        if apps.is_installed("django.contrib.admin"):
+            from . import admin_webhooks  # noqa: F401

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from django.utils.dateparse import parse_datetime
+
 from .control import brain, runs
 from .loop import files, step
+from .webhooks import delivery
 
 
 def run_step(session_id: str, run_seq: int) -> None:
@@ -29,3 +32,14 @@ def name_session(session_id: str) -> None:
 def delete_file(file_id: str) -> None:
     """Delete a file uploaded to the Files API whose attachment was deleted (best effort)."""
     files.delete_remote(file_id)
+
+
+def deliver_webhook(delivery_id: int, now: str | None = None) -> str:
+    """One attempt of a webhook delivery (a duplicate or early task returns quietly). ``now``
+    (ISO 8601) is the sweep's clock, passed on so retries are scheduled from it."""
+    return delivery.deliver(int(delivery_id), now=parse_datetime(now) if now else None)
+
+
+def deliver_due_webhooks() -> int:
+    """The ``ahentic_webhooks`` sweep (every minute): enqueue the deliveries that are due."""
+    return delivery.deliver_due()

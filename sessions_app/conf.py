@@ -85,6 +85,17 @@ DEFAULTS: dict[str, Any] = {
     "ATTACHMENT_QUOTA_BYTES": 256 * 1024 * 1024,
     "FILES_API": False,
     "FILES_API_MIN_BYTES": 1024 * 1024,
+    # Outbound webhooks (README "Webhooks"): seconds one attempt may take (connect, and each
+    # read); attempts per delivery; deliveries that give up in a row before the endpoint is
+    # disabled; the first retry's delay (each next one is 4 times longer); whether a URL may
+    # reach a private, loopback or link-local address (off: no requests into the site's own
+    # network); days a finished delivery stays in the log.
+    "WEBHOOK_TIMEOUT_S": 5,
+    "WEBHOOK_MAX_ATTEMPTS": 6,
+    "WEBHOOK_DISABLE_AFTER": 5,
+    "WEBHOOK_BACKOFF_S": 60,
+    "WEBHOOK_ALLOW_PRIVATE": False,
+    "WEBHOOK_LOG_DAYS": 30,
 }
 
 

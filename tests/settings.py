@@ -77,5 +77,7 @@ AHENTIC = {
     # test_posting_messages_is_throttled_per_user turns it on.
     "THROTTLE_MESSAGES": None,
     "THROTTLE_SESSIONS": None,
+    # The webhook tests' receiver listens on 127.0.0.1.
+    "WEBHOOK_ALLOW_PRIVATE": True,
 }
 LOGGING = {"version": 1, "disable_existing_loggers": False}

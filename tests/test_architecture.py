@@ -38,12 +38,14 @@ APP_LAYERS = {
         ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
         ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
         ("step loop", ("loop",)),  # a step: request, model turn, tool pipeline, decisions
+        ("webhooks", ("webhooks",)),  # events to delivery rows, signed POSTs, retries
         (
             "entry points",
             (
                 "api",
                 "admin",
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
+                "admin_webhooks",  # webhook endpoints and deliveries
                 "tasks",
                 "urls",
                 "checks",
