@@ -32,6 +32,7 @@ def masked(secret: str) -> str:
 
 
 class WebhookEndpointForm(forms.ModelForm):
+    url = forms.URLField(label="URL", max_length=500, assume_scheme="https")
     events = forms.MultipleChoiceField(
         choices=SUBSCRIBABLE,
         widget=forms.CheckboxSelectMultiple,

@@ -509,3 +509,66 @@ def check_local_base_url(app_configs=None, **kwargs):
             id="ahentic.W004",
         )
     ]
+
+
+# Seconds a webhook attempt may need past its timeout (resolving, TLS, writing the outcome).
+_WEBHOOK_SLACK_S = 30
+
+
+def _webhook_errors() -> list:
+    def number(key, minimum, *, integer):
+        value = getattr(ahentic_settings, key)
+        kinds = (int,) if integer else (int, float)
+        return isinstance(value, kinds) and not isinstance(value, bool) and value >= minimum
+
+    wanted = {
+        "WEBHOOK_TIMEOUT_S": (0.001, False, "a positive number of seconds"),
+        "WEBHOOK_MAX_ATTEMPTS": (1, True, "an integer of at least 1"),
+        "WEBHOOK_DISABLE_AFTER": (0, True, "an integer of at least 0 (0: never disable)"),
+        "WEBHOOK_BACKOFF_S": (0, False, "a number of seconds of at least 0"),
+        "WEBHOOK_LOG_DAYS": (0, True, "an integer of at least 0 (0: keep every delivery)"),
+    }
+    return [
+        Error(f"AHENTIC[{key!r}] must be {words}.", id="ahentic.E032")
+        for key, (minimum, integer, words) in wanted.items()
+        if not number(key, minimum, integer=integer)
+    ]
+
+
+@register()
+def check_webhooks(app_configs=None, **kwargs):
+    """E032: a webhook setting out of range. E033: an attempt could outlast the django-q2
+    task timeout, which would kill the worker mid-request and retry it only after the claim
+    runs out."""
+    errors = _webhook_errors()
+    if errors:
+        return errors
+    q_timeout = (getattr(settings, "Q_CLUSTER", {}) or {}).get("timeout")
+    needed = ahentic_settings.WEBHOOK_TIMEOUT_S + _WEBHOOK_SLACK_S
+    if q_timeout is not None and q_timeout < needed:
+        errors.append(
+            Error(
+                f"Q_CLUSTER['timeout'] ({q_timeout}s) is shorter than a webhook attempt may "
+                f"take (WEBHOOK_TIMEOUT_S plus {_WEBHOOK_SLACK_S}s).",
+                hint="Lower AHENTIC['WEBHOOK_TIMEOUT_S'] or raise Q_CLUSTER timeout/retry.",
+                id="ahentic.E033",
+            )
+        )
+    return errors
+
+
+@register(Tags.security, deploy=True)
+def check_webhook_private_addresses(app_configs=None, **kwargs):
+    """W015 (``check --deploy``): with ``DEBUG`` off, webhook URLs may reach the server's own
+    network (loopback, private and link-local addresses: a metadata service, internal admin
+    pages), which anyone who can edit an endpoint could point a request at."""
+    if settings.DEBUG or not ahentic_settings.WEBHOOK_ALLOW_PRIVATE:
+        return []
+    return [
+        Warning(
+            "AHENTIC['WEBHOOK_ALLOW_PRIVATE'] is True while DEBUG is False: webhook URLs may "
+            "reach private and loopback addresses.",
+            hint="Turn it off in production unless the receivers live on the private network.",
+            id="ahentic.W015",
+        )
+    ]

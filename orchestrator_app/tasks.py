@@ -40,6 +40,7 @@ def deliver_webhook(delivery_id: int, now: str | None = None) -> str:
     return delivery.deliver(int(delivery_id), now=parse_datetime(now) if now else None)
 
 
-def deliver_due_webhooks() -> int:
-    """The ``ahentic_webhooks`` sweep (every minute): enqueue the deliveries that are due."""
-    return delivery.deliver_due()
+def deliver_due_webhooks(now: str | None = None) -> int:
+    """The ``ahentic_webhooks`` sweep (every minute): enqueue the deliveries that are due.
+    ``now`` (ISO 8601) replaces the clock, for tests."""
+    return delivery.deliver_due(now=parse_datetime(now) if now else None)

@@ -1,0 +1,628 @@
+"""Outbound webhooks against a real HTTP receiver on this machine: signed deliveries, event
+filtering, retries with backoff, timeouts, giving up, automatic disabling, and the admin."""
+
+import json
+import threading
+from collections import deque
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.checks import run_checks
+from django.utils import timezone
+from django_q.models import Schedule
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from orchestrator_app import signals, tasks
+from orchestrator_app.models import WebhookDelivery, WebhookEndpoint
+from orchestrator_app.testing.localapi import text_reply
+
+from .conftest import post_message
+from .factories import UserFactory
+
+ALL_EVENTS = [
+    "run.started",
+    "run.finished",
+    "run.failed",
+    "approval.requested",
+    "tool.executed",
+    "schedule_run.finished",
+]
+ENDPOINTS = "/admin/orchestrator_app/webhookendpoint/"
+DELIVERIES = "/admin/orchestrator_app/webhookdelivery/"
+
+
+class Receiver:
+    """A webhook receiver: records each request, answers with the next status of
+    ``answers`` (204 when empty), and holds its answer while ``stall`` is set."""
+
+    def __init__(self):
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                receiver.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                if receiver.stall.is_set():
+                    receiver.release.wait(10)
+                status, headers = receiver.answers.popleft() if receiver.answers else (204, {})
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks"
+        self.stall = threading.Event()
+        self.release = threading.Event()
+        self.reset()
+
+    def reset(self):
+        self.requests: list[dict] = []
+        self.answers: deque = deque()
+        self.stall.clear()
+        self.release.clear()
+
+    def answer(self, *statuses, headers=None):
+        self.answers.extend((status, headers or {}) for status in statuses)
+
+    def events(self) -> list[str]:
+        return [json.loads(r["body"])["type"] for r in self.requests]
+
+
+@pytest.fixture(scope="module")
+def _receiver_server():
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    thread.start()
+    yield receiver
+    receiver.release.set()
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+@pytest.fixture
+def receiver(_receiver_server):
+    _receiver_server.reset()
+    yield _receiver_server
+    _receiver_server.release.set()  # a stalled handler answers and ends
+
+
+@pytest.fixture
+def endpoint(db, receiver):
+    return WebhookEndpoint.objects.create(name="Hooks", url=receiver.url, events=ALL_EVENTS)
+
+
+@pytest.fixture
+def hooks(settings):
+    """The AHENTIC webhook settings, changed for one test: ``hooks(WEBHOOK_MAX_ATTEMPTS=2)``."""
+
+    def change(**values):
+        settings.AHENTIC = {**settings.AHENTIC, **values}
+
+    return change
+
+
+@pytest.fixture
+def send(django_capture_on_commit_callbacks):
+    """Send a public signal as the app does (``send_after_commit``) and commit: the receivers
+    run, and the delivery tasks they enqueue run (django-q2 sync mode)."""
+
+    def fire(signal, session, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            signals.send_after_commit(signal, session, **kwargs)
+
+    return fire
+
+
+@pytest.fixture
+def sweep(django_capture_on_commit_callbacks):
+    """Run the "deliver due" sweep at ``now`` and the attempts it enqueues."""
+
+    def run(now):
+        with django_capture_on_commit_callbacks(execute=True):
+            return tasks.deliver_due_webhooks(now.isoformat())
+
+    return run
+
+
+def finished(send, session, run=1):
+    send(signals.run_finished, session, run=run, outcome="idle", error_code="")
+
+
+def verified(endpoint, request) -> dict:
+    """The request's JSON, after its signature verifies with the endpoint's secret."""
+    return Webhook(endpoint.secret).verify(request["body"], request["headers"])
+
+
+def staff_with(*codenames):
+    user = UserFactory(is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="orchestrator_app", codename__in=codenames
+        )
+    )
+    return user
+
+
+# --- delivery ----------------------------------------------------------------------------------
+
+
+def test_a_run_through_the_api_is_delivered_as_started_and_finished(
+    owner_client, session, llm, run_tasks, endpoint, receiver
+):
+    # Needs the branch that sends the signals from the run loop.
+    llm.enqueue(text_reply("Hello there."))
+
+    post_message(owner_client, session, run_tasks, "Hi")
+
+    assert receiver.events() == ["run.started", "run.finished"]
+    started, done = (verified(endpoint, r) for r in receiver.requests)
+    assert started["data"] == {"session": str(session.pk), "run": 1}
+    assert done["data"] == {
+        "session": str(session.pk),
+        "run": 1,
+        "outcome": "idle",
+        "error_code": "",
+    }
+
+
+def test_a_delivery_is_signed_the_standard_webhooks_way(session, endpoint, receiver, send):
+    finished(send, session, run=3)
+
+    [request] = receiver.requests
+    payload = verified(endpoint, request)
+    assert payload["type"] == "run.finished"
+    assert payload["data"] == {
+        "session": str(session.pk),
+        "run": 3,
+        "outcome": "idle",
+        "error_code": "",
+    }
+    delivery = WebhookDelivery.objects.get()
+    assert request["headers"]["webhook-id"] == delivery.webhook_id
+    assert request["headers"]["Content-Type"] == "application/json"
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("delivered", 1, 204)
+
+    # Signed with another secret, or altered, it does not verify.
+    other = WebhookEndpoint.objects.create(name="Other", url=receiver.url, events=[])
+    with pytest.raises(WebhookVerificationError):
+        verified(other, request)
+    with pytest.raises(WebhookVerificationError):
+        verified(endpoint, {**request, "body": request["body"].replace(b"idle", b"error")})
+
+
+def test_each_signal_is_delivered_as_its_event_with_ids_and_statuses_only(
+    session, endpoint, receiver, send
+):
+    send(signals.run_started, session, run=1)
+    send(signals.approval_requested, session, run=1, tool="notes_create", tool_use_id="toolu_1")
+    send(
+        signals.tool_executed,
+        session,
+        run=1,
+        tool="notes_create",
+        tool_use_id="toolu_1",
+        is_error=False,
+    )
+    send(
+        signals.run_failed,
+        session,
+        run=1,
+        error_code="llm_error",
+        message="The model said something private",
+        resumable=True,
+    )
+    send(signals.run_finished, session, run=1, outcome="error", error_code="llm_error")
+    schedule, schedule_run = Schedule(pk=7), Schedule(pk=8)  # any model rows: sent as ids
+    send(
+        signals.schedule_run_finished,
+        session,
+        schedule=schedule,
+        schedule_run=schedule_run,
+        status="failed",
+    )
+
+    data = {p["type"]: p["data"] for p in (verified(endpoint, r) for r in receiver.requests)}
+    sid = str(session.pk)
+    assert data == {
+        "run.started": {"session": sid, "run": 1},
+        "approval.requested": {
+            "session": sid,
+            "run": 1,
+            "tool": "notes_create",
+            "tool_use_id": "toolu_1",
+        },
+        "tool.executed": {
+            "session": sid,
+            "run": 1,
+            "tool": "notes_create",
+            "tool_use_id": "toolu_1",
+            "is_error": False,
+        },
+        "run.failed": {"session": sid, "run": 1, "error_code": "llm_error", "resumable": True},
+        "run.finished": {"session": sid, "run": 1, "outcome": "error", "error_code": "llm_error"},
+        "schedule_run.finished": {
+            "session": sid,
+            "schedule": 7,
+            "schedule_run": 8,
+            "status": "failed",
+        },
+    }
+    assert not any(b"private" in r["body"] for r in receiver.requests)
+
+
+def test_an_endpoint_gets_only_the_events_it_subscribed_to(session, receiver, send):
+    starts = WebhookEndpoint.objects.create(
+        name="Starts", url=receiver.url + "/starts", events=["run.started"]
+    )
+    WebhookEndpoint.objects.create(
+        name="Off", url=receiver.url + "/off", events=ALL_EVENTS, active=False
+    )
+
+    finished(send, session)
+    send(signals.run_started, session, run=2)
+
+    assert [(r["path"], json.loads(r["body"])["type"]) for r in receiver.requests] == [
+        ("/hooks/starts", "run.started")
+    ]
+    assert list(WebhookDelivery.objects.values_list("endpoint", "event")) == [
+        (starts.pk, "run.started")
+    ]
+
+
+def test_a_failed_attempt_is_retried_with_backoff_until_it_succeeds(
+    session, endpoint, receiver, send, sweep, hooks
+):
+    hooks(WEBHOOK_BACKOFF_S=60)
+    receiver.answer(500, 503)
+    finished(send, session)
+    delivery = WebhookDelivery.objects.get()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("failed", 1, 500)
+    first_wait = delivery.next_attempt_at - delivery.updated_at
+    assert first_wait == timedelta(seconds=60)
+
+    sweep(delivery.next_attempt_at - timedelta(seconds=1))  # not due yet
+    assert len(receiver.requests) == 1
+
+    second_at = delivery.next_attempt_at
+    sweep(second_at)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("failed", 2, 503)
+    assert delivery.next_attempt_at == second_at + timedelta(seconds=240)  # 4 times longer
+
+    sweep(delivery.next_attempt_at)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("delivered", 3, 204)
+    assert delivery.next_attempt_at is None
+    # The same message on every attempt, each signed anew.
+    assert {r["headers"]["webhook-id"] for r in receiver.requests} == {delivery.webhook_id}
+    assert all(verified(endpoint, r)["type"] == "run.finished" for r in receiver.requests)
+
+    sweep(timezone.now() + timedelta(days=1))
+    assert len(receiver.requests) == 3
+
+
+def test_a_duplicate_task_for_an_attempt_sends_nothing(session, endpoint, receiver, send):
+    receiver.answer(500)
+    finished(send, session)
+    delivery = WebhookDelivery.objects.get()
+
+    # The retry is not due: the task a second worker (or a redelivery) runs returns quietly.
+    assert tasks.deliver_webhook(delivery.pk) == "skipped"
+    assert tasks.deliver_webhook(delivery.pk, timezone.now().isoformat()) == "skipped"
+    assert len(receiver.requests) == 1
+    delivery.refresh_from_db()
+    assert delivery.attempts == 1
+
+
+def test_a_receiver_that_does_not_answer_in_time_is_a_failed_attempt(
+    session, endpoint, receiver, send, hooks
+):
+    hooks(WEBHOOK_TIMEOUT_S=0.2)
+    receiver.stall.set()
+
+    finished(send, session)
+
+    delivery = WebhookDelivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("failed", 1)
+    assert delivery.last_status_code is None
+    assert "No answer within 0.2 s" in delivery.last_error
+
+
+def test_a_redirect_is_not_followed(session, endpoint, receiver, send):
+    receiver.answer(302, headers={"Location": receiver.url + "/elsewhere"})
+
+    finished(send, session)
+
+    assert [r["path"] for r in receiver.requests] == ["/hooks"]
+    delivery = WebhookDelivery.objects.get()
+    assert (delivery.status, delivery.last_status_code) == ("failed", 302)
+    assert "redirects are not followed" in delivery.last_error
+
+
+def test_a_delivery_gives_up_after_the_last_attempt(
+    session, endpoint, receiver, send, sweep, hooks
+):
+    hooks(WEBHOOK_MAX_ATTEMPTS=2)
+    receiver.answer(500, 500, 500)
+
+    finished(send, session)
+    sweep(WebhookDelivery.objects.get().next_attempt_at)
+
+    delivery = WebhookDelivery.objects.get()
+    assert (delivery.status, delivery.attempts, delivery.next_attempt_at) == ("gave_up", 2, None)
+    sweep(timezone.now() + timedelta(days=1))
+    assert len(receiver.requests) == 2
+    endpoint.refresh_from_db()
+    assert (endpoint.active, endpoint.consecutive_failures) == (True, 1)
+
+
+def test_a_private_address_is_refused_when_sending_unless_allowed(
+    session, endpoint, receiver, send, hooks
+):
+    hooks(WEBHOOK_ALLOW_PRIVATE=False)
+
+    finished(send, session)
+
+    assert receiver.requests == []
+    delivery = WebhookDelivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("gave_up", 1)  # permanent: no retries
+    assert "WEBHOOK_ALLOW_PRIVATE" in delivery.last_error
+
+
+def test_an_endpoint_is_disabled_after_deliveries_give_up_in_a_row(
+    session, endpoint, receiver, send, hooks, admin_client
+):
+    hooks(WEBHOOK_MAX_ATTEMPTS=1, WEBHOOK_DISABLE_AFTER=2)
+    receiver.answer(500, 204, 500, 500)
+
+    for run in (1, 2, 3):  # a success in between starts the count again
+        finished(send, session, run=run)
+    endpoint.refresh_from_db()
+    assert (endpoint.active, endpoint.consecutive_failures) == (True, 1)
+
+    finished(send, session, run=4)
+    endpoint.refresh_from_db()
+    assert not endpoint.active
+    assert "2 deliveries in a row gave up (last error: HTTP 500)" in endpoint.disabled_reason
+
+    # Nothing more is sent to it.
+    finished(send, session, run=5)
+    assert len(receiver.requests) == 4
+    assert WebhookDelivery.objects.count() == 4
+
+    # The admin says why: on the list and on the endpoint's page.
+    listing = admin_client.get(ENDPOINTS).content.decode()
+    assert "2 deliveries in a row gave up" in listing
+    page = admin_client.get(f"{ENDPOINTS}{endpoint.pk}/change/").content.decode()
+    assert "2 deliveries in a row gave up" in page
+
+    # Staff re-enable it: deliveries start again.
+    response = admin_client.post(
+        ENDPOINTS, {"action": "reenable", "_selected_action": [endpoint.pk]}
+    )
+    assert response.status_code == 302
+    endpoint.refresh_from_db()
+    assert (endpoint.active, endpoint.consecutive_failures, endpoint.disabled_reason) == (
+        True,
+        0,
+        "",
+    )
+    finished(send, session, run=6)
+    assert WebhookDelivery.objects.filter(status="delivered").count() == 2
+
+
+# --- the admin ---------------------------------------------------------------------------------
+
+
+def endpoint_form(**values) -> dict:
+    return {
+        "name": "Receiver",
+        "url": "https://hooks.example.com/in",
+        "events": ["run.finished"],
+        "active": "on",
+        **values,
+    }
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://hooks.example.com/in", "file:///etc/passwd", "javascript:alert(1)", "gopher://x/"],
+)
+def test_the_admin_form_refuses_a_url_that_is_not_http(admin_client, url):
+    response = admin_client.post(f"{ENDPOINTS}add/", endpoint_form(url=url))
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["url"]
+    assert not WebhookEndpoint.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:8000/in", "http://10.1.2.3/in", "http://localhost/in", "http://[::1]/"],
+)
+def test_the_admin_form_refuses_a_private_address_unless_allowed(admin_client, hooks, url):
+    hooks(WEBHOOK_ALLOW_PRIVATE=False)
+
+    response = admin_client.post(f"{ENDPOINTS}add/", endpoint_form(url=url))
+
+    assert "WEBHOOK_ALLOW_PRIVATE" in str(response.context["adminform"].form.errors["url"])
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_the_secret_is_shown_once_after_adding_an_endpoint_and_never_in_lists_or_the_log(
+    admin_client, session, receiver, send
+):
+    response = admin_client.post(
+        f"{ENDPOINTS}add/", endpoint_form(url=receiver.url, events=["run.finished", "run.started"])
+    )
+
+    endpoint = WebhookEndpoint.objects.get()
+    assert endpoint.events == ["run.finished", "run.started"]
+    assert endpoint.secret.startswith("whsec_")
+    assert endpoint.secret in response.content.decode()
+    finished(send, session)
+    delivery = WebhookDelivery.objects.get()
+    for page in (
+        ENDPOINTS,
+        f"{ENDPOINTS}{endpoint.pk}/change/",
+        DELIVERIES,
+        f"{DELIVERIES}{delivery.pk}/change/",
+    ):
+        html = admin_client.get(page).content.decode()
+        assert endpoint.secret not in html, page
+        assert endpoint.secret[6:] not in html, page
+    page = admin_client.get(f"{ENDPOINTS}{endpoint.pk}/change/").content.decode()
+    assert f"whsec_…{endpoint.secret[-4:]}" in page
+
+
+def test_rotating_the_secret_shows_the_new_one_once_and_signs_with_it(
+    admin_client, session, endpoint, receiver, send
+):
+    old = endpoint.secret
+
+    response = admin_client.post(
+        ENDPOINTS, {"action": "rotate_secret", "_selected_action": [endpoint.pk]}
+    )
+
+    endpoint.refresh_from_db()
+    assert endpoint.secret != old
+    assert endpoint.secret in response.content.decode()
+    finished(send, session)
+    assert verified(endpoint, receiver.requests[0])["type"] == "run.finished"
+
+
+def test_staff_with_the_change_permission_send_a_test_event(client, endpoint, receiver, run_tasks):
+    client.force_login(staff_with("view_webhookendpoint", "change_webhookendpoint"))
+
+    response = run_tasks(
+        client.post, ENDPOINTS, {"action": "send_test_event", "_selected_action": [endpoint.pk]}
+    )
+
+    assert response.status_code == 302
+    [request] = receiver.requests
+    assert verified(endpoint, request) == {
+        "type": "webhook.test",
+        "timestamp": WebhookDelivery.objects.get().payload["timestamp"],
+        "data": {"endpoint": endpoint.pk},
+    }
+
+
+def test_staff_without_the_change_permission_cannot_use_the_endpoint_actions(
+    client, endpoint, receiver, run_tasks
+):
+    broken = WebhookEndpoint.objects.create(
+        name="Broken", url=receiver.url, events=ALL_EVENTS, active=False, disabled_reason="Down"
+    )
+    client.force_login(staff_with("view_webhookendpoint"))
+
+    for action, target in (
+        ("send_test_event", endpoint),
+        ("rotate_secret", endpoint),
+        ("reenable", broken),
+    ):
+        response = run_tasks(
+            client.post, ENDPOINTS, {"action": action, "_selected_action": [target.pk]}
+        )
+        assert response.status_code in (200, 302)
+
+    assert receiver.requests == []
+    assert not WebhookDelivery.objects.exists()
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).secret == endpoint.secret
+    broken.refresh_from_db()
+    assert (broken.active, broken.disabled_reason) == (False, "Down")
+    html = client.get(ENDPOINTS).content.decode()
+    assert "send_test_event" not in html and "rotate_secret" not in html
+
+
+def test_retry_now_makes_one_more_attempt_for_staff_with_permission(
+    client, session, endpoint, receiver, send, hooks, run_tasks
+):
+    hooks(WEBHOOK_MAX_ATTEMPTS=1)
+    receiver.answer(500)
+    finished(send, session)
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == "gave_up"
+
+    client.force_login(staff_with("view_webhookdelivery"))
+    run_tasks(client.post, DELIVERIES, {"action": "retry_now", "_selected_action": [delivery.pk]})
+    assert len(receiver.requests) == 1
+    delivery.refresh_from_db()
+    assert delivery.status == "gave_up"
+
+    client.force_login(staff_with("view_webhookdelivery", "change_webhookdelivery"))
+    response = run_tasks(
+        client.post, DELIVERIES, {"action": "retry_now", "_selected_action": [delivery.pk]}
+    )
+    assert response.status_code == 302
+    assert len(receiver.requests) == 2
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("delivered", 2, 204)
+    # The delivery log is read-only, whatever the permissions.
+    assert (
+        client.get(f"{DELIVERIES}{delivery.pk}/change/").context["has_change_permission"] is False
+    )
+
+
+def test_the_delivery_log_filters_by_endpoint_status_and_event(
+    admin_client, session, endpoint, receiver, send
+):
+    receiver.answer(500)
+    finished(send, session)
+    send(signals.run_started, session, run=2)
+
+    failed = admin_client.get(DELIVERIES, {"status__exact": "failed"})
+    started = admin_client.get(DELIVERIES, {"event__exact": "run.started"})
+    mine = admin_client.get(DELIVERIES, {"endpoint__id__exact": endpoint.pk})
+
+    assert [d.event for d in failed.context["cl"].result_list] == ["run.finished"]
+    assert [d.status for d in started.context["cl"].result_list] == ["delivered"]
+    assert mine.context["cl"].result_count == 2
+
+
+def test_the_sweep_is_scheduled_every_minute(db):
+    schedule = Schedule.objects.get(name="ahentic_webhooks")
+    assert (schedule.func, schedule.schedule_type, schedule.minutes) == (
+        "orchestrator_app.tasks.deliver_due_webhooks",
+        Schedule.MINUTES,
+        1,
+    )
+
+
+# --- system checks -----------------------------------------------------------------------------
+
+
+def check_ids() -> list[str]:
+    return [message.id for message in run_checks(include_deployment_checks=True)]
+
+
+def test_a_webhook_setting_out_of_range_is_a_system_error(db, hooks):
+    hooks(WEBHOOK_MAX_ATTEMPTS=0)
+    assert "ahentic.E032" in check_ids()
+    hooks(WEBHOOK_MAX_ATTEMPTS=3, WEBHOOK_TIMEOUT_S="fast")
+    assert "ahentic.E032" in check_ids()
+    hooks(WEBHOOK_TIMEOUT_S=5)
+    assert "ahentic.E032" not in check_ids()
+
+
+def test_a_webhook_timeout_longer_than_the_queue_allows_is_a_system_error(db, hooks, settings):
+    hooks(WEBHOOK_TIMEOUT_S=settings.Q_CLUSTER["timeout"])
+    assert "ahentic.E033" in check_ids()
+
+
+def test_private_webhook_addresses_allowed_without_debug_is_a_deploy_warning(db, hooks, settings):
+    settings.DEBUG = False
+    hooks(WEBHOOK_ALLOW_PRIVATE=True)
+    assert "ahentic.W015" in check_ids()
+    hooks(WEBHOOK_ALLOW_PRIVATE=False)
+    assert "ahentic.W015" not in check_ids()
