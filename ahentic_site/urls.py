@@ -4,7 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularSwaggerView
 
-from . import views
+from . import views, webhooks
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -16,6 +16,8 @@ urlpatterns = [
         name="login",
     ),
     path("admin/", admin.site.urls),
+    # The demo's webhook receiver (ahentic_site/webhooks.py): POST receives, GET lists.
+    path("demo/webhooks/", webhooks.receiver, name="demo-webhooks"),
     path("ahentic/v1/", include("orchestrator_app.urls")),
     # Swagger UI over the API's schema (GET ahentic/v1/schema).
     path(

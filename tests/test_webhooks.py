@@ -626,3 +626,47 @@ def test_private_webhook_addresses_allowed_without_debug_is_a_deploy_warning(db,
     assert "ahentic.W015" in check_ids()
     hooks(WEBHOOK_ALLOW_PRIVATE=False)
     assert "ahentic.W015" not in check_ids()
+
+
+# --- the demo's receiver -----------------------------------------------------------------------
+
+
+def signed_post(client, secret: str, payload: dict):
+    body = json.dumps(payload)
+    sent_at = timezone.now()
+    headers = {
+        "webhook-id": "msg_demo1",
+        "webhook-timestamp": str(int(sent_at.timestamp())),
+        "webhook-signature": Webhook(secret).sign("msg_demo1", sent_at, body),
+    }
+    return client.post(
+        "/demo/webhooks/",
+        body,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def test_the_demo_receiver_keeps_verified_deliveries_and_lists_them(client, admin_client, endpoint):
+    event = {"type": "run.finished", "timestamp": "t", "data": {"session": "s1", "run": 2}}
+
+    assert signed_post(client, endpoint.secret, event).status_code == 204
+    forged = signed_post(client, "whsec_" + "A" * 44, {**event, "data": {"run": 99}})
+    assert forged.status_code == 400
+
+    page = admin_client.get("/demo/webhooks/").content.decode()
+    assert page.count('class="demo-webhook"') == 1
+    assert "run.finished" in page and "run=2" in page and "msg_demo1" in page
+    assert client.get("/demo/webhooks/").status_code == 302  # the list is for staff
+
+
+def test_the_demo_command_points_an_endpoint_for_every_event_at_the_receiver(db):
+    from orchestrator_app.management.commands.ahentic_demo import Command
+
+    Command()._ensure_webhook("127.0.0.1:8123")
+    Command()._ensure_webhook("127.0.0.1:8124")
+
+    [endpoint] = WebhookEndpoint.objects.all()
+    assert endpoint.url == "http://127.0.0.1:8124/demo/webhooks/"
+    assert endpoint.events == ALL_EVENTS
+    assert endpoint.active

@@ -25,6 +25,8 @@ DEMO_PASSWORD = "demo"
 # A login that is not staff but may use the agent: the sidebar on the site's own pages.
 MEMBER_USERNAME = "member"
 MEMBER_PASSWORD = "member"
+# The webhook endpoint pointed at the demo's own receiver page.
+DEMO_WEBHOOK = "Demo receiver"
 
 
 def _stop_on_sigterm(signum, frame):
@@ -67,6 +69,7 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
             self._ensure_logins()
             self._ensure_agents()
+            self._ensure_webhook(addrport)
 
             manage = [sys.executable, "manage.py"]
             env = os.environ.copy()
@@ -83,6 +86,7 @@ class Command(BaseCommand):
                     f"       or  {MEMBER_USERNAME} / {MEMBER_PASSWORD}  (not staff: the sidebar "
                     "on the site's own pages)\n"
                     f"API:       http://{addrport}/ahentic/v1/sessions\n"
+                    f"Webhooks:  http://{addrport}/demo/webhooks/  (what the demo receiver got)\n"
                     "Stop with Ctrl-C (or SIGTERM).\n"
                 )
             )
@@ -155,6 +159,21 @@ class Command(BaseCommand):
             note="Demo",
         )
         agents.default_set(helper)
+
+    def _ensure_webhook(self, addrport: str) -> None:
+        """A webhook endpoint for every event, pointed at the demo site's own receiver page
+        (``ahentic_site/webhooks.py``); made once, and moved when the demo's address changes."""
+        from orchestrator_app.models import WebhookEndpoint
+        from orchestrator_app.webhooks.events import SUBSCRIBABLE
+
+        url = f"http://{addrport}/demo/webhooks/"
+        endpoint = WebhookEndpoint.objects.filter(name=DEMO_WEBHOOK).first()
+        if endpoint is None:
+            WebhookEndpoint.objects.create(
+                name=DEMO_WEBHOOK, url=url, events=[value for value, _ in SUBSCRIBABLE]
+            )
+        elif endpoint.url != url:
+            WebhookEndpoint.objects.filter(pk=endpoint.pk).update(url=url)
 
     def _ensure_user(self, username: str, password: str, *, staff: bool):
         User = get_user_model()
