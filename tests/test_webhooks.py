@@ -486,6 +486,29 @@ def test_the_secret_is_shown_once_after_adding_an_endpoint_and_never_in_lists_or
     assert f"whsec_…{endpoint.secret[-4:]}" in page
 
 
+def test_the_change_form_edits_the_endpoint_and_its_active_box_disables_and_re_enables(
+    admin_client, endpoint
+):
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(consecutive_failures=3)
+    page = f"{ENDPOINTS}{endpoint.pk}/change/"
+
+    admin_client.post(page, endpoint_form(name="Renamed", url=endpoint.url, active=""))
+
+    after = WebhookEndpoint.objects.get()
+    assert (after.name, after.active, after.disabled_reason) == (
+        "Renamed",
+        False,
+        "Disabled by admin.",
+    )
+    assert after.consecutive_failures == 3  # the form never writes the delivery counters
+    assert after.secret == endpoint.secret
+
+    admin_client.post(page, endpoint_form(name="Renamed", url=endpoint.url))
+
+    after = WebhookEndpoint.objects.get()
+    assert (after.active, after.disabled_reason, after.consecutive_failures) == (True, "", 0)
+
+
 def test_rotating_the_secret_shows_the_new_one_once_and_signs_with_it(
     admin_client, session, endpoint, receiver, send
 ):
