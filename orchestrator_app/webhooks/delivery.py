@@ -10,7 +10,10 @@ django-q2's tables and the sweep also finds an attempt whose worker died.
 Two workers never send the same attempt: an attempt is claimed by a conditional update of the
 row (its status and attempt count as read), which also pushes ``next_attempt_at`` past the
 attempt's longest duration; the outcome is written only if the claim is still the row's latest.
-No transaction is open during the HTTP request.
+No transaction is open during the HTTP request. Delivery is at least once, as the Standard
+Webhooks spec expects: a receiver that answers slower than its claim (one that drips its answer
+byte by byte, each read under the timeout) may get the message again, with the same
+``webhook-id``.
 """
 
 from __future__ import annotations
@@ -42,10 +45,16 @@ CLAIM_SLACK_S = 60
 SWEEP_BATCH = 500
 
 
+# The longest wait between two attempts, whatever WEBHOOK_MAX_ATTEMPTS allows.
+MAX_BACKOFF_S = 24 * 3600
+
+
 def backoff(attempts: int) -> timedelta:
     """The wait after the ``attempts``-th failed attempt: 1, 4, 16, 64, 256 minutes... with the
-    default ``WEBHOOK_BACKOFF_S`` of 60 (six attempts span about five and a half hours)."""
-    return timedelta(seconds=float(ahentic_settings.WEBHOOK_BACKOFF_S) * 4 ** (attempts - 1))
+    default ``WEBHOOK_BACKOFF_S`` of 60 (six attempts span about five and a half hours), at
+    most a day."""
+    base = float(ahentic_settings.WEBHOOK_BACKOFF_S)
+    return timedelta(seconds=min(base * 4 ** min(attempts - 1, 30), MAX_BACKOFF_S))
 
 
 # --- events in -------------------------------------------------------------------------------
@@ -243,21 +252,23 @@ def deliver_due(*, now: datetime | None = None) -> int:
     """Enqueue an attempt for every delivery that is due (retries, and attempts whose worker
     died), and drop finished deliveries older than ``WEBHOOK_LOG_DAYS``. Returns how many were
     enqueued."""
-    now = now or timezone.now()
+    clock = now or timezone.now()
     due = list(
         WebhookDelivery.objects.filter(
-            status__in=RETRYABLE, next_attempt_at__lte=now, endpoint__active=True
+            status__in=RETRYABLE, next_attempt_at__lte=clock, endpoint__active=True
         )
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:SWEEP_BATCH]
     )
     for pk in due:
+        # A given ``now`` (tests) goes with the task; otherwise the task reads its own clock
+        # when it runs, which may be a while after this sweep when the queue is busy.
         enqueue_attempt(pk, now)
     days = ahentic_settings.WEBHOOK_LOG_DAYS
     if days:
         WebhookDelivery.objects.filter(
             status__in=(Status.DELIVERED, Status.GAVE_UP),
-            created_at__lt=now - timedelta(days=int(days)),
+            created_at__lt=clock - timedelta(days=int(days)),
         ).delete()
     return len(due)
 
