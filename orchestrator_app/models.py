@@ -105,15 +105,15 @@ class DailyUsage(models.Model):
 class WebhookEvent(models.TextChoices):
     """The event types an endpoint may subscribe to: one per public signal
     (``orchestrator_app.signals``), plus ``webhook.test``, sent from the admin to one endpoint
-    whatever it subscribes to."""
+    whatever it subscribes to. Labelled with their names: what a receiver switches on."""
 
-    RUN_STARTED = "run.started"
-    RUN_FINISHED = "run.finished"
-    RUN_FAILED = "run.failed"
-    APPROVAL_REQUESTED = "approval.requested"
-    TOOL_EXECUTED = "tool.executed"
-    SCHEDULE_RUN_FINISHED = "schedule_run.finished"
-    TEST = "webhook.test"
+    RUN_STARTED = "run.started", "run.started"
+    RUN_FINISHED = "run.finished", "run.finished"
+    RUN_FAILED = "run.failed", "run.failed"
+    APPROVAL_REQUESTED = "approval.requested", "approval.requested"
+    TOOL_EXECUTED = "tool.executed", "tool.executed"
+    SCHEDULE_RUN_FINISHED = "schedule_run.finished", "schedule_run.finished"
+    TEST = "webhook.test", "webhook.test"
 
 
 def new_webhook_secret() -> str:

@@ -463,6 +463,10 @@ def test_the_admin_form_refuses_a_private_address_unless_allowed(admin_client, h
 def test_the_secret_is_shown_once_after_adding_an_endpoint_and_never_in_lists_or_the_log(
     admin_client, session, receiver, send
 ):
+    form = admin_client.get(f"{ENDPOINTS}add/").content.decode()
+    assert form.count('type="checkbox" name="events"') == len(ALL_EVENTS)
+    assert "webhook.test" not in form  # sent from the admin, never subscribed to
+
     response = admin_client.post(
         f"{ENDPOINTS}add/", endpoint_form(url=receiver.url, events=["run.finished", "run.started"])
     )

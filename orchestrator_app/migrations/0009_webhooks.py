@@ -55,7 +55,7 @@ class Migration(migrations.Migration):
             name='WebhookDelivery',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event', models.CharField(choices=[('run.started', 'Run Started'), ('run.finished', 'Run Finished'), ('run.failed', 'Run Failed'), ('approval.requested', 'Approval Requested'), ('tool.executed', 'Tool Executed'), ('schedule_run.finished', 'Schedule Run Finished'), ('webhook.test', 'Test')], max_length=40)),
+                ('event', models.CharField(choices=[('run.started', 'run.started'), ('run.finished', 'run.finished'), ('run.failed', 'run.failed'), ('approval.requested', 'approval.requested'), ('tool.executed', 'tool.executed'), ('schedule_run.finished', 'schedule_run.finished'), ('webhook.test', 'webhook.test')], max_length=40)),
                 ('webhook_id', models.CharField(max_length=64, unique=True, verbose_name='webhook-id')),
                 ('payload', models.JSONField()),
                 ('status', models.CharField(choices=[('pending', 'Pending'), ('delivered', 'Delivered'), ('failed', 'Failed'), ('gave_up', 'Gave Up')], default='pending', max_length=16)),
