@@ -36,7 +36,8 @@ def delete_file(file_id: str) -> None:
 
 def deliver_webhook(delivery_id: int, now: str | None = None) -> str:
     """One attempt of a webhook delivery (a duplicate or early task returns quietly). ``now``
-    (ISO 8601) is the sweep's clock, passed on so retries are scheduled from it."""
+    (ISO 8601) is a clock given to the sweep (tests), passed on so retries are scheduled from
+    it; without it the task reads the time when it runs."""
     return delivery.deliver(int(delivery_id), now=parse_datetime(now) if now else None)
 
 
