@@ -105,8 +105,14 @@ class SpendCapAdminMixin(admin.ModelAdmin):
         fieldsets = super().get_fieldsets(request, obj)
         if self.has_change_permission(request, obj):
             return fieldsets
+
+        def without_loaded(row):
+            if isinstance(row, list | tuple):
+                return tuple(f for f in row if f != LOADED_FIELD)
+            return row
+
         return [
-            (name, {**options, "fields": [f for f in options["fields"] if f != LOADED_FIELD]})
+            (name, {**options, "fields": [without_loaded(f) for f in options["fields"]]})
             for name, options in fieldsets
         ]
 

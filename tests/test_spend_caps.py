@@ -1,0 +1,304 @@
+"""Spend caps: a chat whose cost reaches its cap (the agent version's ``SPEND_CAP_USD``, or the
+chat's own, set by staff in the session admin) pauses at the next step boundary; raising the cap
+then Continue, or a Continue by a user who may exceed caps, resumes it. A cap on a model without
+prices is refused (system check, agent form, session form)."""
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.checks import run_checks
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
+from sessions_app import agents, runstate, services
+from sessions_app.models import Agent, AgentVersion, Session
+
+from .conftest import payload_of, post, post_message, transcript_of
+from .factories import UserFactory
+
+pytestmark = pytest.mark.usefixtures("llm_strict")
+
+MODEL = "claude-sonnet-5-5"
+# $0.003 a token: any model call costs more than a cent.
+PRICE = {"input": 3000, "output": 3000, "cache_write": 3000, "cache_read": 3000}
+
+
+@pytest.fixture(autouse=True)
+def priced(settings):
+    settings.AHENTIC = {**settings.AHENTIC, "PRICES": {MODEL: PRICE}}
+
+
+def new_agent(slug: str, config: dict) -> Agent:
+    agent = Agent.objects.create(slug=slug, name=slug.title())
+    agents.version_save(agent, config=config)
+    return agent
+
+
+def chat_with(owner, agent: Agent) -> Session:
+    return services.session_create(owner=owner, agent_version=agents.latest_version(agent))
+
+
+def grant(user, codename: str, app_label: str = "sessions_app") -> None:
+    user.user_permissions.add(
+        Permission.objects.get(codename=codename, content_type__app_label=app_label)
+    )
+
+
+def row(chat) -> Session:
+    return Session.objects.get(pk=chat.pk)
+
+
+@pytest.fixture
+def capped(owner):
+    """A chat of an agent capped at one cent."""
+    return chat_with(owner, new_agent("capped", {"MODEL": MODEL, "SPEND_CAP_USD": 0.01}))
+
+
+@pytest.fixture
+def paused(capped, owner_client, llm, run_tasks, tool_calls):
+    """``capped`` after a turn that asked for a tool and crossed the cap: the run paused."""
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "hi"})), text_reply("Done."))
+    post_message(owner_client, capped, run_tasks, "Echo hi")
+    return capped
+
+
+@pytest.fixture
+def staff(db):
+    user = UserFactory(username="staffer")
+    user.is_staff = True
+    user.save()
+    grant(user, "view_session")
+    grant(user, "change_session")
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def change_url(chat) -> str:
+    return reverse("admin:sessions_app_session_change", args=[chat.pk])
+
+
+def save_cap(client, chat, cap: str, loaded: str = ""):
+    return client.post(
+        change_url(chat), {"spend_cap_usd": cap, "spend_cap_loaded": loaded, "_save": "Save"}
+    )
+
+
+# --- the pause ---------------------------------------------------------------------------------
+
+
+def test_a_turn_that_crosses_the_cap_is_kept_and_nothing_starts_after_it(
+    paused, owner_client, llm, tool_calls
+):
+    payload = payload_of(owner_client, paused)
+
+    # The model call in flight finished (its tool call is written) but its tool never ran and
+    # no further model call was made.
+    assert len(llm.message_requests()) == 1
+    assert tool_calls == []
+    assert any(m["meta"].get("tool") == "echo" for m in transcript_of(owner_client, paused))
+    assert payload["status"] == "error"
+    assert payload["lastErrorCode"] == "ahentic_spend_cap"
+    assert payload["jobResumable"] is True
+    assert "spend cap of $0.01" in payload["lastError"]
+    said = [m["content"] for m in transcript_of(owner_client, paused)]
+    assert any("reached its spend cap of $0.01" in text and "Continue" in text for text in said)
+    assert row(paused).cost_usd > Decimal("0.01")
+
+
+def test_a_new_message_to_a_capped_chat_is_refused(paused, owner_client, llm):
+    refused = post(owner_client, paused, "messages", {"content": "And more"})
+
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "ahentic_spend_cap"
+    assert "Staff can raise" in refused.json()["detail"]
+    assert len(llm.message_requests()) == 1
+
+
+def test_continue_without_a_raised_cap_or_the_permission_is_refused(
+    paused, owner_client, llm, run_tasks, tool_calls
+):
+    refused = run_tasks(post, owner_client, paused, "continue")
+
+    assert refused.status_code == 409
+    assert refused.json()["code"] == "ahentic_spend_cap"
+    assert "permission to exceed spend caps" in refused.json()["detail"]
+    assert tool_calls == [] and len(llm.message_requests()) == 1
+    assert row(paused).status == "error" and row(paused).spend_cap_usd is None
+
+
+def test_staff_raise_the_cap_in_the_admin_and_continue_resumes_the_run(
+    paused, owner_client, staff, llm, run_tasks, tool_calls
+):
+    saved = save_cap(staff, paused, "100")
+    assert saved.status_code == 302, saved.content
+    assert row(paused).spend_cap_usd == Decimal("100")
+
+    continued = run_tasks(post, owner_client, paused, "continue")
+
+    assert continued.status_code == 200, continued.content
+    # The paused turn's tool ran, then the model answered it.
+    assert [c["tool"] for c in tool_calls] == ["echo"]
+    assert len(llm.message_requests()) == 2
+    payload = payload_of(owner_client, paused)
+    assert payload["status"] == "idle" and payload["lastErrorCode"] == ""
+
+
+def test_a_user_who_may_exceed_caps_continues_past_the_cap_once(
+    paused, owner, owner_client, llm, run_tasks, tool_calls
+):
+    grant(owner, "exceed_spend_cap")
+    spent = row(paused).cost_usd
+
+    continued = run_tasks(post, owner_client, paused, "continue")
+
+    assert continued.status_code == 200, continued.content
+    assert [c["tool"] for c in tool_calls] == ["echo"]
+    assert len(llm.message_requests()) == 2
+    # The chat's own cap is now its spend at the pause plus one more of the agent's cap.
+    assert row(paused).spend_cap_usd == (spent + Decimal("0.01")).quantize(Decimal("0.0001"))
+    # That answer crossed the new cap too: the chat is at its cap again, so a message is
+    # refused, and the user is told they can Continue.
+    refused = post(owner_client, paused, "messages", {"content": "More"})
+    assert refused.status_code == 409
+    assert "Continue" in refused.json()["detail"]
+
+
+def test_a_user_who_may_exceed_caps_goes_on_in_a_finished_chat_by_sending_continue(
+    capped, owner, owner_client, llm, run_tasks
+):
+    grant(owner, "exceed_spend_cap")
+    llm.enqueue(text_reply("First."), text_reply("Second."))
+    assert post_message(owner_client, capped, run_tasks, "Hello")["status"] == "idle"
+
+    payload = post_message(owner_client, capped, run_tasks, "continue")
+
+    assert payload["status"] == "idle"
+    assert len(llm.message_requests()) == 2
+    assert row(capped).spend_cap_usd is not None
+
+
+def test_the_chats_own_cap_overrides_its_agents_either_way(owner, owner_client, llm, run_tasks):
+    generous = chat_with(owner, new_agent("generous", {"MODEL": MODEL, "SPEND_CAP_USD": 1000}))
+    stingy = chat_with(owner, new_agent("stingy", {"MODEL": MODEL, "SPEND_CAP_USD": 0.01}))
+    assert runstate.spend_cap_set(session_id=generous.pk, cap=Decimal("0.01"), from_cap=None)
+    assert runstate.spend_cap_set(session_id=stingy.pk, cap=Decimal("1000"), from_cap=None)
+    llm.enqueue(
+        tool_reply(tool_call("echo", {"text": "a"})),
+        tool_reply(tool_call("echo", {"text": "b"})),
+        text_reply("Done."),
+    )
+
+    assert post_message(owner_client, generous, run_tasks, "Go")["lastErrorCode"] == (
+        "ahentic_spend_cap"
+    )
+    assert post_message(owner_client, stingy, run_tasks, "Go")["status"] == "idle"
+    assert agents.spend_cap(row(generous)) == 0.01
+    assert agents.spend_cap(row(stingy)) == 1000
+
+
+# --- the session admin -------------------------------------------------------------------------
+
+
+def test_the_cap_field_shows_the_agents_cap_and_the_spend(paused, staff):
+    page = staff.get(change_url(paused)).content.decode()
+
+    assert 'name="spend_cap_usd"' in page
+    assert "the agent's cap, $0.0100" in page
+    assert f"Spent so far: ${row(paused).cost_usd:,.4f}" in page
+
+
+@pytest.mark.parametrize(
+    "cap, error",
+    [("-1", "greater than or equal to 0"), ("abc", "Enter a number")],
+)
+def test_a_bad_cap_is_refused(capped, staff, cap, error):
+    response = save_cap(staff, capped, cap)
+
+    assert response.status_code == 200
+    assert error in response.content.decode()
+    assert row(capped).spend_cap_usd is None
+
+
+def test_a_cap_saved_over_a_newer_one_is_refused(capped, staff):
+    runstate.spend_cap_set(session_id=capped.pk, cap=Decimal("2"), from_cap=None)
+
+    response = save_cap(staff, capped, "9", loaded="")  # the page showed no cap
+
+    assert response.status_code == 200
+    assert "changed to $2.0000 after you opened this page" in response.content.decode()
+    assert row(capped).spend_cap_usd == Decimal("2")
+
+
+def test_a_cap_on_a_chat_whose_model_has_no_prices_is_refused(owner, staff):
+    chat = chat_with(owner, new_agent("unpriced", {"MODEL": "claude-unpriced"}))
+
+    response = save_cap(staff, chat, "3")
+
+    assert response.status_code == 200
+    assert "has no prices" in response.content.decode()
+    assert row(chat).spend_cap_usd is None
+
+
+def test_staff_who_may_only_view_see_the_cap_read_only(capped, db):
+    viewer = UserFactory(username="viewer")
+    viewer.is_staff = True
+    viewer.save()
+    grant(viewer, "view_session")
+    client = APIClient()
+    client.force_login(viewer)
+
+    page = client.get(change_url(capped))
+    refused = save_cap(client, capped, "3")
+
+    assert page.status_code == 200
+    assert 'name="spend_cap_usd"' not in page.content.decode()
+    assert refused.status_code == 403
+    assert row(capped).spend_cap_usd is None
+
+
+# --- prices --------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_a_cap_on_a_model_without_prices_is_a_system_check_error():
+    agent = Agent.objects.create(slug="unpriced", name="Unpriced")
+    # Written as a row (an older release, a fixture): the agent form refuses it (below).
+    AgentVersion.objects.create(
+        agent=agent, number=1, config={"MODEL": "claude-unpriced", "SPEND_CAP_USD": 5}
+    )
+    AgentVersion.objects.create(
+        agent=Agent.objects.create(slug="priced", name="Priced"),
+        number=1,
+        config={"MODEL": MODEL, "SPEND_CAP_USD": 5},
+    )
+
+    messages = [m for m in run_checks() if m.id in ("ahentic.E028", "ahentic.W011")]
+
+    assert [(m.id, m.msg.split(" SPEND_CAP_USD")[0]) for m in messages] == [
+        ("ahentic.W011", "Agent 'priced' v1"),  # its brain model has no prices
+        ("ahentic.E028", "Agent 'unpriced' v1"),
+    ]
+
+
+def test_the_agent_form_refuses_a_cap_on_a_model_without_prices(admin_client):
+    response = admin_client.post(
+        reverse("admin:sessions_app_agent_add"),
+        {
+            "slug": "unpriced",
+            "name": "Unpriced",
+            "colour": "",
+            "permission": "",
+            "shows_on": "site",
+            "active": "on",
+            "configuration": '{"MODEL": "claude-unpriced", "SPEND_CAP_USD": 5}',
+            "based_on": "0",
+            "_save": "Save",
+        },
+    )
+
+    assert response.status_code == 200
+    assert "has no prices" in response.content.decode()
+    assert not Agent.objects.filter(slug="unpriced").exists()
