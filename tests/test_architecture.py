@@ -43,6 +43,7 @@ APP_LAYERS = {
             (
                 "api",
                 "admin",
+                "admin_spend",  # the spend page (a chart of the ledger)
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
                 "tasks",
                 "urls",

@@ -302,3 +302,136 @@ def test_the_agent_form_refuses_a_cap_on_a_model_without_prices(admin_client):
     assert response.status_code == 200
     assert "has no prices" in response.content.decode()
     assert not Agent.objects.filter(slug="unpriced").exists()
+
+
+# --- the spend page ------------------------------------------------------------------------------
+
+SPEND_URL = "/admin/orchestrator_app/spend/"
+
+
+def spent(session, cost: str, *, days_ago: int = 0, tokens: int = 100):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from orchestrator_app.models import UsageRecord
+
+    record = UsageRecord.objects.create(
+        session=session,
+        user=session.owner,
+        model=MODEL,
+        input_tokens=tokens,
+        cost_usd=Decimal(cost),
+    )
+    at = timezone.now() - timedelta(days=days_ago)
+    UsageRecord.objects.filter(pk=record.pk).update(created_at=at)  # created_at is auto_now_add
+    return record
+
+
+def totals(page: str) -> dict[str, tuple[str, str]]:
+    """The totals table: name -> (cost, tokens)."""
+    import re
+
+    table = page.split('id="ahentic-spend-totals"')[1].split("</table>")[0]
+    body = table.split("<tbody>")[1].split("</tbody>")[0]
+    rows = re.findall(
+        r'<th scope="row">(?:<span[^>]*></span>)?([^<]+)</th><td class="num">([^<]+)</td>'
+        r'<td class="num">([^<]+)</td>',
+        body,
+    )
+    return {name: (cost, tokens) for name, cost, tokens in rows}
+
+
+@pytest.fixture
+def ledger(db, settings):
+    """Two agents, two users, spend today, yesterday and 40 days ago."""
+    from orchestrator_app.models import DailyUsage
+
+    settings.AHENTIC = {**settings.AHENTIC, "DAILY_TOKEN_LIMIT": 50000}
+    alpha = new_agent("alpha", {"MODEL": MODEL})
+    beta = new_agent("beta", {"MODEL": MODEL})
+    ann, bob = UserFactory(username="ann"), UserFactory(username="bob")
+    spent(chat_with(ann, alpha), "0.40")
+    spent(chat_with(ann, alpha), "0.60", tokens=300)
+    spent(chat_with(bob, alpha), "2.00")
+    spent(chat_with(bob, beta), "0.50", days_ago=1)
+    spent(chat_with(bob, beta), "100.00", days_ago=40)
+    DailyUsage.objects.create(day=timezone_today(), tokens=12345)
+
+
+def timezone_today():
+    from django.utils import timezone
+
+    return timezone.localdate()
+
+
+@pytest.fixture
+def spend_staff(db):
+    user = UserFactory(username="accountant")
+    user.is_staff = True
+    user.save()
+    grant(user, "view_usagerecord", "orchestrator_app")
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+def test_the_spend_page_sums_the_ledger_by_agent_with_the_daily_limit(ledger, spend_staff):
+    response = spend_staff.get(SPEND_URL)
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert totals(page) == {"alpha": ("$3.00", "500"), "beta": ("$0.50", "100")}
+    assert '<tfoot><tr><th scope="row">Total</th><td class="num">$3.50</td>' in page
+    # Two charts with their titles and descriptions; the daily limit beside the tokens.
+    assert page.count("class=\"ahentic-spend-chart\"") == 2
+    assert '<title id="ahentic-spend-title">Spend per day by agent, last 30 days</title>' in page
+    assert "$3.50 in all" in page
+    assert "Daily token limit: 50,000 tokens" in page
+    assert "daily limit 50,000</text>" in page
+    assert "12,345 tokens" in page  # today's bar's tooltip
+    assert "<script" not in page.split('id="content-main"')[1]
+
+
+def test_the_spend_page_by_user_and_over_90_days(ledger, spend_staff):
+    by_user = spend_staff.get(SPEND_URL, {"by": "user"}).content.decode()
+    quarter = spend_staff.get(SPEND_URL, {"days": "90"}).content.decode()
+    week = spend_staff.get(SPEND_URL, {"days": "nonsense", "by": "nonsense"})
+
+    assert totals(by_user) == {"bob": ("$2.50", "200"), "ann": ("$1.00", "400")}
+    assert totals(quarter)["beta"] == ("$100.50", "200")
+    assert week.status_code == 200 and totals(week.content.decode())["alpha"][0] == "$3.00"
+
+
+def test_the_spend_page_keeps_the_top_five_and_sums_the_rest(spend_staff, owner):
+    for n in range(7):
+        spent(chat_with(owner, new_agent(f"agent{n}", {"MODEL": MODEL})), f"{n + 1}.00")
+
+    shown = totals(spend_staff.get(SPEND_URL).content.decode())
+
+    assert list(shown) == ["agent6", "agent5", "agent4", "agent3", "agent2", "other"]
+    assert shown["other"] == ("$3.00", "200")  # agent1 and agent0
+
+
+def test_the_spend_page_needs_the_ledgers_view_permission(ledger, db):
+    staff_only = UserFactory(username="nosy")
+    staff_only.is_staff = True
+    staff_only.save()
+    client = APIClient()
+    client.force_login(staff_only)
+
+    assert client.get(SPEND_URL).status_code == 403
+
+
+def test_the_spend_page_reads_the_ledger_in_a_fixed_number_of_queries(ledger, spend_staff, owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as few:
+        assert spend_staff.get(SPEND_URL).status_code == 200
+    for n in range(8):
+        spent(chat_with(owner, new_agent(f"more{n}", {"MODEL": MODEL})), "1.00", days_ago=n)
+    with CaptureQueriesContext(connection) as many:
+        assert spend_staff.get(SPEND_URL, {"by": "user"}).status_code == 200
+
+    assert len(few) == len(many) == 6, [q["sql"] for q in many.captured_queries]

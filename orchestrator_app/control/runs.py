@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 from django.core.cache import cache
@@ -25,7 +24,7 @@ from sessions_app.models import Event, LiveText, PendingMessage, Session
 
 from .. import llm
 from ..errors import AhenticError
-from ..ledger.usage import daily_limit_reached
+from ..ledger.usage import daily_limit_reached, usd
 from . import plan as plan_rules
 from .queue import enqueue_step
 from .toolcalls import answer_unanswered, deny_turn, unanswered_tool_calls
@@ -394,13 +393,6 @@ def _streamed_so_far(session: Session) -> str:
         return ""
     live = LiveText.objects.filter(session_id=session.pk, run=session.run_seq).first()
     return live.text.rstrip() if live is not None else ""
-
-
-def usd(amount) -> str:
-    """An amount in USD as people write it: "$5.00", "$0.015", "$1,200.50"."""
-    text = f"{Decimal(str(amount)):,.4f}".rstrip("0")
-    whole, _, cents = text.partition(".")
-    return f"${whole}.{cents.ljust(2, '0')}"
 
 
 def spend_cap_paused(session: Session) -> str:

@@ -47,6 +47,13 @@ def usage_cost(
     ) / million + searches / 1000
 
 
+def usd(amount) -> str:
+    """An amount in USD as people write it: "$5.00", "$0.015", "$1,200.50"."""
+    text = f"{Decimal(str(amount)):,.4f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
+
+
 def usage_record(
     *,
     session_id,
