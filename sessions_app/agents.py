@@ -140,9 +140,9 @@ def spend_cap_reached(session: Session) -> bool:
 
 def spend_cap_past(session: Session) -> Decimal | None:
     """The cap a "continue past the cap" gives the chat: its spend so far plus one more of its
-    agent's ``SPEND_CAP_USD`` (the chat's own cap when its agent has none). None when there is
-    nothing to add (no cap, or a cap of 0)."""
-    step = settings_for(session).SPEND_CAP_USD or spend_cap(session)
+    cap in effect (``spend_cap``; the agent's ``SPEND_CAP_USD`` when staff set the chat's to 0).
+    None when there is nothing to add (no cap, or caps of 0)."""
+    step = spend_cap(session) or settings_for(session).SPEND_CAP_USD
     if not step:
         return None
     spent = session.cost_usd or Decimal(0)

@@ -146,6 +146,25 @@ def test_staff_raise_the_cap_in_the_admin_and_continue_resumes_the_run(
     assert payload["status"] == "idle" and payload["lastErrorCode"] == ""
 
 
+def test_a_new_agent_version_with_a_higher_cap_then_continue_resumes_the_run(
+    paused, owner_client, admin_client, llm, run_tasks, tool_calls
+):
+    agent = row(paused).agent_version.agent
+    agents.version_save(agent, config={"MODEL": MODEL, "SPEND_CAP_USD": 1000})
+    moved = admin_client.post(
+        reverse("admin:sessions_app_session_changelist"),
+        {"action": "agent_version_latest", "_selected_action": [str(paused.pk)]},
+    )
+    assert moved.status_code == 302
+    assert row(paused).agent_version.number == 2
+
+    continued = run_tasks(post, owner_client, paused, "continue")
+
+    assert continued.status_code == 200, continued.content
+    assert [c["tool"] for c in tool_calls] == ["echo"]
+    assert payload_of(owner_client, paused)["status"] == "idle"
+
+
 def test_a_user_who_may_exceed_caps_continues_past_the_cap_once(
     paused, owner, owner_client, llm, run_tasks, tool_calls
 ):
@@ -157,7 +176,7 @@ def test_a_user_who_may_exceed_caps_continues_past_the_cap_once(
     assert continued.status_code == 200, continued.content
     assert [c["tool"] for c in tool_calls] == ["echo"]
     assert len(llm.message_requests()) == 2
-    # The chat's own cap is now its spend at the pause plus one more of the agent's cap.
+    # The chat's own cap is now its spend at the pause plus one more of its cap ($0.01).
     assert row(paused).spend_cap_usd == (spent + Decimal("0.01")).quantize(Decimal("0.0001"))
     # That answer crossed the new cap too: the chat is at its cap again, so a message is
     # refused, and the user is told they can Continue.
@@ -384,7 +403,7 @@ def test_the_spend_page_sums_the_ledger_by_agent_with_the_daily_limit(ledger, sp
     assert totals(page) == {"alpha": ("$3.00", "500"), "beta": ("$0.50", "100")}
     assert '<tfoot><tr><th scope="row">Total</th><td class="num">$3.50</td>' in page
     # Two charts with their titles and descriptions; the daily limit beside the tokens.
-    assert page.count("class=\"ahentic-spend-chart\"") == 2
+    assert page.count('class="ahentic-spend-chart"') == 2
     assert '<title id="ahentic-spend-title">Spend per day by agent, last 30 days</title>' in page
     assert "$3.50 in all" in page
     assert "Daily token limit: 50,000 tokens" in page
