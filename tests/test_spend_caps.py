@@ -3,19 +3,25 @@ chat's own, set by staff in the session admin) pauses at the next step boundary;
 then Continue, or a Continue by a user who may exceed caps, resumes it. A cap on a model without
 prices is refused (system check, agent form, session form)."""
 
+import re
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.checks import run_checks
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from orchestrator_app.models import DailyUsage, UsageRecord
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import agents, runstate, services
 from sessions_app.models import Agent, AgentVersion, Session
 
-from .conftest import payload_of, post, post_message, transcript_of
+from .conftest import decide, payload_of, post, post_message, transcript_of
 from .factories import UserFactory
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
@@ -106,6 +112,25 @@ def test_a_turn_that_crosses_the_cap_is_kept_and_nothing_starts_after_it(
     said = [m["content"] for m in transcript_of(owner_client, paused)]
     assert any("reached its spend cap of $0.01" in text and "Continue" in text for text in said)
     assert row(paused).cost_usd > Decimal("0.01")
+
+
+def test_an_approval_given_after_the_cap_was_lowered_runs_nothing_until_it_is_raised(
+    owner, owner_client, staff, llm, run_tasks, tool_calls
+):
+    chat = chat_with(owner, new_agent("roomy", {"MODEL": MODEL, "SPEND_CAP_USD": 1000}))
+    llm.enqueue(tool_reply(tool_call("notes_create", {"title": "Groceries"})), text_reply("Ok."))
+    assert post_message(owner_client, chat, run_tasks, "Note it")["status"] == "awaiting_human"
+    assert save_cap(staff, chat, "1").status_code == 302  # below what it spent already
+
+    payload = decide(owner_client, chat, run_tasks)
+
+    # The step the approval started stopped at its boundary: the approved tool did not run.
+    assert tool_calls == [] and len(llm.message_requests()) == 1
+    assert (payload["status"], payload["lastErrorCode"]) == ("error", "ahentic_spend_cap")
+    assert save_cap(staff, chat, "1000", loaded="1.0000").status_code == 302
+    run_tasks(post, owner_client, chat, "continue")
+    assert [c["tool"] for c in tool_calls] == ["notes_create"]
+    assert payload_of(owner_client, chat)["status"] == "idle"
 
 
 def test_a_new_message_to_a_capped_chat_is_refused(paused, owner_client, llm):
@@ -329,12 +354,6 @@ SPEND_URL = "/admin/orchestrator_app/spend/"
 
 
 def spent(session, cost: str, *, days_ago: int = 0, tokens: int = 100):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from orchestrator_app.models import UsageRecord
-
     record = UsageRecord.objects.create(
         session=session,
         user=session.owner,
@@ -349,8 +368,6 @@ def spent(session, cost: str, *, days_ago: int = 0, tokens: int = 100):
 
 def totals(page: str) -> dict[str, tuple[str, str]]:
     """The totals table: name -> (cost, tokens)."""
-    import re
-
     table = page.split('id="ahentic-spend-totals"')[1].split("</table>")[0]
     body = table.split("<tbody>")[1].split("</tbody>")[0]
     rows = re.findall(
@@ -364,8 +381,6 @@ def totals(page: str) -> dict[str, tuple[str, str]]:
 @pytest.fixture
 def ledger(db, settings):
     """Two agents, two users, spend today, yesterday and 40 days ago."""
-    from orchestrator_app.models import DailyUsage
-
     settings.AHENTIC = {**settings.AHENTIC, "DAILY_TOKEN_LIMIT": 50000}
     alpha = new_agent("alpha", {"MODEL": MODEL})
     beta = new_agent("beta", {"MODEL": MODEL})
@@ -375,13 +390,7 @@ def ledger(db, settings):
     spent(chat_with(bob, alpha), "2.00")
     spent(chat_with(bob, beta), "0.50", days_ago=1)
     spent(chat_with(bob, beta), "100.00", days_ago=40)
-    DailyUsage.objects.create(day=timezone_today(), tokens=12345)
-
-
-def timezone_today():
-    from django.utils import timezone
-
-    return timezone.localdate()
+    DailyUsage.objects.create(day=timezone.localdate(), tokens=12345)
 
 
 @pytest.fixture
@@ -443,9 +452,6 @@ def test_the_spend_page_needs_the_ledgers_view_permission(ledger, db):
 
 
 def test_the_spend_page_reads_the_ledger_in_a_fixed_number_of_queries(ledger, spend_staff, owner):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     with CaptureQueriesContext(connection) as few:
         assert spend_staff.get(SPEND_URL).status_code == 200
     for n in range(8):
