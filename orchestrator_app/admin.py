@@ -16,6 +16,7 @@ from django.http import HttpResponse
 from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, extend_session_admin
 from sessions_app.models import Session
 
+from . import admin_spend  # noqa: F401  (the spend page)
 from .control import runs, toolcalls
 from .errors import AhenticError
 from .ledger.diagnostics import session_diagnostics
@@ -64,12 +65,14 @@ CONTINUED = {
     "browser_timeout": "Continued the run: the browser's overdue answer was timed out.",
     "waiting": "A worker holds the run: it goes on, or, if that worker stopped, continues when "
     "its lease runs out.",
+    "cap_raised": "Raised the chat's spend cap past its spend: it takes messages again.",
 }
 CONTINUED_COUNTS = {
     "resumed": "resumed",
     "requeued": "re-queued after a stall",
     "browser_timeout": "past a timed-out browser wait",
     "waiting": "held by a worker (continued if its lease runs out)",
+    "cap_raised": "with a raised spend cap",
 }
 
 
@@ -80,8 +83,8 @@ def continue_runs(model_admin, request, queryset):
     refusals: list[str] = []
     for pk in ids:
         try:
-            outcomes[pk] = runs.run_continue(session_id=pk)
-        except AhenticError as exc:  # no model configured, the daily token limit
+            outcomes[pk] = runs.run_continue(session_id=pk, user=request.user)
+        except AhenticError as exc:  # no model, the daily token limit, the spend cap
             refusals.append(exc.detail)
     for detail in dict.fromkeys(refusals):
         model_admin.message_user(request, f"Could not continue: {detail}", messages.ERROR)

@@ -21,6 +21,7 @@ class OrchestratorAppConfig(AppConfig):
 
         # An agent version's model surface is refused where it is saved, as at startup.
         agents.add_config_check(checks.surface_problems)
+        agents.add_config_check(checks.spend_cap_problems)
 
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
         # The cached agent permission answers, dropped when a user's grants change.

@@ -346,11 +346,47 @@ def _surface_errors(conf, where) -> list:
     return errors
 
 
+def spend_cap_problems(conf) -> list[str]:
+    """E028 for an agent version's settings, as messages (registered with
+    ``agents.add_config_check``: the agent form refuses it as the system checks report it)."""
+    return [error.msg for error in _spend_cap_errors(conf, lambda key: key) if error.is_serious()]
+
+
+def _spend_cap_errors(conf, where) -> list:
+    """E028: a USD cap (``SPEND_CAP_USD``) on a ``MODEL`` without prices, whose calls the ledger
+    cannot price (``agents.model_prices``), so the cap would never be reached. W011: a capped
+    agent whose ``BRAIN_MODEL`` has no prices (its titles and memory calls are not counted)."""
+    from sessions_app import agents
+
+    if not conf.SPEND_CAP_USD:
+        return []
+    if agents.model_prices(conf.MODEL) is None:
+        return [
+            Error(
+                f"{where('SPEND_CAP_USD')} is set but the model {conf.MODEL!r} has no prices "
+                "in AHENTIC['PRICES']: its spend is not counted, so the cap is never reached.",
+                hint="Add the model's prices to AHENTIC['PRICES'] or remove the cap.",
+                id="ahentic.E028",
+            )
+        ]
+    if agents.model_prices(conf.BRAIN_MODEL) is None:
+        return [
+            Warning(
+                f"{where('SPEND_CAP_USD')} is set but the brain model {conf.BRAIN_MODEL!r} "
+                "has no prices in AHENTIC['PRICES']: its calls (titles, memory) are not "
+                "counted toward the cap.",
+                hint="Add the brain model's prices to AHENTIC['PRICES'].",
+                id="ahentic.W011",
+            )
+        ]
+    return []
+
+
 @register()
 def check_agents(app_configs=None, **kwargs):
     """The agents' rows (``sessions_app.agents``), checked as the settings are: E023 a latest
     version whose configuration ``agents.clean_config`` refuses, E024 an active agent without a
-    version, E020-E022 its model surface, W006 tools (``TOOLS``, ``APPROVAL``) that are not in
+    version, E020-E022 its model surface, E028/W011 a spend cap on models without prices, W006 tools (``TOOLS``, ``APPROVAL``) that are not in
     the registry, W007 no default agent, W008 a ``ROSTER`` naming no agent. Skipped before
     ``migrate`` has created the tables (or when the database cannot be reached)."""
     from django.core.exceptions import ValidationError
@@ -409,9 +445,9 @@ def check_agents(app_configs=None, **kwargs):
                 )
             )
             continue
-        messages.extend(
-            _surface_errors(agents.AgentSettings(config), lambda k, at=label: f"{at} {k}")
-        )
+        settings_of_version = agents.AgentSettings(config)
+        messages.extend(_surface_errors(settings_of_version, lambda k, at=label: f"{at} {k}"))
+        messages.extend(_spend_cap_errors(settings_of_version, lambda k, at=label: f"{at} {k}"))
         named = [*(config.get("TOOLS") or []), *(config.get("APPROVAL") or {})]
         if named:
             if tool_names is None:

@@ -66,6 +66,17 @@ class UsageRecord(models.Model):
         return self.tokens_in + self.output_tokens
 
 
+class Spend(UsageRecord):
+    """The ledger as the admin's spend chart (``admin_spend``): no table or permissions of its
+    own; staff who may view the ledger (``orchestrator_app.view_usagerecord``) see it."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "spend"
+        verbose_name_plural = "spend"
+        default_permissions = ()
+
+
 class ToolGrant(models.Model):
     """The owner chose "always allow" for this tool."""
 

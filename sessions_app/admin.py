@@ -1,8 +1,9 @@
 """Read-only inspection of agent sessions in the Django admin.
 
 Nothing here edits session state: every model admin is view-only (``has_change_permission``
-returns False, so Django renders the change page read-only and refuses its POST), and the only
-write, deleting a session, goes through ``services.session_delete``. The apps above this one add
+returns False, so Django renders the change page read-only and refuses its POST), but for the
+session's spend cap (``admin_caps``: the one field its change form edits, through
+``runstate``), and the other write, deleting a session, goes through ``services.session_delete``. The apps above this one add
 what they own to the one Session admin through ``extend_session_admin`` (artifacts_app its
 artifacts table, orchestrator_app the run actions: cancel, continue, heal, export diagnostics),
 since this app cannot import them.
@@ -38,6 +39,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from . import agents, runstate, services
+from .admin_caps import SpendCapAdminMixin
 from .models import Agent, Event, Goal, Session, TraceEvent
 
 EXCERPT_CHARS = 200
@@ -179,7 +181,7 @@ class ReadOnlyAdmin(UserColumnsAdmin):
 
 
 @admin.register(Session)
-class SessionAdmin(ReadOnlyAdmin):
+class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
     # Six columns that fit a 1366 px laptop beside the admin's navigation and the filters (the
     # template's CSS keeps them from wrapping word by word): a long title is clipped to two
     # lines with the whole title as its tooltip; the mode goes under the status, the cost under
@@ -243,6 +245,7 @@ class SessionAdmin(ReadOnlyAdmin):
                 "fields": [
                     ("tokens_in", "tokens_out", "cache_read_tokens", "cache_write_tokens"),
                     "cost_usd",
+                    ("spend_cap_usd", "spend_cap_loaded"),  # admin_caps
                 ]
             },
         ),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -56,6 +57,8 @@ AGENT_ONLY_DEFAULTS: dict[str, Any] = {
     "MEMORY": None,  # the memory tool: None (off), "user" or "user+shared" (sessions_app.memory)
 }
 AGENT_KEYS = (*SITE_KEYS, *AGENT_ONLY_DEFAULTS)
+# Who may continue a chat past its spend cap (``spend_cap_past``), in the Django admin's words.
+EXCEED_SPEND_CAP = "sessions_app.exceed_spend_cap"
 APPROVALS = ("always_ask", "always_allow")
 
 
@@ -115,6 +118,12 @@ def settings_for(session: Session) -> AgentSettings:
     return AgentSettings(_config(session.agent_version_id))
 
 
+def model_prices(model: str) -> dict[str, Any] | None:
+    """The model's entry in ``AHENTIC["PRICES"]`` (USD per million tokens), None when it has
+    none: the ledger cannot price its calls, so a USD cap on it would never be reached."""
+    return (ahentic_settings.PRICES or {}).get(model) or None
+
+
 def spend_cap(session: Session) -> float | None:
     """The session's cap in USD: its own ``spend_cap_usd`` when staff set one, else its
     agent's ``SPEND_CAP_USD``; None: no cap."""
@@ -127,6 +136,17 @@ def spend_cap_reached(session: Session) -> bool:
     """Whether the session's cost reached its cap (``spend_cap``; no cap: never)."""
     cap = spend_cap(session)
     return cap is not None and session.cost_usd is not None and float(session.cost_usd) >= cap
+
+
+def spend_cap_past(session: Session) -> Decimal | None:
+    """The cap a "continue past the cap" gives the chat: its spend so far plus one more of its
+    cap in effect (``spend_cap``; the agent's ``SPEND_CAP_USD`` when staff set the chat's to 0).
+    None when there is nothing to add (no cap, or caps of 0)."""
+    step = spend_cap(session) or settings_for(session).SPEND_CAP_USD
+    if not step:
+        return None
+    spent = session.cost_usd or Decimal(0)
+    return (spent + Decimal(str(step))).quantize(Decimal("0.0001"), rounding=ROUND_UP)
 
 
 def roster(session: Session) -> list[tuple[str, str, str]]:

@@ -234,6 +234,7 @@ class Session(models.Model):
         permissions = [
             ("use_agent", "Can use the AI agent"),
             ("control_runs", "Can cancel, continue and repair agent runs (admin)"),
+            ("exceed_spend_cap", "Can continue a chat past its spend cap"),
         ]
         indexes = [
             # GET sessions: the owner's root sessions, newest first.

@@ -219,6 +219,19 @@ def agent_version_set(session_id, version_id, from_version_id=None) -> bool:
     return _write(rows, session_id, {"agent_version_id": version_id})
 
 
+def spend_cap_set(*, session_id, cap, from_cap) -> bool:
+    """Set the chat's own spend cap (``Session.spend_cap_usd``; None: its agent's), only if it
+    is still ``from_cap``, the value the writer read (a staff edit, a "continue past the cap"):
+    False when someone changed it meanwhile or the session is gone. A live run reads it at its
+    next step."""
+    rows = Session.objects.filter(pk=session_id)
+    if from_cap is None:
+        rows = rows.filter(spend_cap_usd__isnull=True)
+    else:
+        rows = rows.filter(spend_cap_usd=from_cap)
+    return _write(rows, session_id, {"spend_cap_usd": cap})
+
+
 def session_modify(*, session_id, compute: Callable[[Session], dict[str, Any] | None]) -> Any:
     """Read-modify-write under the row lock: ``compute(session)`` returns the fields to write
     (or None for no change). Returns the locked session as it was read."""

@@ -23,7 +23,7 @@ APP_LAYERS = {
             "writers and readers",
             ("runstate", "services", "attachments", "window", "agents", "memory"),
         ),
-        ("Django hooks", ("admin", "admin_memory", "apps")),
+        ("Django hooks", ("admin", "admin_caps", "admin_memory", "apps")),
     ),
     "artifacts_app": (
         ("models", ("models",)),
@@ -44,6 +44,7 @@ APP_LAYERS = {
             (
                 "api",
                 "admin",
+                "admin_spend",  # the spend page (a chart of the ledger)
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
                 "admin_webhooks",  # webhook endpoints and deliveries
                 "tasks",

@@ -316,9 +316,10 @@ run_cancel = describe(
 )
 run_continue = describe(
     "run_continue",
-    "Continue: resume a resumable job or a stalled run (no-op otherwise)",
+    "Continue: resume a resumable job or a stalled run (no-op otherwise); past the chat's "
+    "spend cap only with sessions_app.exceed_spend_cap (409 ahentic_spend_cap otherwise)",
     PAYLOAD,
-    (*WRITE_ERRORS, 429, 503),
+    (*WRITE_ERRORS, 409, 429, 503),
     request=None,
     parameters=[SESSION_ID],
 )

@@ -564,7 +564,7 @@ class SessionViewSet(AhenticViewSet):
     @action(detail=True, methods=["post"], url_path="continue", url_name="continue")
     def continue_run(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        runs.run_continue(session_id=session.pk)
+        runs.run_continue(session_id=session.pk, user=request.user)
         return self.payload_response(session.pk)
 
     @docs.described(docs.approvals)

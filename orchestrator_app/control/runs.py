@@ -24,7 +24,7 @@ from sessions_app.models import Event, LiveText, PendingMessage, Session
 
 from .. import llm
 from ..errors import AhenticError
-from ..ledger.usage import daily_limit_reached
+from ..ledger.usage import daily_limit_reached, usd
 from . import plan as plan_rules
 from .queue import enqueue_step
 from .toolcalls import answer_unanswered, deny_turn, unanswered_tool_calls
@@ -134,11 +134,13 @@ def message_post(
             429,
         )
     if agents.spend_cap_reached(session):
-        raise AhenticError(
-            "ahentic_spend_cap",
-            "This chat reached its agent's spend cap. Start a new chat to go on.",
-            409,
-        )
+        # Only a resume cue ("continue") of a user who may exceed the cap goes past it.
+        if attachments or not _is_resume_cue(content):
+            raise spend_cap_refusal(session, session.owner)
+        if not _continue_past_cap(session, session.owner):
+            raise AhenticError(
+                "ahentic_spend_cap", "The chat's spend cap changed meanwhile: try again.", 409
+            )
     sticky: dict[str, Any] = {}
     if mode:
         sticky["mode"] = mode
@@ -393,10 +395,62 @@ def _streamed_so_far(session: Session) -> str:
     return live.text.rstrip() if live is not None else ""
 
 
-def run_continue(*, session_id) -> str:
+def spend_cap_paused(session: Session) -> str:
+    """What the chat says when its run pauses at the spend cap (``loop/step.py``)."""
+    cap = agents.spend_cap(session)
+    return (
+        f"This chat reached its spend cap of {usd(cap)} (spent so far: "
+        f"{usd(session.cost_usd or 0)}), so the run paused. To go on, staff can raise the "
+        "chat's cap in the admin and then Continue resumes it; a user allowed to exceed spend "
+        "caps can Continue now."
+    )
+
+
+def spend_cap_refusal(session: Session, user) -> AhenticError:
+    """The 409 for a message or a Continue that the chat's spend cap stops, saying who can go
+    on: ``user`` when they hold ``agents.EXCEED_SPEND_CAP`` (Continue), else staff."""
+    cap = usd(agents.spend_cap(session))
+    if user is not None and user.has_perm(agents.EXCEED_SPEND_CAP):
+        how = "Continue (or send “continue”) to raise its cap and go on."
+    else:
+        how = (
+            "Staff can raise the chat's cap in the admin (Sessions, this chat, spend cap), or a "
+            "user with the permission to exceed spend caps can continue it."
+        )
+    return AhenticError(
+        "ahentic_spend_cap", f"This chat reached its spend cap of {cap}. {how}", 409
+    )
+
+
+def _continue_past_cap(session: Session, user) -> bool:
+    """A Continue on a chat at its cap: with ``agents.EXCEED_SPEND_CAP``, the chat's own cap
+    becomes ``agents.spend_cap_past`` (its spend plus one more cap) in a conditional write, and
+    the Continue goes on; without it, the 409. False when the cap changed meanwhile."""
+    raised = agents.spend_cap_past(session)
+    if user is None or not user.has_perm(agents.EXCEED_SPEND_CAP) or raised is None:
+        raise spend_cap_refusal(session, None if raised is None else user)
+    if not runstate.spend_cap_set(
+        session_id=session.pk, cap=raised, from_cap=session.spend_cap_usd
+    ):
+        return False
+    session_services.trace_record(
+        session_id=session.pk,
+        type="spend_cap_raised",
+        summary=f"Spend cap raised to {usd(raised)} by {user.get_username()}",
+        data={"from": str(agents.spend_cap(session)), "to": str(raised), "by": user.pk},
+    )
+    session.spend_cap_usd = raised
+    return True
+
+
+def run_continue(*, session_id, user=None) -> str:
     """The Continue button: resume a resumable job, re-enqueue a stalled run, or time out a
     stale browser pause. Returns what it did (``resumed``, ``requeued``, ``browser_timeout``,
-    ``waiting``, ``noop``).
+    ``waiting``, ``cap_raised``, ``noop``).
+
+    A chat at its spend cap: ``user`` (who pressed it) continues past the cap when they hold
+    ``agents.EXCEED_SPEND_CAP`` (``_continue_past_cap``; ``cap_raised`` when there was no run
+    to resume: the chat takes messages again), else ``ahentic_spend_cap`` (409).
 
     ``waiting``: a worker's lease still holds the run. If that worker is alive the run goes
     on; if it died, the lease watch (``recovery.py``) re-enqueues the step within a quarter of
@@ -404,7 +458,13 @@ def run_continue(*, session_id) -> str:
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return "noop"
-    if session.status in (Session.Status.ERROR, Session.Status.IDLE) and session.job_resumable:
+    resumable = session.status in (Session.Status.ERROR, Session.Status.IDLE)
+    if resumable and agents.spend_cap_reached(session):
+        if not _continue_past_cap(session, user):
+            return "noop"  # another Continue or a staff edit changed the cap first
+        if not session.job_resumable:
+            return "cap_raised"
+    if resumable and session.job_resumable:
         require_llm()
         if daily_limit_reached():
             raise AhenticError(

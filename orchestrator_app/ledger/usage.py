@@ -14,7 +14,7 @@ from django.db.models import F, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from sessions_app import db, runstate
+from sessions_app import agents, db, runstate
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
@@ -34,7 +34,7 @@ def usage_cost(
     """USD cost from ``PRICES`` (per million tokens) plus ``WEB_SEARCH_PRICE_PER_1000`` per
     search, or None when the model has no price. (Thinking is billed as output tokens; web
     fetch costs only the tokens of what it fetched.)"""
-    price = (ahentic_settings.PRICES or {}).get(model)
+    price = agents.model_prices(model)
     if not price:
         return None
     million = Decimal(1_000_000)
@@ -45,6 +45,13 @@ def usage_cost(
         + Decimal(str(price["cache_read"])) * cache_read
         + Decimal(str(price["cache_write"])) * cache_write
     ) / million + searches / 1000
+
+
+def usd(amount) -> str:
+    """An amount in USD as people write it: "$5.00", "$0.015", "$1,200.50"."""
+    text = f"{Decimal(str(amount)):,.4f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
 
 
 def usage_record(

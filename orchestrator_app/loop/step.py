@@ -185,6 +185,21 @@ class StepRunner:
         self.trace("error", message, code=code, detail=detail)
         self.report_to_parent(f"Sub-agent stopped with an error ({code}): {message}")
 
+    def pause_at_spend_cap(self) -> None:
+        """The chat's cost reached its cap (``agents.spend_cap``): the run pauses as a
+        resumable error, like the soft token budget, and nothing more starts. Raising the cap
+        then Continue, or a Continue by a user who may exceed it, resumes it in the same run
+        (tool calls of the last turn still open run then)."""
+        self.fail("ahentic_spend_cap", runs.spend_cap_paused(self.session))
+
+    def spend_cap_crossed(self) -> bool:
+        """After a model turn: whether its cost took the chat to its cap (read again, with a
+        cap staff set meanwhile). No read for a chat without a cap."""
+        if agents.spend_cap(self.session) is None:
+            return False
+        runstate.session_refresh(self.session, ("cost_usd", "spend_cap_usd"))
+        return agents.spend_cap_reached(self.session)
+
     def next_step(self) -> None:
         """Hand the run to a fresh step: write the trace, drop the lease, then enqueue (on
         commit, in one transaction: the next step may start at once)."""
@@ -211,12 +226,7 @@ class StepRunner:
             )
             return
         if agents.spend_cap_reached(session):
-            self.fail(
-                "ahentic_spend_cap",
-                "This chat reached its agent's spend cap; the run stopped.",
-                resumable=False,
-                plan_outcome="cancel",
-            )
+            self.pause_at_spend_cap()
             return
         budget = int(ahentic_settings.SESSION_SOFT_TOKEN_BUDGET or 0)
         if budget and session.tokens_used >= session.soft_budget_acked + budget:
@@ -515,6 +525,10 @@ class StepRunner:
         tool_uses = result.tool_uses if reason != "max_tokens" else []
         calls = self.persist_turn(result, tool_uses)
         if calls is None:
+            return
+        if calls and self.spend_cap_crossed():
+            # The turn that crossed the cap is kept; its tools wait for the run to resume.
+            self.pause_at_spend_cap()
             return
         if reason == "tool_use" and (calls or result.unreadable_inputs):
             self.run_calls(calls)  # an answered unreadable call: the model reads its error
