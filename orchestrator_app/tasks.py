@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from . import notifications
 from .control import brain, runs
 from .loop import files, step
 
@@ -29,3 +32,15 @@ def name_session(session_id: str) -> None:
 def delete_file(file_id: str) -> None:
     """Delete a file uploaded to the Files API whose attachment was deleted (best effort)."""
     files.delete_remote(file_id)
+
+
+def notify_approval(session_id: str, tool_use_id: str, now: datetime | None = None) -> bool:
+    """A run's approval has waited NOTIFY_APPROVAL_AFTER_S: mail its owner if still unseen
+    (a one-off schedule made when the approval was requested; ``now``: the time to judge the
+    wait by, the current time when not given). Returns whether it mailed."""
+    return notifications.approval_mail(session_id, tool_use_id, now=now)
+
+
+def notify_schedule_run(**ended: str) -> bool:
+    """A scheduled run ended: mail the owner of its chat, once per schedule run."""
+    return notifications.schedule_run_mail(**ended)

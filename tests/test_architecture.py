@@ -38,6 +38,7 @@ APP_LAYERS = {
         ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
         ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
         ("step loop", ("loop",)),  # a step: request, model turn, tool pipeline, decisions
+        ("notifications", ("notifications",)),  # mails: receivers of the signals, their tasks
         (
             "entry points",
             (
