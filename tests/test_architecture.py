@@ -45,6 +45,7 @@ APP_LAYERS = {
                 "api",
                 "admin",
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
+                "admin_notifications",  # the mail log and the users' opt-outs
                 "tasks",
                 "urls",
                 "checks",

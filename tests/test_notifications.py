@@ -248,3 +248,16 @@ def test_the_preferences_need_a_login_and_the_agent_permission(anon_client, nope
 def test_the_preferences_route_is_in_the_schema(owner_client):
     paths = owner_client.get(f"{API}/schema", HTTP_ACCEPT="application/json").json()["paths"]
     assert {"get", "patch"} <= set(paths["/me/notifications"])
+
+
+def test_staff_see_the_mail_log_and_the_opt_outs_in_the_admin(
+    admin_client, owner_client, session, run_tasks
+):
+    owner_client.patch(PREFS, {"schedulesMail": False}, format="json")
+    assert owner_client.patch(PREFS, {"schedulesMail": True}, format="json").status_code == 200
+    schedule_ended(session, 44, "succeeded", run_tasks=run_tasks)
+    log = admin_client.get("/admin/orchestrator_app/notification/")
+    assert log.status_code == 200 and b"Scheduled run ended" in log.content
+    prefs = admin_client.get("/admin/orchestrator_app/notificationpreference/")
+    assert prefs.status_code == 200 and b"owner" in prefs.content
+    assert admin_client.get("/admin/orchestrator_app/notification/add/").status_code == 403
