@@ -2,8 +2,8 @@
 
 This module's path, ``orchestrator_app.signals``, is public and stays stable whatever the
 package layout becomes. Every signal is sent with ``sender`` the ``Session`` class and
-``session=`` the session (read again once the transaction committed, so a receiver sees the
-row as recorded), once per occurrence, after the transaction that recorded the occurrence
+``session=`` the session (the app's own sends pass its id, read once the transaction
+committed, so a receiver sees the row as recorded), once per occurrence, after the transaction that recorded the occurrence
 commits (at once when there is none). A conditional write that lost a race sends nothing, and
 neither does a retried step (its writes are conditional on the lease it no longer holds).
 
