@@ -7,16 +7,19 @@ the schedule's own arguments and due time (no sleeping). Mail goes to Django's l
 """
 
 import ast
+import threading
 from datetime import timedelta
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 from django.conf import settings
 from django.core import mail
+from django.db import connection
 from django.utils import timezone
 from django_q.models import Schedule
 
-from orchestrator_app import tasks
+from orchestrator_app import notifications, tasks
 from orchestrator_app.models import Notification
 from orchestrator_app.signals import schedule_run_finished, send_after_commit
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
@@ -86,15 +89,44 @@ def test_an_unseen_approval_mails_the_owner_once_after_the_delay(
     assert Notification.objects.filter(kind="approval", user=owner).count() == 1
 
 
-def test_two_workers_racing_for_the_same_approval_send_one_mail(
-    owner_client, owner, session, llm, run_tasks
-):
+def test_the_task_run_twice_sends_one_mail(owner_client, session, llm, run_tasks):
+    pause_for_approval(owner_client, session, llm, run_tasks)
+    assert [run_due(), run_due()] == [True, False]
+    assert len(mail.outbox) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_at_once_send_one_mail(owner_client, session, llm, run_tasks):
+    # transaction=True: each thread has its own connection and sees committed rows.
     pause_for_approval(owner_client, session, llm, run_tasks)
     args, due = due_task()
-    # The second worker read the same state and reached the claim after the first had sent.
-    results = [tasks.notify_approval(*args, now=due), tasks.notify_approval(*args, now=due)]
+    # Both workers pass every check before either claims the mail.
+    both_checked = threading.Barrier(2, timeout=10)
+    wants = notifications._wants
+
+    def checked_then_wait(*a, **kw):
+        answer = wants(*a, **kw)
+        both_checked.wait()
+        return answer
+
+    results = []
+
+    def worker():
+        try:
+            results.append(tasks.notify_approval(*args, now=due))
+        finally:
+            connection.close()
+
+    with mock.patch.object(notifications, "_wants", side_effect=checked_then_wait):
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+
     assert sorted(results) == [False, True]
     assert len(mail.outbox) == 1
+    assert Notification.objects.count() == 1
 
 
 def test_no_mail_when_the_owner_polled_the_chat_after_the_request(

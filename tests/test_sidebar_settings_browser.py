@@ -57,7 +57,9 @@ def test_the_settings_panel_turns_a_mail_off_and_the_api_reflects_it(page, llm, 
     page.reload()
     page.get_by_role("button", name="Settings").click()
     expect(page.get_by_label("A scheduled run finishes or fails")).not_to_be_checked()
-    expect(page.get_by_label("An approval has waited a while and I have not seen it")).to_be_checked()
+    expect(
+        page.get_by_label("An approval has waited a while and I have not seen it")
+    ).to_be_checked()
 
 
 def test_a_mail_link_opens_its_chat_in_the_sidebar(page, llm, owner):  # noqa: F811
