@@ -5,7 +5,10 @@ receivers below record every call with the session's status as the database hold
 signal arrives, which proves the write that recorded the occurrence had committed.
 """
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from orchestrator_app import signals, tasks
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
@@ -250,3 +253,35 @@ def test_a_receiver_that_raises_does_not_break_the_run(
         signals.run_finished.disconnect(broken)
     assert body["status"] == "idle"
     assert [name for name, _ in sent(received)] == ["run_started", "run_finished"]
+
+
+def test_a_browser_call_that_timed_out_is_reported_as_an_error(
+    owner_client, session, llm, run_tasks, received
+):
+    llm.enqueue(tool_reply(tool_call("page_read", {}, id="toolu_read")), text_reply("No page."))
+    post_message(owner_client, session, run_tasks, "Look at this page")
+    Session.objects.filter(pk=session.pk).update(
+        browser_paused_at=timezone.now() - timedelta(seconds=46)
+    )
+    assert run_tasks(post, owner_client, session, "continue").status_code == 200
+    assert sent(received, "tool_executed") == [
+        (
+            "tool_executed",
+            {"run": 1, "tool": "page_read", "tool_use_id": "toolu_read", "is_error": True},
+        )
+    ]
+    assert [name for name, _ in sent(received)] == ["run_started", "tool_executed", "run_finished"]
+
+
+def test_a_suggested_action_starts_a_run_and_reports_its_tool(
+    owner_client, session, llm, run_tasks, received, tool_calls
+):
+    llm.enqueue(text_reply("Echoed."))
+    data = {"name": "echo", "input": {"text": "hi"}}
+    assert run_tasks(post, owner_client, session, "actions", data).status_code == 202
+    [started, executed, finished] = sent(received)
+    assert started == ("run_started", {"run": 1})
+    assert executed[0] == "tool_executed"
+    assert (executed[1]["tool"], executed[1]["is_error"]) == ("echo", False)
+    assert executed[1]["tool_use_id"].startswith("toolu_action_")
+    assert finished == ("run_finished", {"run": 1, "outcome": "idle", "error_code": ""})
