@@ -127,9 +127,15 @@ Q_CLUSTER = {
     "label": "Task queue",
 }
 
+# The agent's mails (README "Email notifications") are printed by the demo's processes.
+EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = "Ahentic demo <agent@localhost>"
+
 AHENTIC = {
     "MODEL": os.environ.get("AHENTIC_MODEL", "claude-sonnet-5-5"),
     "ADMIN_SIDEBAR": True,
+    # The page the links in mails open (the chat opens in its sidebar).
+    "SITE_URL": "http://127.0.0.1:8000/",
     # The agent works on flat pages, and reads groups (ahentic_site/admin.py makes them
     # read-only for the agent's requests).
     "ADMIN_TOOLS": ["flatpages.flatpage", "auth.group"],

@@ -196,3 +196,6 @@ class ToolGrantAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+
+from . import admin_notifications  # noqa: E402, F401  (the mail log and opt-outs)

@@ -27,6 +27,11 @@ class OrchestratorAppConfig(AppConfig):
         # The cached agent permission answers, dropped when a user's grants change.
         connect_invalidation()
 
+        # The mails a user gets while away (approval waiting, scheduled run ended).
+        from . import notifications
+
+        notifications.connect()
+
         # Each django-q2 worker process watches for runs whose worker died (recovery.py).
         from django_q.signals import post_spawn
 

@@ -2,15 +2,33 @@
 
 This module's path, ``orchestrator_app.signals``, is public and stays stable whatever the
 package layout becomes. Every signal is sent with ``sender`` the ``Session`` class and
-``session=`` the session, once per occurrence, after the transaction that recorded the
-occurrence commits (at once when there is none). The other keyword arguments:
+``session=`` the session (the app's own sends pass its id, read once the transaction
+committed, so a receiver sees the row as recorded), once per occurrence, after the transaction that recorded the occurrence
+commits (at once when there is none). A conditional write that lost a race sends nothing, and
+neither does a retried step (its writes are conditional on the lease it no longer holds).
 
-- ``run_started``: ``run`` (the session's run number).
-- ``run_finished``: ``run``, ``outcome`` (the status the run ended in: ``idle``,
-  ``awaiting_human``, ``error`` or ``cancelled``), ``error_code`` ("" unless ``error``).
+What a run is: a run is live while the session is ``running``, ``awaiting_human`` or
+``awaiting_browser``, and at rest when it is ``idle``, ``error`` or ``cancelled``.
+``run_started`` is sent when a session leaves rest (a message, queued messages, a suggested
+action, or Continue on a resumable job), ``run_finished`` when it comes back to rest, so every
+``run_started`` is followed by exactly one ``run_finished``. Waiting for an approval or for the
+browser is not an ending: ``approval_requested`` reports the wait, and the run goes on (same
+``run`` number, no new ``run_started``) once the user decides. A message sent instead of a
+decision ends the run (``idle``) and starts the next one.
+
+The keyword arguments:
+
+- ``run_started``: ``run`` (the session's run number; Continue keeps the number it resumes).
+- ``run_finished``: ``run``, ``outcome`` (the status the run came to rest in: ``idle``,
+  ``error`` or ``cancelled``), ``error_code`` ("" unless ``error``).
 - ``approval_requested``: ``run``, ``tool`` (registry name), ``tool_use_id``.
-- ``tool_executed``: ``run``, ``tool``, ``tool_use_id``, ``is_error``.
-- ``run_failed``: ``run``, ``error_code``, ``message``, ``resumable``.
+- ``tool_executed``: ``run``, ``tool``, ``tool_use_id``, ``is_error``. Sent for each call of
+  the app's tools that ran and whose result was recorded: executed by a worker, or handed to
+  the browser and answered by it (or timed out there: ``is_error``). Calls refused before they
+  ran (unknown tool, Ask mode, permission, invalid input, denied, skipped, cancelled) and the
+  model provider's server tools (web search, web fetch: they run at the provider) are not.
+- ``run_failed``: ``run``, ``error_code``, ``message``, ``resumable``; sent just before the
+  ``run_finished`` with outcome ``error`` of the same run.
 - ``schedule_run_finished``: ``schedule`` (the schedule), ``schedule_run`` (its log row),
   ``status`` (the log row's status).
 
@@ -33,6 +51,7 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
+from sessions_app import db
 from sessions_app.models import Session
 
 logger = logging.getLogger("orchestrator_app.signals")
@@ -45,12 +64,22 @@ run_failed = Signal()
 schedule_run_finished = Signal()
 
 
-def send_after_commit(signal: Signal, session: Session, **kwargs: Any) -> None:
+def send_after_commit(signal: Signal, session: Session | Any, **kwargs: Any) -> None:
     """Send ``signal`` for ``session`` once the current transaction commits (at once when
-    none is open). The only way the app sends its public signals."""
+    none is open). The only way the app sends its public signals.
+
+    ``session`` is the session or its primary key; a key is read when the signal is sent (the
+    committed row; nothing is sent when it is gone, or when nobody listens)."""
 
     def send() -> None:
-        for receiver, result in signal.send_robust(sender=Session, session=session, **kwargs):
+        if not signal.has_listeners(Session):
+            return
+        row = session
+        if not isinstance(row, Session):
+            row = db.primary(Session).select_related("owner").filter(pk=session).first()
+            if row is None:  # deleted meanwhile: nothing left to report on
+                return
+        for receiver, result in signal.send_robust(sender=Session, session=row, **kwargs):
             if isinstance(result, Exception):
                 logger.error(
                     "A receiver of an ahentic signal failed: %r",
@@ -58,4 +87,4 @@ def send_after_commit(signal: Signal, session: Session, **kwargs: Any) -> None:
                     exc_info=(type(result), result, result.__traceback__),
                 )
 
-    transaction.on_commit(send, robust=True)
+    transaction.on_commit(send, using=db.write_alias(Session), robust=True)

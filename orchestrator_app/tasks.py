@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.utils.dateparse import parse_datetime
 
+from . import notifications
 from .control import brain, runs
 from .loop import files, step
 from .webhooks import delivery
@@ -45,3 +48,15 @@ def deliver_due_webhooks(now: str | None = None) -> int:
     """The ``ahentic_webhooks`` sweep (every minute): enqueue the deliveries that are due.
     ``now`` (ISO 8601) replaces the clock, for tests."""
     return delivery.deliver_due(now=parse_datetime(now) if now else None)
+
+
+def notify_approval(session_id: str, tool_use_id: str, now: datetime | None = None) -> bool:
+    """A run's approval has waited NOTIFY_APPROVAL_AFTER_S: mail its owner if still unseen
+    (a one-off schedule made when the approval was requested; ``now``: the time to judge the
+    wait by, the current time when not given). Returns whether it mailed."""
+    return notifications.approval_mail(session_id, tool_use_id, now=now)
+
+
+def notify_schedule_run(**ended: str) -> bool:
+    """A scheduled run ended: mail the owner of its chat, once per schedule run."""
+    return notifications.schedule_run_mail(**ended)

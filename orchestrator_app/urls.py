@@ -17,7 +17,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
-from .api import memory, schema, views
+from .api import memory, notifications, schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 
@@ -95,6 +95,14 @@ urlpatterns = [
         r"^agents/(?P<slug>[-a-zA-Z0-9_]+)/memory/(?P<path>[\s\S]+)$",
         memory.MemoryViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="agent-memory-file",
+    ),
+    # The user's mail preferences (api/notifications.py).
+    re_path(
+        r"^me/notifications/?$",
+        notifications.NotificationPreferenceViewSet.as_view(
+            {"get": "retrieve", "patch": "partial_update"}
+        ),
+        name="me-notifications",
     ),
     re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
     re_path(r"^.*$", not_found_view),

@@ -96,6 +96,12 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_S": 60,
     "WEBHOOK_ALLOW_PRIVATE": False,
     "WEBHOOK_LOG_DAYS": 30,
+    # Email notifications (README "Email notifications"): a run waiting this many seconds for
+    # an approval the owner has not seen (no poll of the chat since) mails them once; 0 is off.
+    "NOTIFY_APPROVAL_AFTER_S": 300,
+    # The absolute URL of a page that shows the sidebar, for the links in mails (the chat opens
+    # with ?ahentic_session=<id>). "" : https:// and the current django.contrib.sites domain.
+    "SITE_URL": "",
 }
 
 

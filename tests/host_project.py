@@ -75,6 +75,8 @@ SECURE_HSTS_PRELOAD = True
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 STATIC_ROOT = BASE_DIR / "static-root"  # noqa: F405
+# A cache the web and worker processes share (ahentic.W014: the approval mails read the polls).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache"}}
 if "MAILERS" in globals():  # Django 6.1's startproject mails to the console
     MAILERS = {"default": {"BACKEND": "django.core.mail.backends.smtp.EmailBackend"}}
 """

@@ -39,6 +39,7 @@ APP_LAYERS = {
         ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
         ("step loop", ("loop",)),  # a step: request, model turn, tool pipeline, decisions
         ("webhooks", ("webhooks",)),  # events to delivery rows, signed POSTs, retries
+        ("notifications", ("notifications",)),  # mails: receivers of the signals, their tasks
         (
             "entry points",
             (
@@ -47,6 +48,7 @@ APP_LAYERS = {
                 "admin_spend",  # the spend page (a chart of the ledger)
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
                 "admin_webhooks",  # webhook endpoints and deliveries
+                "admin_notifications",  # the mail log and the users' opt-outs
                 "tasks",
                 "urls",
                 "checks",

@@ -107,3 +107,41 @@ def test_a_site_admin_template_that_adds_the_sidebar_passes(settings, tmp_path):
         ),
     )
     assert "ahentic.W002" not in ids()
+
+
+# --- email notifications -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delay", [-1, "300", 2.5, None])
+def test_a_bad_approval_mail_delay_is_e030(settings, delay):
+    settings.AHENTIC = {**settings.AHENTIC, "NOTIFY_APPROVAL_AFTER_S": delay}
+    assert "ahentic.E030" in ids()
+
+
+@pytest.mark.parametrize("url", ["example.com", "/chat/", "ftp://example.com/", 42])
+def test_a_site_url_that_is_not_absolute_http_is_e031(settings, url):
+    settings.AHENTIC = {**settings.AHENTIC, "SITE_URL": url}
+    assert "ahentic.E031" in ids()
+
+
+def test_relative_mail_links_are_w013_unless_the_sites_framework_or_site_url_is_there(settings):
+    settings.AHENTIC = {**settings.AHENTIC, "SITE_URL": ""}
+    assert "ahentic.W013" not in ids()  # django.contrib.sites is installed here
+    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "django.contrib.sites"]
+    assert "ahentic.W013" in ids()
+    settings.AHENTIC = {**settings.AHENTIC, "SITE_URL": "https://example.com/"}
+    assert {"ahentic.W013", "ahentic.E031"}.isdisjoint(ids())
+
+
+def test_a_per_process_cache_with_approval_mails_is_w014_on_deploy(settings):
+    def deploy_ids():
+        return {m.id for m in run_checks(include_deployment_checks=True)}
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    assert "ahentic.W014" in deploy_ids()
+    assert "ahentic.W014" not in ids()  # a deployment concern only
+    settings.AHENTIC = {**settings.AHENTIC, "NOTIFY_APPROVAL_AFTER_S": 0}
+    assert "ahentic.W014" not in deploy_ids()
+    settings.AHENTIC = {**settings.AHENTIC, "NOTIFY_APPROVAL_AFTER_S": 300}
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache"}}
+    assert "ahentic.W014" not in deploy_ids()

@@ -37,7 +37,7 @@ from sessions_app import attachments as attachment_store
 from sessions_app import services as session_services
 from sessions_app.models import Agent, AgentVersion, Attachment, LiveText, Session
 
-from .. import skills
+from .. import notifications, skills
 from ..control import runs
 from ..ledger.diagnostics import iso, session_diagnostics
 from ..loop import decisions
@@ -322,7 +322,10 @@ class SessionViewSet(AhenticViewSet):
     @docs.described(docs.session_retrieve)
     def retrieve(self, request, session_id=None):
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
-        return self.conditional_payload(self.poll_row(), include_artifacts=include_artifacts)
+        session = self.poll_row()
+        # The owner saw the chat now: no mail about an approval waiting there (one cache set).
+        notifications.poll_seen(session.pk)
+        return self.conditional_payload(session, include_artifacts=include_artifacts)
 
     def poll_row(self) -> PollRow:
         """The poll's one query (besides authentication; the agent permission is cached): the

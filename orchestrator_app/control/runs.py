@@ -25,6 +25,7 @@ from sessions_app.models import Event, LiveText, PendingMessage, Session
 from .. import llm
 from ..errors import AhenticError
 from ..ledger.usage import daily_limit_reached, usd
+from ..signals import run_finished, run_started, send_after_commit, tool_executed
 from . import plan as plan_rules
 from .queue import enqueue_step
 from .toolcalls import answer_unanswered, deny_turn, unanswered_tool_calls
@@ -207,6 +208,7 @@ def wake_for_pending(session_id) -> bool:
         run_seq = runstate.run_begin(session_id=session_id, from_statuses=[Session.Status.IDLE])
         if run_seq is None:
             return False
+        send_after_commit(run_started, session_id, run=run_seq)
         session_services.trace_record(
             session_id=session_id,
             type="run_start",
@@ -236,6 +238,7 @@ def _start_run(
         )
         if run_seq is None:
             return False
+        send_after_commit(run_started, session.pk, run=run_seq)
         # Messages queued before a cancel or failure come first, in the order they were sent.
         pending_promote(session.pk)
         refs = attachment_store.claim(session_id=session.pk, ids=attachments)
@@ -275,6 +278,8 @@ def _resume(
             **(sticky or {}),
         ):
             return False
+        # Back from rest (error or idle) in the same run: a new stretch of work.
+        send_after_commit(run_started, session.pk, run=session.run_seq)
         if content:
             session_services.event_append(
                 session_id=session.pk, kind=Event.Kind.USER_MESSAGE, content=content
@@ -305,6 +310,14 @@ def _redirect_pending_tool(session: Session) -> None:
             to_status=Session.Status.IDLE,
         ):
             return
+        # The message ends this run (it starts the next one).
+        send_after_commit(
+            run_finished,
+            session.pk,
+            run=session.run_seq,
+            outcome=Session.Status.IDLE,
+            error_code="",
+        )
         deny_turn(
             session_id=session.pk,
             call_id=pending.get("call_id"),
@@ -334,6 +347,14 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
             return False
         # The call being streamed is abandoned; what it wrote so far stays in the transcript.
         stopped_text = _streamed_so_far(session)
+        if session.status in Session.LIVE:  # a cancel of a failed run ends nothing new
+            send_after_commit(
+                run_finished,
+                session_id,
+                run=session.run_seq,
+                outcome=Session.Status.CANCELLED,
+                error_code="",
+            )
         runstate.live_text_clear(session_id)
         runstate.run_stop(
             session_id=session_id,
@@ -506,12 +527,20 @@ def browser_timeout(session: Session) -> bool:
         calls = [
             c for c in unanswered_tool_calls(session.pk) if c.tool_use_id == pending.get("call_id")
         ]
-        answer_unanswered(
+        if answer_unanswered(
             session_id=session.pk,
             code="ahentic_browser_timeout",
             message="The browser did not return a result in time.",
             only=calls,
-        )
+        ):
+            send_after_commit(
+                tool_executed,
+                session.pk,
+                run=session.run_seq,
+                tool=pending.get("name", ""),
+                tool_use_id=pending.get("call_id", ""),
+                is_error=True,
+            )
         session_services.trace_record(
             session_id=session.pk, type="browser_timeout_fallback", summary="Browser tool timed out"
         )

@@ -21,6 +21,7 @@ from ..control.runs import require_llm
 from ..control.toolcalls import deny_turn, result_text, tool_response_record, unanswered_tool_calls
 from ..errors import AhenticError
 from ..models import ToolGrant
+from ..signals import run_started, send_after_commit, tool_executed
 from ..tools import ToolContext, get_tool
 from ..tools.browser_tools import page_context_from_read
 from .pipeline import check_call
@@ -163,7 +164,17 @@ def browser_result_record(
         if pending.artifact_key:
             meta["artifactKey"] = pending.artifact_key
         for call in calls:
-            tool_response_record(session_id=session.pk, call=call, result=result, ok=ok, meta=meta)
+            if tool_response_record(
+                session_id=session.pk, call=call, result=result, ok=ok, meta=meta
+            ):
+                send_after_commit(
+                    tool_executed,
+                    session.pk,
+                    run=session.run_seq,
+                    tool=pending.name,
+                    tool_use_id=call_id,
+                    is_error=not ok,
+                )
         if ok and pending.artifact_key:
             store.mark_applied(session.pk, pending.artifact_key)
         session_services.trace_record(
@@ -229,6 +240,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
         )
         if run_seq is None:
             raise AhenticError("ahentic_session_busy", "The session is busy.", 409)
+        send_after_commit(run_started, session.pk, run=run_seq)
         session_services.events_append(
             session_id=session.pk,
             items=[

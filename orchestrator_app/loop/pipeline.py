@@ -38,6 +38,7 @@ from ..control.heartbeat import LeaseHeartbeat
 from ..control.toolcalls import result_text, tool_response_record
 from ..ledger import usage
 from ..models import ToolGrant
+from ..signals import approval_requested, send_after_commit, tool_executed
 from ..tools import Tool, ToolContext, ToolError, get_tool
 
 __all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress"]
@@ -121,11 +122,12 @@ def answer(
     *,
     clear_pending: bool,
     advance_plan: bool = False,
+    executed: bool = False,
     **meta: Any,
 ) -> Outcome:
     """Record the tool_result and what follows from it in one transaction (one visible change):
     the call's approval card is done, the plan advances after a successful write, and the
-    model thinks next."""
+    model thinks next. ``executed``: the tool ran (``tool_executed`` is sent once recorded)."""
     with db.atomic():
         plan = (
             db.primary(Session).values_list("plan", flat=True).get(pk=lease.session_id)
@@ -139,17 +141,21 @@ def answer(
         record = {"session_id": lease.session_id, "call": call, "result": result, "ok": ok}
         # The answer and its effects on the row in one UPDATE while the lease holds; else (a
         # cancel, or a result already recorded) the answer is still kept, as the call ran.
-        if (
-            tool_response_record(
-                **record,
-                meta=meta,
-                lease=lease,
-                session_fields=runstate.answered_fields(**answered),
-            )
-            is None
-        ):
-            tool_response_record(**record, meta=meta)
+        recorded = tool_response_record(
+            **record, meta=meta, lease=lease, session_fields=runstate.answered_fields(**answered)
+        )
+        if recorded is None:
+            recorded = tool_response_record(**record, meta=meta)
             runstate.call_answered(lease, **answered)
+        if executed and recorded is not None:  # None: already answered (a repeated result)
+            send_after_commit(
+                tool_executed,
+                lease.session_id,
+                run=lease.run_seq,
+                tool=call.payload.get("tool", ""),
+                tool_use_id=call.tool_use_id,
+                is_error=not ok,
+            )
     excerpt = result_text(result)[:240]
     tracer.add(
         "tool_result",
@@ -359,6 +365,14 @@ def pause(
         label = f"Running in your browser: {summary}"
     if not runstate.run_pause(lease, status=status, pending=pending, label=label):
         return Outcome("lost")
+    if status == Session.Status.AWAITING_HUMAN:
+        send_after_commit(
+            approval_requested,
+            lease.session_id,
+            run=lease.run_seq,
+            tool=tool.name,
+            tool_use_id=call.tool_use_id,
+        )
     kind = "hitl_pause" if status == Session.Status.AWAITING_HUMAN else "browser_pause"
     tracer.add(kind, label, tool=tool.name, call_id=call.tool_use_id)
     return Outcome("paused")
@@ -454,6 +468,7 @@ def execute(
         ok,
         clear_pending=clear_pending,
         advance_plan=ok and not tool.readonly,
+        executed=True,
         **meta,
     )
     if ok and tool.name == STAGE_ARTIFACT:

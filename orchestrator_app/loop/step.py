@@ -24,6 +24,7 @@ from ..control import plan as plan_rules
 from ..control.queue import enqueue_memory, enqueue_naming, enqueue_step
 from ..control.toolcalls import answer_unanswered, result_text, tool_response_record
 from ..ledger import usage
+from ..signals import run_failed, run_finished, send_after_commit
 from ..tools import tools_for
 from . import context, files, pipeline, prompt, surface
 
@@ -117,6 +118,7 @@ class StepRunner:
         plan = plan_rules.settle(session.plan, plan_outcome) if plan_outcome else session.plan
         ended = runstate.run_end(self.lease, to_status=to_status, plan=plan, **fields)
         if ended:
+            self.announce_end(to_status, fields)
             self.trace(
                 "run_idle",
                 f"Run ended: {trace_reason}",
@@ -128,6 +130,23 @@ class StepRunner:
             if to_status == Session.Status.IDLE:
                 runs.wake_for_pending(self.session_id)
         return ended
+
+    def announce_end(self, to_status: str, fields: dict[str, Any]) -> None:
+        """The run came to rest (``end`` won): ``run_failed`` for an error, then
+        ``run_finished``, each sent once its write commits."""
+        code = fields.get("last_error_code", "") if to_status == Session.Status.ERROR else ""
+        if to_status == Session.Status.ERROR:
+            send_after_commit(
+                run_failed,
+                self.session_id,
+                run=self.run_seq,
+                error_code=code,
+                message=fields.get("last_error", ""),
+                resumable=bool(fields.get("job_resumable", False)),
+            )
+        send_after_commit(
+            run_finished, self.session_id, run=self.run_seq, outcome=to_status, error_code=code
+        )
 
     def finish(self, reason: str = "final_reply") -> None:
         if PendingMessage.objects.filter(session_id=self.session_id).exists():

@@ -8,6 +8,7 @@
  *   agents.js         the new-chat agent picker, the chat's agent, "move to the latest version"
  *   attachments.js    files attached to a message (button, paste, drop) and their thumbnails
  *   memory.js         "What I remember": the chat's agent's memory of the user, to delete
+ *   settings.js       Settings: the user's opt-outs of the agent's mails
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
  *
@@ -37,6 +38,7 @@ import { camel, changed, el, fill, formatTokens, previewJson, shortened, show } 
 import { createStorage } from "./storage.js";
 import { renderHistory, renderTabs, statusOf, wireTabs } from "./tabs.js";
 import { createMemoryPanel } from "./memory.js";
+import { createSettingsPanel } from "./settings.js";
 import { keepPinned, renderTranscript } from "./transcript.js";
 
 const STATUS_LABELS = {
@@ -97,6 +99,7 @@ function boot(root) {
   // The object the other modules work with: shared state plus the actions they may call.
   const app = { root, config, ui, state, client };
   const memory = createMemoryPanel(app); // "What I remember" (memory.js)
+  createSettingsPanel(app); // the mail opt-outs, behind a header button (settings.js)
   const attachments = createAttachments(app, {
     session: async () => {
       const existing = activeSession();
@@ -872,6 +875,15 @@ function boot(root) {
     state.debugOpen = !!prefs.debugOpen;
     wire();
     renderAll();
+    // A link from a mail (?ahentic_session=<id>) opens that chat, once: the parameter is dropped.
+    const link = new URL(window.location.href);
+    const linked = link.searchParams.get("ahentic_session");
+    if (linked) {
+      link.searchParams.delete("ahentic_session");
+      window.history.replaceState(window.history.state, "", link);
+      setCollapsed(false);
+      openTab({ id: linked });
+    }
     // Load every open tab once (titles, statuses); live ones keep polling on their own.
     for (const tab of state.tabs) poller.schedule(sessionState(tab.id), 0);
     setInterval(heartbeat, config.runnerHeartbeatMs);

@@ -1,0 +1,285 @@
+"""Email notifications: reaching a user who is not watching (README "Email notifications").
+
+Two mails, through Django's mail (the site's ``EMAIL_BACKEND``):
+
+- An approval waiting: ``approval_requested`` schedules a one-off django-q2 task
+  ``NOTIFY_APPROVAL_AFTER_S`` later (``Schedule`` of type ONCE: ``async_task`` has no delay).
+  When due, it mails the chat's owner if the run still waits on that same call, the owner has
+  not polled the chat since the request, has not opted out and has an address.
+- A scheduled run ended: ``schedule_run_finished`` enqueues a task that mails the owner of the
+  run's chat with the status and the link, unless they opted out.
+
+"Polled since": the sidebar's poll is a hot path, so it writes no row: each poll of a chat by
+its owner sets one cache key (``poll_seen``), read when the mail is due. The cache must be
+shared by the web and worker processes (Redis, Memcached, the database cache): with a
+per-process cache the worker never sees a poll (system check ahentic.W014 with ``--deploy``).
+
+Exactly once: each mail is claimed by inserting its ``Notification`` row (unique kind and key)
+before it is sent, so two workers or a task run twice send one mail. A mail carries the tool's
+name and the chat's title, never a tool's input.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.apps import apps
+from django.conf import settings
+from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
+from django.core.mail import EmailMultiAlternatives
+from django.db import IntegrityError, transaction
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django_q.models import Schedule
+from django_q.tasks import async_task, schedule
+
+from sessions_app.conf import ahentic_settings
+from sessions_app.models import Session
+from sessions_app.runstate import PendingTool
+
+from .models import Notification, NotificationPreference
+
+log = logging.getLogger("ahentic")
+
+# How long a poll is remembered: longer than any sensible NOTIFY_APPROVAL_AFTER_S (an older
+# poll is before the request anyway).
+POLL_MEMORY_S = 7 * 24 * 3600
+# The query parameter that opens a chat in the sidebar (main.js reads it).
+CHAT_PARAM = "ahentic_session"
+
+
+# --- the poll --------------------------------------------------------------------------------
+
+
+def _poll_key(session_id) -> str:
+    return f"ahentic:polled:{session_id}"
+
+
+def poll_seen(session_id) -> None:
+    """The owner polled the chat now (one cache set, no database write)."""
+    cache.set(_poll_key(session_id), time.time(), timeout=POLL_MEMORY_S)
+
+
+def last_poll(session_id) -> float | None:
+    """When the owner last polled the chat (a Unix time), or None (never, or long ago)."""
+    return cache.get(_poll_key(session_id))
+
+
+# --- preferences -----------------------------------------------------------------------------
+
+PREFERENCE_FIELDS = ("approvals_mail", "schedules_mail")
+
+
+def preference_for(user) -> NotificationPreference:
+    """The user's mail preferences (unsaved defaults, every mail on, when they chose none)."""
+    found = NotificationPreference.objects.filter(user=user).first()
+    return found or NotificationPreference(user=user)
+
+
+def preference_update(*, user, **changes: bool) -> NotificationPreference:
+    """Set some of ``PREFERENCE_FIELDS`` for ``user`` (the one writer of the preference row)."""
+    unknown = set(changes) - set(PREFERENCE_FIELDS)
+    if unknown:
+        raise ValueError(f"Unknown preference fields: {sorted(unknown)}")
+    defaults = {name: bool(value) for name, value in changes.items()}
+    if not defaults:
+        return preference_for(user)
+    preference, _created = NotificationPreference.objects.update_or_create(
+        user=user, defaults=defaults
+    )
+    return preference
+
+
+def _wants(user, field: str) -> bool:
+    return bool(user.is_active and user.email and getattr(preference_for(user), field))
+
+
+# --- links and mail --------------------------------------------------------------------------
+
+
+def site_url() -> str:
+    """The absolute URL of a page with the sidebar: ``SITE_URL``, else https:// and the
+    current site's domain (django.contrib.sites), else "/" (a relative link: check W013)."""
+    base = str(ahentic_settings.SITE_URL or "")
+    if base:
+        return base
+    if apps.is_installed("django.contrib.sites"):
+        from django.contrib.sites.models import Site
+
+        try:
+            return f"https://{Site.objects.get_current().domain}/"
+        except (ImproperlyConfigured, Site.DoesNotExist):
+            pass
+    return "/"
+
+
+def chat_url(session_id) -> str:
+    """The link that opens the chat in the sidebar."""
+    base = site_url()
+    separator = "&" if "?" in base else "?"
+    return f"{base}{separator}{urlencode({CHAT_PARAM: str(session_id)})}"
+
+
+def tool_label(name: str) -> str:
+    """The tool as the mail names it: its registry name in words (never its input)."""
+    return name.replace("_", " ").strip() or name
+
+
+def _send(template: str, subject: str, to: str, context: dict[str, Any]) -> None:
+    body = render_to_string(f"ahentic/mail/{template}.txt", context)
+    html = render_to_string(f"ahentic/mail/{template}.html", context)
+    message = EmailMultiAlternatives(
+        settings.EMAIL_SUBJECT_PREFIX + subject, body, settings.DEFAULT_FROM_EMAIL, [to]
+    )
+    message.attach_alternative(html, "text/html")
+    message.send()
+
+
+def _claim_and_send(
+    *, kind: str, key: str, user, session_id, template: str, subject: str, context: dict
+) -> bool:
+    """Insert the mail's claim row, then send it; False when it was already claimed. A mail
+    that fails to send gives its claim back (logged), so a later attempt may send it."""
+    try:
+        with transaction.atomic(using=Notification.objects.db):
+            claim = Notification.objects.create(
+                kind=kind, key=key[:200], user=user, session_id=session_id
+            )
+    except IntegrityError:
+        return False
+    try:
+        _send(template, subject, user.email, context)
+    except Exception:
+        log.exception("ahentic could not send the %s mail %s", kind, key)
+        Notification.objects.filter(pk=claim.pk).delete()
+        return False
+    return True
+
+
+# --- an approval waiting ---------------------------------------------------------------------
+
+
+def on_approval_requested(sender, session: Session, tool_use_id: str, **kwargs: Any) -> None:
+    """``approval_requested``: schedule the check for when the wait is long enough."""
+    delay = int(ahentic_settings.NOTIFY_APPROVAL_AFTER_S or 0)
+    if delay <= 0 or not _wants(session.owner, "approvals_mail"):
+        return  # checked again when due: the user may change their mind meanwhile
+    schedule(
+        "orchestrator_app.tasks.notify_approval",
+        str(session.pk),
+        tool_use_id,
+        schedule_type=Schedule.ONCE,
+        repeats=-1,  # a ONCE schedule with negative repeats is deleted after it ran
+        next_run=timezone.now() + timedelta(seconds=delay),
+    )
+
+
+def _requested_at(pending: PendingTool) -> datetime | None:
+    try:
+        return datetime.fromisoformat(pending.paused_at) if pending.paused_at else None
+    except ValueError:
+        return None
+
+
+def approval_mail(session_id, tool_use_id: str, *, now: datetime | None = None) -> bool:
+    """Mail the owner about the approval ``tool_use_id`` if it still waits, has waited
+    ``NOTIFY_APPROVAL_AFTER_S`` by ``now``, was not seen (no poll since it was requested),
+    and the owner wants such mail. Returns whether this call sent it (at most once)."""
+    now = now or timezone.now()
+    delay = int(ahentic_settings.NOTIFY_APPROVAL_AFTER_S or 0)
+    session = Session.objects.select_related("owner").filter(pk=session_id).first()
+    if delay <= 0 or session is None or session.status != Session.Status.AWAITING_HUMAN:
+        return False
+    pending = PendingTool.from_json(session.pending_tool)
+    if pending is None or pending.call_id != tool_use_id:
+        return False  # decided meanwhile (and maybe waiting on another call now)
+    requested = _requested_at(pending)
+    if requested is None or now < requested + timedelta(seconds=delay):
+        return False
+    seen = last_poll(session.pk)
+    if seen is not None and seen >= requested.timestamp():
+        return False
+    if not _wants(session.owner, "approvals_mail"):
+        return False
+    label = tool_label(pending.name)
+    return _claim_and_send(
+        kind=Notification.Kind.APPROVAL,
+        key=f"{session.pk}:{tool_use_id}",
+        user=session.owner,
+        session_id=session.pk,
+        template="approval",
+        subject=_("The agent is waiting for your approval"),
+        context={
+            "user": session.owner,
+            "title": session.title,
+            "tool": label,
+            "url": chat_url(session.pk),
+            "waited_minutes": max(1, round((now - requested).total_seconds() / 60)),
+        },
+    )
+
+
+# --- a scheduled run ended -------------------------------------------------------------------
+
+
+def on_schedule_run_finished(
+    sender, session: Session, schedule: Any, schedule_run: Any, status: Any, **kwargs: Any
+) -> None:
+    """``schedule_run_finished``: the mail goes through the queue (ids and words only), so a
+    slow mail server never holds up whoever ended the run. Reads ``schedule.name`` (else
+    ``str(schedule)``), ``schedule_run.pk`` and ``schedule_run.error`` (optional)."""
+    if not _wants(session.owner, "schedules_mail"):
+        return
+    async_task(
+        "orchestrator_app.tasks.notify_schedule_run",
+        schedule_run_id=str(schedule_run.pk),
+        session_id=str(session.pk),
+        schedule_name=str(getattr(schedule, "name", "") or schedule),
+        status=str(status),
+        error=str(getattr(schedule_run, "error", "") or "")[:500],
+        group="ahentic",
+    )
+
+
+def schedule_run_mail(
+    *, schedule_run_id: str, session_id: str, schedule_name: str, status: str, error: str = ""
+) -> bool:
+    """Mail the owner of the scheduled run's chat that it ended (once per schedule run)."""
+    session = Session.objects.select_related("owner").filter(pk=session_id).first()
+    if session is None or not _wants(session.owner, "schedules_mail"):
+        return False
+    return _claim_and_send(
+        kind=Notification.Kind.SCHEDULE_RUN,
+        key=schedule_run_id,
+        user=session.owner,
+        session_id=session.pk,
+        template="schedule_run",
+        subject=_("Scheduled run “%(name)s”: %(status)s")
+        % {"name": schedule_name, "status": status},
+        context={
+            "user": session.owner,
+            "schedule": schedule_name,
+            "status": status,
+            "error": error,
+            "title": session.title,
+            "url": chat_url(session.pk),
+        },
+    )
+
+
+def connect() -> None:
+    """Connect the receivers (``apps.ready``)."""
+    from .signals import approval_requested, schedule_run_finished
+
+    approval_requested.connect(
+        on_approval_requested, sender=Session, dispatch_uid="ahentic_approval_mail"
+    )
+    schedule_run_finished.connect(
+        on_schedule_run_finished, sender=Session, dispatch_uid="ahentic_schedule_run_mail"
+    )
