@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('orchestrator_app', '0005_usage_server_tools'),
+        ('orchestrator_app', '0007_spend'),
         ('sessions_app', '0012_session_spend_cap'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

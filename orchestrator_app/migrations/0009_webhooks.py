@@ -27,7 +27,7 @@ def delete_schedule(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('orchestrator_app', '0005_usage_server_tools'),
+        ('orchestrator_app', '0008_notifications'),
         ('django_q', '0018_task_success_index'),
     ]
 
