@@ -32,3 +32,9 @@ class OrchestratorAppConfig(AppConfig):
         from .control.recovery import start_watch
 
         post_spawn.connect(start_watch, dispatch_uid="ahentic_lease_watch")
+
+        # A scheduled run's log row ends when its run does (the tick settles it otherwise).
+        from .control.schedules import on_run_finished
+        from .signals import run_finished
+
+        run_finished.connect(on_run_finished, dispatch_uid="ahentic_schedule_run_finished")
