@@ -16,6 +16,7 @@ from django.http import HttpResponse
 from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, extend_session_admin
 from sessions_app.models import Session
 
+from . import admin_schedules  # noqa: F401  (registers the schedules' admin)
 from .control import runs, toolcalls
 from .errors import AhenticError
 from .ledger.diagnostics import session_diagnostics

@@ -105,9 +105,23 @@ def _minute(moment: datetime) -> datetime:
 # --- writes of the schedule ---------------------------------------------------------------------
 
 
+def schedule_save(
+    schedule: Schedule, *, fields: list[str] | None = None, now: datetime | None = None
+) -> Schedule:
+    """Create ``schedule``, or save its ``fields`` (what the admin's form changed, so a tick's
+    writes in between are kept), with its first due time from now on: earlier due times never
+    fire (no backfill). The caller validated it (``full_clean``, the admin form)."""
+    schedule.next_due_at = next_due(schedule, now or timezone.now())
+    if schedule.pk is None or fields is None:
+        schedule.save()
+    else:
+        schedule.save(update_fields=[*fields, "next_due_at", "updated_at"])
+    return schedule
+
+
 def schedule_saved(schedule: Schedule, *, now: datetime | None = None) -> None:
-    """A schedule was created or changed (the admin saves it): its first due time from now on.
-    Earlier due times never fire (no backfill)."""
+    """A schedule written without ``schedule_save`` (a fixture, a data migration): its
+    first due time from now on."""
     now = now or timezone.now()
     Schedule.objects.filter(pk=schedule.pk).update(next_due_at=next_due(schedule, now))
 
@@ -148,8 +162,9 @@ class Refusal:
     lasting: bool = False
 
 
-def _refusal(schedule: Schedule) -> Refusal | AgentVersion:
-    """What stops ``schedule`` from running now, or the agent version it runs with."""
+def refusal(schedule: Schedule) -> Refusal | AgentVersion:
+    """What stops ``schedule`` from running now, or the agent version it runs with (the
+    admin's form asks the same before it saves one)."""
     user, agent = schedule.run_as, schedule.agent
     who = user.get_username()
     if agent is None:
@@ -193,7 +208,7 @@ def fire(
             )
     except IntegrityError:
         return None
-    found = _refusal(schedule)
+    found = refusal(schedule)
     if isinstance(found, Refusal):
         _refused(schedule, row, found, now)
         return row
@@ -217,7 +232,7 @@ def fire(
         if created:
             session_services.session_delete(session_id=session.pk)  # an empty chat: no use
             session = None
-        _refused(schedule, row, Refusal(error.code, error.message), now, session=session)
+        _refused(schedule, row, Refusal(error.code, error.detail), now, session=session)
         return row
     run = Session.objects.filter(pk=session.pk).values_list("run_seq", flat=True).first() or 0
     ScheduleRun.objects.filter(pk=row.pk).update(session=session, run=run)
