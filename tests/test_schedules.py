@@ -546,3 +546,42 @@ def test_the_admin_refuses_a_schedule_whose_user_may_not_use_the_agent(
         response = client.post(add, add_form(owner, helper, **{field: value}))
         assert message in response.content.decode(), field
     assert not Schedule.objects.exists()
+
+
+# --- system checks ------------------------------------------------------------------------------
+
+
+def check_ids() -> set[str]:
+    from django.core.checks import run_checks
+
+    return {m.id for m in run_checks() if m.id.startswith("ahentic.")}
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.parametrize(
+    "key, value, check_id",
+    [
+        ("SCHEDULE_GRACE_S", 30, "ahentic.E025"),
+        ("SCHEDULE_GRACE_S", "120", "ahentic.E025"),
+        ("SCHEDULE_MAX_FAILURES", 0, "ahentic.E026"),
+    ],
+)
+def test_bad_schedule_settings_fail_the_checks(settings, key, value, check_id):
+    settings.AHENTIC = {**settings.AHENTIC, key: value}
+    assert check_ids() == {check_id}
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_the_checks_name_schedules_that_cannot_fire(owner, noperm, helper):
+    from django_q.models import Schedule as QSchedule
+
+    assert check_ids() == set()
+    refused = new_schedule(noperm, helper)
+    assert check_ids() == {"ahentic.W010"}
+    schedules.pause(refused, reason="until noperm gets the permission")
+    broken = new_schedule(owner, helper)
+    Schedule.objects.filter(pk=broken.pk).update(cron="61 * * * *")
+    assert check_ids() == {"ahentic.E027"}
+    Schedule.objects.filter(pk=broken.pk).update(cron="0 7 * * *")
+    QSchedule.objects.filter(func="orchestrator_app.tasks.schedule_tick").delete()
+    assert check_ids() == {"ahentic.W009"}
