@@ -137,24 +137,19 @@ def test_the_offline_model_writes_the_demo_schedules_site_digest(owner, llm, run
     from datetime import UTC, datetime, timedelta
 
     from orchestrator_app import tasks
-    from orchestrator_app.control import schedules
     from orchestrator_app.models import Schedule
-    from sessions_app import agents
-    from sessions_app.models import Agent
+
+    from .factories import agent_create, schedule_create
 
     llm.responder = demo_responder
-    helper = Agent.objects.create(slug="helper", name="Helper")
-    agents.version_save(helper, config={})
     start = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
-    schedule = Schedule(
-        name="Site digest",
-        agent=helper,
-        run_as=owner,
-        cron="*/5 * * * *",
+    schedule_create(
+        owner,
+        agent_create("helper"),
+        now=start,
         first_message="Write a short digest of what happened on the site since the last one.",
         chat_mode=Schedule.ChatMode.CONTINUE,
     )
-    schedules.schedule_save(schedule, now=start)
 
     run_tasks(tasks.schedule_tick, (start + timedelta(minutes=5, seconds=10)).isoformat())
 

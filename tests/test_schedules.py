@@ -16,10 +16,10 @@ from orchestrator_app.models import Schedule, ScheduleRun
 from orchestrator_app.signals import run_finished, schedule_run_finished, send_after_commit
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import agents
-from sessions_app.models import Agent, Session
+from sessions_app.models import Session
 
 from .conftest import API, transcript_of
-from .factories import UserFactory
+from .factories import UserFactory, agent_create, schedule_create
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
@@ -37,23 +37,11 @@ def tick(moment: datetime, seconds: int = 20) -> int:
 
 @pytest.fixture
 def helper(db):
-    agent = Agent.objects.create(slug="digest", name="Digest")
-    agents.version_save(agent, config={})
-    return agent
+    return agent_create("digest")
 
 
 def new_schedule(run_as, agent, *, now: datetime = T0, **fields) -> Schedule:
-    schedule = Schedule(
-        name=fields.pop("name", "Site digest"),
-        agent=agent,
-        run_as=run_as,
-        cron=fields.pop("cron", "*/5 * * * *"),
-        time_zone=fields.pop("time_zone", "UTC"),
-        first_message=fields.pop("first_message", "Write the site digest."),
-        **fields,
-    )
-    schedule.full_clean()
-    return schedules.schedule_save(schedule, now=now)
+    return schedule_create(run_as, agent, now=now, **fields)
 
 
 def log_of(schedule: Schedule) -> list[tuple[datetime, str, str]]:

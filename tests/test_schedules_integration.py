@@ -15,13 +15,14 @@ import pytest
 from django_q.models import Task
 from django_q.tasks import async_task
 
-from orchestrator_app.control import schedules
-from orchestrator_app.models import Schedule, ScheduleRun
+from orchestrator_app.models import ScheduleRun
 from orchestrator_app.testing.localapi import text_reply
-from sessions_app import agents
-from sessions_app.models import Agent, Session
+from sessions_app.models import Session
 
-from .test_worker_integration import POLL_LIMIT_S, Workers, wait_for_log
+from .factories import agent_create, schedule_create
+
+# ``workers``: the fixture that starts qcluster processes (used by name, hence the noqa).
+from .test_worker_integration import POLL_LIMIT_S, wait_for_log, workers  # noqa: F401
 
 pytestmark = [
     pytest.mark.integration,
@@ -34,28 +35,10 @@ TICKS = 12
 DUE = datetime(2027, 1, 5, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def workers(transactional_db, llm, tmp_path):
-    pool = Workers(llm, tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.stop_all()
-
-
-def test_two_clusters_ticking_for_one_due_time_fire_it_once(owner, llm, workers):
-    agent = Agent.objects.create(slug="digest", name="Digest")
-    agents.version_save(agent, config={})
-    schedule = Schedule(
-        name="Site digest",
-        agent=agent,
-        run_as=owner,
-        cron="0 9 5 1 *",
-        time_zone="UTC",
-        first_message="Write the site digest.",
+def test_two_clusters_ticking_for_one_due_time_fire_it_once(owner, llm, workers):  # noqa: F811
+    schedule = schedule_create(
+        owner, agent_create("digest"), cron="0 9 5 1 *", now=DUE - timedelta(hours=1)
     )
-    schedule.full_clean()
-    schedules.schedule_save(schedule, now=DUE - timedelta(hours=1))
     llm.enqueue(text_reply("Digest: all quiet."))
 
     for _ in range(2):
