@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
 from django.utils.safestring import SafeString
 
 from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, admin_link, excerpt, html_table
@@ -102,6 +103,18 @@ class ScheduleAdmin(admin.ModelAdmin):
     ]
     run_as_name = UsernameColumn("run_as")
 
+    def get_queryset(self, request):
+        # The list's "last run" column in the same query (no query per row).
+        last = ScheduleRun.objects.filter(schedule=OuterRef("pk")).order_by("-due_at")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                last_run_status=Subquery(last.values("status")[:1]),
+                last_run_due=Subquery(last.values("due_at")[:1]),
+            )
+        )
+
     def save_model(self, request, obj, form, change) -> None:
         schedules.schedule_save(obj, fields=list(form.changed_data) if change else None)
 
@@ -113,8 +126,9 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.display(description="last run")
     def last_status(self, obj: Schedule) -> str:
-        last = obj.runs.order_by("-due_at").first()
-        return f"{last.status} ({_in_zone(obj, last.due_at)})" if last else "-"
+        if not obj.last_run_status:
+            return "-"
+        return f"{obj.last_run_status} ({_in_zone(obj, obj.last_run_due)})"
 
     @admin.display(description="chat")
     def chat_link(self, obj: Schedule) -> SafeString | str:

@@ -573,3 +573,21 @@ def test_the_checks_name_schedules_that_cannot_fire(owner, noperm, helper):
     Schedule.objects.filter(pk=broken.pk).update(cron="0 7 * * *")
     QSchedule.objects.filter(func="orchestrator_app.tasks.schedule_tick").delete()
     assert check_ids() == {"ahentic.W009"}
+
+
+def test_the_schedule_list_costs_the_same_queries_for_more_schedules(admin_client, owner, helper):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def list_queries() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            response = admin_client.get(reverse("admin:orchestrator_app_schedule_changelist"))
+        assert response.status_code == 200
+        return len(queries)
+
+    for n in range(2):
+        schedules.run_now(new_schedule(owner, helper, name=f"Schedule {n}"))
+    few = list_queries()
+    for n in range(2, 6):
+        schedules.run_now(new_schedule(owner, helper, name=f"Schedule {n}"))
+    assert list_queries() == few

@@ -51,6 +51,9 @@ log = logging.getLogger("ahentic")
 # Due times scanned per look-up: a year of every-minute times would be far more, but a scan
 # stops at the first due time past its bound, so this only stops a pathological expression.
 SCAN_LIMIT = 2000
+# A claimed firing has this long to start its run (a few queries and an enqueue) before the
+# settle pass takes it for interrupted.
+STARTING_LIMIT = timedelta(minutes=10)
 
 
 # --- wall-clock time ----------------------------------------------------------------------------
@@ -208,10 +211,24 @@ def fire(
             )
     except IntegrityError:
         return None
+    try:
+        _start(schedule, row, due_at=due_at, now=now)
+    except Exception as error:  # the row must not stay "running" with nothing behind it
+        log.exception("Schedule %s (%s) failed to fire", schedule.pk, schedule.name)
+        if row.status != ScheduleRun.Status.RUNNING or row.run:
+            return row  # logged already, or a run started: ``settle`` follows it
+        _refused(
+            schedule, row, Refusal("ahentic_schedule_error", f"The firing failed: {error}"), now
+        )
+    return row
+
+
+def _start(schedule: Schedule, row: ScheduleRun, *, due_at: datetime, now: datetime) -> None:
+    """The claimed firing ``row``: refused (and logged so), given way, or a run started."""
     found = refusal(schedule)
     if isinstance(found, Refusal):
         _refused(schedule, row, found, now)
-        return row
+        return
     version = found
     session, created = _chat_for(schedule, version, due_at)
     if session.status in Session.LIVE:
@@ -225,7 +242,7 @@ def fire(
             message=f"The chat is still {session.status.replace('_', ' ')} from an earlier run.",
             now=now,
         )
-        return row
+        return
     try:
         runs.message_post(session=session, content=schedule.first_message, if_busy="reject")
     except AhenticError as error:  # the daily limit, the spend cap, no model...
@@ -233,12 +250,12 @@ def fire(
             session_services.session_delete(session_id=session.pk)  # an empty chat: no use
             session = None
         _refused(schedule, row, Refusal(error.code, error.detail), now, session=session)
-        return row
+        return
     run = Session.objects.filter(pk=session.pk).values_list("run_seq", flat=True).first() or 0
+    # Session and run in one UPDATE: ``settle`` reads a row without them as still starting.
     ScheduleRun.objects.filter(pk=row.pk).update(session=session, run=run)
     Schedule.objects.filter(pk=schedule.pk).update(consecutive_failures=0)
     row.session, row.run = session, run
-    return row
 
 
 def _chat_for(schedule: Schedule, version: AgentVersion, due_at: datetime) -> tuple[Session, bool]:
@@ -370,12 +387,15 @@ def settle(*, session_id=None, now: datetime | None = None) -> int:
     for row in rows:
         session = row.session
         if session is None:
+            if row.run:  # it had a chat: deleted since (SET_NULL)
+                code, message = "ahentic_schedule_chat_deleted", "The chat was deleted."
+            elif row.started_at and row.started_at < now - STARTING_LIMIT:
+                code = "ahentic_schedule_interrupted"
+                message = "The firing stopped before its run started (the worker died)."
+            else:
+                continue  # another tick is starting it right now
             changed += _finish(
-                row,
-                status=ScheduleRun.Status.FAILED,
-                code="ahentic_schedule_chat_deleted",
-                message="The chat was deleted before the run ended.",
-                now=now,
+                row, status=ScheduleRun.Status.FAILED, code=code, message=message, now=now
             )
             continue
         if session.run_seq == row.run:
@@ -422,18 +442,25 @@ def tick(now: datetime | None = None) -> int:
     )
     fired = 0
     for schedule in due:
-        if schedule.next_due_at is None:  # written without ``schedule_saved``
-            schedule_saved(schedule, now=now)
-            continue
-        latest = latest_due(schedule, now, since=max(schedule.next_due_at, now - grace))
-        if latest is not None:
-            fired += fire(schedule, due_at=latest, now=now) is not None
-        if latest is None or schedule.next_due_at < latest:
-            _missed(schedule, schedule.next_due_at, now)
-        # Conditional on the value read: a slower tick never moves it back.
-        Schedule.objects.filter(pk=schedule.pk, next_due_at=schedule.next_due_at).update(
-            next_due_at=next_due(schedule, now)
-        )
+        try:
+            fired += _tick_one(schedule, now, grace)
+        except Exception:  # one broken schedule (an invalid zone: E027) stops no other
+            log.exception("Schedule %s (%s): the tick failed", schedule.pk, schedule.name)
+    return fired
+
+
+def _tick_one(schedule: Schedule, now: datetime, grace: timedelta) -> bool:
+    if schedule.next_due_at is None:  # written without ``schedule_save``
+        schedule_saved(schedule, now=now)
+        return False
+    latest = latest_due(schedule, now, since=max(schedule.next_due_at, now - grace))
+    fired = latest is not None and fire(schedule, due_at=latest, now=now) is not None
+    if latest is None or schedule.next_due_at < latest:
+        _missed(schedule, schedule.next_due_at, now)
+    # Conditional on the value read: a slower tick never moves it back.
+    Schedule.objects.filter(pk=schedule.pk, next_due_at=schedule.next_due_at).update(
+        next_due_at=next_due(schedule, now)
+    )
     return fired
 
 
