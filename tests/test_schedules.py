@@ -591,3 +591,24 @@ def test_the_schedule_list_costs_the_same_queries_for_more_schedules(admin_clien
     for n in range(2, 6):
         schedules.run_now(new_schedule(owner, helper, name=f"Schedule {n}"))
     assert list_queries() == few
+
+
+def test_a_broken_schedule_stops_no_other_and_a_failing_firing_is_logged(owner, helper, llm):
+    from unittest import mock
+
+    broken = new_schedule(owner, helper, name="Broken")
+    Schedule.objects.filter(pk=broken.pk).update(time_zone="Mars/Olympus")  # outside the admin
+    good = new_schedule(owner, helper, name="Good")
+
+    tick(T0 + timedelta(minutes=5))
+
+    assert log_of(broken) == []
+    assert log_of(good) == [(T0 + timedelta(minutes=5), "running", "")]
+
+    with mock.patch(
+        "orchestrator_app.control.runs.message_post", side_effect=RuntimeError("queue down")
+    ):
+        tick(T0 + timedelta(minutes=10))
+    row = good.runs.get(due_at=T0 + timedelta(minutes=10))
+    assert (row.status, row.error_code) == ("failed", "ahentic_schedule_error")
+    assert row.error == "The firing failed: queue down"
