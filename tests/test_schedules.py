@@ -120,12 +120,20 @@ def test_continue_one_chat_posts_every_firing_into_the_same_chat(
     assert (first.run, second.run) == (1, 2)
     chat = Session.objects.get(owner=owner)
     assert chat.title == "Site digest"
+    assert chat.spend_cap_usd is None
     assert [m["content"] for m in transcript_of(owner_client, chat)] == [
         "Write the site digest.",
         "First digest.",
         "Write the site digest.",
         "Second digest.",
     ]
+    # Staff give the schedule a cap: the chat it keeps takes it at the next firing.
+    Schedule.objects.filter(pk=schedule.pk).update(spend_cap_usd=Decimal("1.25"))
+    llm.enqueue(text_reply("Third digest."))
+    run_tasks(tick, T0 + timedelta(minutes=15))
+    chat.refresh_from_db()
+    assert chat.spend_cap_usd == Decimal("1.25")
+    assert ScheduleRun.objects.filter(schedule=schedule, session=chat).count() == 3
 
 
 def test_a_firing_gives_way_while_the_continued_chat_is_still_running(owner, helper, llm):

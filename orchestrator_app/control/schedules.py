@@ -122,13 +122,6 @@ def schedule_save(
     return schedule
 
 
-def schedule_saved(schedule: Schedule, *, now: datetime | None = None) -> None:
-    """A schedule written without ``schedule_save`` (a fixture, a data migration): its
-    first due time from now on."""
-    now = now or timezone.now()
-    Schedule.objects.filter(pk=schedule.pk).update(next_due_at=next_due(schedule, now))
-
-
 def pause(schedule: Schedule, *, reason: str) -> bool:
     """Pause ``schedule`` (False when it already was)."""
     return bool(
@@ -450,8 +443,10 @@ def tick(now: datetime | None = None) -> int:
 
 
 def _tick_one(schedule: Schedule, now: datetime, grace: timedelta) -> bool:
-    if schedule.next_due_at is None:  # written without ``schedule_save``
-        schedule_saved(schedule, now=now)
+    if schedule.next_due_at is None:  # written without ``schedule_save``: due from now on
+        Schedule.objects.filter(pk=schedule.pk, next_due_at__isnull=True).update(
+            next_due_at=next_due(schedule, now)
+        )
         return False
     latest = latest_due(schedule, now, since=max(schedule.next_due_at, now - grace))
     fired = latest is not None and fire(schedule, due_at=latest, now=now) is not None
