@@ -481,8 +481,12 @@ def test_staff_with_the_permissions_manage_schedules_in_the_admin(
     schedule = Schedule.objects.get()
     assert schedule.next_due_at is not None and schedule.chat_mode == "continue"
 
-    schedules.run_now(schedule)
-    changelist = client.get(reverse("admin:orchestrator_app_schedule_changelist")).content.decode()
+    changelist_url = reverse("admin:orchestrator_app_schedule_changelist")
+    response = client.post(
+        changelist_url, {"action": "run_now", "_selected_action": [schedule.pk]}, follow=True
+    )
+    assert "Site digest: started." in response.content.decode()
+    changelist = client.get(changelist_url).content.decode()
     assert "Site digest" in changelist and "running" in changelist
     change = client.get(reverse("admin:orchestrator_app_schedule_change", args=[schedule.pk]))
     assert change.status_code == 200
@@ -502,6 +506,10 @@ def test_staff_with_the_permissions_manage_schedules_in_the_admin(
     assert response.status_code == 302
     schedule.refresh_from_db()
     assert schedule.cron == "0 7 * * *" and schedule.chat_id == row.session_id
+
+    client.post(changelist_url, {"action": "pause_schedules", "_selected_action": [schedule.pk]})
+    schedule.refresh_from_db()
+    assert schedule.paused and schedule.paused_reason == "Paused by scheduler."
 
 
 def test_staff_without_the_permissions_cannot_see_schedules(client, owner, helper, llm):
