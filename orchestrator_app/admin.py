@@ -16,7 +16,10 @@ from django.http import HttpResponse
 from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, extend_session_admin
 from sessions_app.models import Session
 
-from . import admin_spend  # noqa: F401  (the spend page)
+from . import (
+    admin_schedules,  # noqa: F401  (registers the schedules' admin)
+    admin_spend,  # noqa: F401  (the spend page)
+)
 from .control import runs, toolcalls
 from .errors import AhenticError
 from .ledger.diagnostics import session_diagnostics

@@ -46,3 +46,8 @@ class OrchestratorAppConfig(AppConfig):
         # The webhook admins; they build on orchestrator_app.admin, which cannot import them.
         if apps.is_installed("django.contrib.admin"):
             from . import admin_webhooks  # noqa: F401
+        # A scheduled run's log row ends when its run does (the tick settles it otherwise).
+        from .control.schedules import on_run_finished
+        from .signals import run_finished
+
+        run_finished.connect(on_run_finished, dispatch_uid="ahentic_schedule_run_finished")

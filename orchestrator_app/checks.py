@@ -474,6 +474,88 @@ def check_agents(app_configs=None, **kwargs):
     return messages
 
 
+@register()
+def check_schedules(app_configs=None, **kwargs):
+    """Scheduled runs (``control.schedules``): E025 ``SCHEDULE_GRACE_S`` under a minute (a
+    tick runs once a minute, so due times would be missed), E026 ``SCHEDULE_MAX_FAILURES`` not
+    a positive whole number, E027 a stored schedule whose cron expression or time zone is
+    invalid (written outside the admin), W009 active schedules and no django-q2 schedule for
+    the tick (nothing fires them), W010 an active schedule whose user may not use its agent
+    (each firing fails until it pauses itself). The rows are skipped before ``migrate``."""
+    from django.core.exceptions import ValidationError
+    from django.db.utils import OperationalError, ProgrammingError
+
+    from .control import schedules
+    from .models import Schedule, validate_cron, validate_time_zone
+
+    messages = []
+    grace = ahentic_settings.SCHEDULE_GRACE_S
+    if not isinstance(grace, int) or isinstance(grace, bool) or grace < 60:
+        messages.append(
+            Error(
+                f"AHENTIC['SCHEDULE_GRACE_S'] must be a whole number of seconds, at least 60 "
+                f"(it is {grace!r}).",
+                hint="The tick runs once a minute: a shorter window misses due times.",
+                id="ahentic.E025",
+            )
+        )
+    failures = ahentic_settings.SCHEDULE_MAX_FAILURES
+    if not isinstance(failures, int) or isinstance(failures, bool) or failures < 1:
+        messages.append(
+            Error(
+                f"AHENTIC['SCHEDULE_MAX_FAILURES'] must be a positive whole number "
+                f"(it is {failures!r}).",
+                id="ahentic.E026",
+            )
+        )
+    try:
+        active = list(
+            Schedule.objects.filter(paused=False).select_related("agent", "agent_version", "run_as")
+        )
+    except (OperationalError, ProgrammingError):
+        return messages  # no tables yet (before migrate)
+    for schedule in active:
+        label = f"Schedule {schedule.name!r} ({schedule.pk})"
+        try:
+            validate_cron(schedule.cron)
+            validate_time_zone(schedule.time_zone)
+        except ValidationError as error:
+            messages.append(
+                Error(
+                    f"{label}: {' '.join(error.messages)}",
+                    hint="Correct it in the admin; until then it never fires.",
+                    id="ahentic.E027",
+                )
+            )
+            continue
+        found = schedules.refusal(schedule)
+        if isinstance(found, schedules.Refusal):
+            messages.append(
+                Warning(
+                    f"{label} cannot run: {found.message}",
+                    hint="Give its user the permission, choose another user or agent, or pause it.",
+                    id="ahentic.W010",
+                )
+            )
+    if active and not _tick_scheduled():
+        messages.append(
+            Warning(
+                "There are active schedules but no django-q2 schedule runs "
+                "orchestrator_app.tasks.schedule_tick: nothing fires them.",
+                hint="Run migrate (orchestrator_app 0006 creates it), or add a django-q2 "
+                "schedule calling it every minute.",
+                id="ahentic.W009",
+            )
+        )
+    return messages
+
+
+def _tick_scheduled() -> bool:
+    from django_q.models import Schedule as QSchedule
+
+    return QSchedule.objects.filter(func="orchestrator_app.tasks.schedule_tick").exists()
+
+
 # Tools registered by this package; every other module's tools are the host's.
 BUILTIN_TOOL_PACKAGE = "orchestrator_app"
 

@@ -30,7 +30,10 @@ The keyword arguments:
 - ``run_failed``: ``run``, ``error_code``, ``message``, ``resumable``; sent just before the
   ``run_finished`` with outcome ``error`` of the same run.
 - ``schedule_run_finished``: ``schedule`` (the schedule), ``schedule_run`` (its log row),
-  ``status`` (the log row's status).
+  ``status`` (the log row's status: ``done``, ``awaiting_human``, ``failed``, ``cancelled``
+  or ``skipped``); ``session`` is None for a firing refused before it had a chat (its user
+  or agent; ``schedule_run.error`` says why). A run logged ``awaiting_human`` is sent again
+  when it ends.
 
 A receiver that raises is logged and does not stop the others or the run
 (``send_robust``).

@@ -7,7 +7,7 @@ from datetime import datetime
 from django.utils.dateparse import parse_datetime
 
 from . import notifications
-from .control import brain, runs
+from .control import brain, runs, schedules
 from .loop import files, step
 from .webhooks import delivery
 
@@ -20,6 +20,12 @@ def run_step(session_id: str, run_seq: int) -> None:
 def recover() -> int:
     """The ``ahentic_recover`` sweep: re-enqueue running sessions whose worker is gone."""
     return runs.recover_stalled()
+
+
+def schedule_tick(now: str | None = None) -> int:
+    """The ``ahentic_schedule_tick`` schedule, every minute: settle ended scheduled runs and
+    fire the schedules that came due. ``now`` (ISO 8601, aware) stands for the clock."""
+    return schedules.tick(datetime.fromisoformat(now) if now else None)
 
 
 def remember(session_id: str) -> None:

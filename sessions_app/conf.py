@@ -84,6 +84,11 @@ DEFAULTS: dict[str, Any] = {
     # past it is a 409 ahentic_attachment_quota.
     "ATTACHMENT_QUOTA_BYTES": 256 * 1024 * 1024,
     "FILES_API": False,
+    # Scheduled runs (README "Scheduled runs"): how late a due time may still fire (a due time
+    # older than this when a tick sees it is missed, never backfilled), and how many firings in
+    # a row refused for good (user, permission, agent) pause a schedule.
+    "SCHEDULE_GRACE_S": 120,
+    "SCHEDULE_MAX_FAILURES": 3,
     "FILES_API_MIN_BYTES": 1024 * 1024,
     # Outbound webhooks (README "Webhooks"): seconds one attempt may take (connect, and each
     # read); attempts per delivery; deliveries that give up in a row before the endpoint is

@@ -44,10 +44,12 @@ def session_create(
     granted_tools: list[str] | None = None,
     fork_event_id: int | None = None,
     agent_version: AgentVersion | None = None,
+    spend_cap_usd=None,
 ) -> Session:
     """Create a session. Without a title it is "New Agent" and may be renamed automatically.
     It pins ``agent_version``: by default a sub-agent its parent's, any other the site's
-    default agent's latest (``agents``); ``mode`` None is the agent's default mode."""
+    default agent's latest (``agents``); ``mode`` None is the agent's default mode.
+    ``spend_cap_usd``: the chat's own cap over the agent's (a schedule's, say); None: none."""
     title = (title or "").strip()
     if agent_version is None:
         agent_version = parent.agent_version if parent is not None else agents.default_version()
@@ -64,6 +66,7 @@ def session_create(
         prompt=prompt,
         granted_tools=granted_tools,
         fork_event_id=fork_event_id,
+        spend_cap_usd=spend_cap_usd,
     )
     if parent is not None:
         runstate.parent_bump(session.pk)

@@ -1,12 +1,15 @@
+from datetime import datetime
+
 import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
-from orchestrator_app.models import UsageRecord
-from sessions_app import services
-from sessions_app.models import Goal, Session
+from orchestrator_app.control import schedules
+from orchestrator_app.models import Schedule, UsageRecord
+from sessions_app import agents, services
+from sessions_app.models import Agent, Goal, Session
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -81,3 +84,26 @@ class UsageRecordFactory(factory.django.DjangoModelFactory):
     model = "claude-sonnet-5-5"
     input_tokens = 100
     output_tokens = 10
+
+
+def agent_create(slug: str, **fields) -> Agent:
+    """An agent with a first version that overrides nothing (as staff save one in the admin)."""
+    agent = Agent.objects.create(slug=slug, name=fields.pop("name", slug.title()), **fields)
+    agents.version_save(agent, config={})
+    return agent
+
+
+def schedule_create(run_as, agent: Agent, *, now: datetime | None = None, **fields) -> Schedule:
+    """A schedule validated and saved as the admin saves one: its first due time after
+    ``now``. Defaults: "Site digest" every 5 minutes, UTC, a new chat each firing."""
+    schedule = Schedule(
+        name=fields.pop("name", "Site digest"),
+        agent=agent,
+        run_as=run_as,
+        cron=fields.pop("cron", "*/5 * * * *"),
+        time_zone=fields.pop("time_zone", "UTC"),
+        first_message=fields.pop("first_message", "Write the site digest."),
+        **fields,
+    )
+    schedule.full_clean()
+    return schedules.schedule_save(schedule, now=now)

@@ -49,6 +49,7 @@ APP_LAYERS = {
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
                 "admin_webhooks",  # webhook endpoints and deliveries
                 "admin_notifications",  # the mail log and the users' opt-outs
+                "admin_schedules",  # scheduled runs and their log
                 "tasks",
                 "urls",
                 "checks",

@@ -111,6 +111,11 @@ def test_the_demo_uses_the_offline_model_quietly_and_its_member_login_sees_the_s
     assert "using the offline model" in output
     assert "cannot answer" not in output
     assert "member / member" in output
+    # The demo's schedule: a site digest every 5 minutes into one chat of the demo user.
+    assert "'Site digest' runs every 5 minutes" in output
+    admin = log_in(port, "demo", "demo")
+    schedules = admin.open(f"http://127.0.0.1:{port}/admin/orchestrator_app/schedule/").read()
+    assert "Site digest" in schedules.decode() and "*/5 * * * *" in schedules.decode()
 
 
 def test_sigterm_stops_the_demo_and_its_web_server(demo):

@@ -131,3 +131,33 @@ def test_the_offline_model_remembers_a_preference_and_recalls_it_in_a_new_chat(
 
     recalled = owner_client.get(f"{API}/sessions/{second.pk}").json()["messages"][-1]["content"]
     assert "From my memory of you" in recalled and "I like oat milk" in recalled
+
+
+def test_the_offline_model_writes_the_demo_schedules_site_digest(owner, llm, run_tasks):
+    from datetime import UTC, datetime, timedelta
+
+    from orchestrator_app import tasks
+    from orchestrator_app.models import Schedule
+
+    from .factories import agent_create, schedule_create
+
+    llm.responder = demo_responder
+    start = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+    schedule_create(
+        owner,
+        agent_create("helper"),
+        now=start,
+        first_message="Write a short digest of what happened on the site since the last one.",
+        chat_mode=Schedule.ChatMode.CONTINUE,
+    )
+
+    run_tasks(tasks.schedule_tick, (start + timedelta(minutes=5, seconds=10)).isoformat())
+
+    client = APIClient()
+    client.force_login(owner)
+    [chat] = client.get(f"{API}/sessions").json()["sessions"]
+    assert chat["title"] == "Site digest"
+    body = client.get(f"{API}/sessions/{chat['id']}").json()
+    assert body["status"] == "idle"
+    reply = body["messages"][-1]["content"]
+    assert reply.startswith("(Offline demo model) Site digest:") and len(reply) < 300

@@ -269,9 +269,18 @@ def _result_text(result: dict[str, Any]) -> str:
     )
 
 
+# The demo's "Site digest" schedule (ahentic_demo) asks for one every few minutes.
+DIGEST = re.compile(r"\bdigest\b", re.IGNORECASE)
+DIGEST_REPLY = (
+    "(Offline demo model) Site digest: nothing needs your attention. A real model would sum up "
+    "what changed since the last digest; this one comes from the demo's schedule (admin: "
+    "Schedules)."
+)
+
+
 def demo_responder(body: dict[str, Any]) -> LocalResponse:
     """The tour: "write a page about X" drafts a flat page and saves it through the admin after
-    approval; "list the pages" lists them; a message mentioning "page" reads the open page in
+    approval; "list the pages" lists them; a "digest" gets a short one (the demo's schedule); a message mentioning "page" reads the open page in
     the browser (page_read); any other message gets a plan card, then an echo. Brain requests
     (no tools) are named or summarized."""
     if not body.get("tools"):
@@ -289,6 +298,8 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
         scripted = admin_tour(said, messages)
         if scripted is not None:
             return scripted
+    if not results and DIGEST.search(said):
+        return text_reply(DIGEST_REPLY)
     remembered = memory_tour(said, messages, tool_names, results)
     if remembered is not None:
         return remembered

@@ -27,6 +27,7 @@ MEMBER_USERNAME = "member"
 MEMBER_PASSWORD = "member"
 # The webhook endpoint pointed at the demo's own receiver page.
 DEMO_WEBHOOK = "Demo receiver"
+DIGEST_NAME = "Site digest"
 
 
 def _stop_on_sigterm(signum, frame):
@@ -70,6 +71,7 @@ class Command(BaseCommand):
             self._ensure_logins()
             self._ensure_agents()
             self._ensure_webhook(addrport)
+            self._ensure_schedule()
 
             manage = [sys.executable, "manage.py"]
             env = os.environ.copy()
@@ -87,6 +89,8 @@ class Command(BaseCommand):
                     "on the site's own pages)\n"
                     f"API:       http://{addrport}/ahentic/v1/sessions\n"
                     f"Webhooks:  http://{addrport}/demo/webhooks/  (what the demo receiver got)\n"
+                    f"Schedule:  {DIGEST_NAME!r} runs every 5 minutes into {DEMO_USERNAME}'s "
+                    f"chat of that name (admin: Schedules)\n"
                     "Stop with Ctrl-C (or SIGTERM).\n"
                 )
             )
@@ -174,6 +178,27 @@ class Command(BaseCommand):
             )
         elif endpoint.url != url:
             WebhookEndpoint.objects.filter(pk=endpoint.pk).update(url=url)
+
+    def _ensure_schedule(self) -> None:
+        """The "Site digest" schedule (made once): every 5 minutes Helper writes a short digest
+        into one chat of the demo user, with the offline model when there is no API key."""
+        from orchestrator_app.control import schedules
+        from orchestrator_app.models import Schedule
+        from sessions_app.models import Agent
+
+        if Schedule.objects.filter(name=DIGEST_NAME).exists():
+            return
+        schedule = Schedule(
+            name=DIGEST_NAME,
+            agent=Agent.objects.get(slug="helper"),
+            run_as=get_user_model().objects.get(username=DEMO_USERNAME),
+            cron="*/5 * * * *",
+            time_zone="UTC",
+            first_message="Write a short digest of what happened on the site since the last one.",
+            chat_mode=Schedule.ChatMode.CONTINUE,
+        )
+        schedule.full_clean()
+        schedules.schedule_save(schedule)
 
     def _ensure_user(self, username: str, password: str, *, staff: bool):
         User = get_user_model()
