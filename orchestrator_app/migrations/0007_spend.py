@@ -3,7 +3,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("orchestrator_app", "0005_usage_server_tools"),
+        ("orchestrator_app", "0006_schedules"),
     ]
 
     operations = [
