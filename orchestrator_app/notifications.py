@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 
 from django.apps import apps
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.core.mail import EmailMultiAlternatives
@@ -233,13 +234,19 @@ def on_schedule_run_finished(
 ) -> None:
     """``schedule_run_finished``: the mail goes through the queue (ids and words only), so a
     slow mail server never holds up whoever ended the run. Reads ``schedule.name`` (else
-    ``str(schedule)``), ``schedule_run.pk`` and ``schedule_run.error`` (optional)."""
-    if not _wants(session.owner, "schedules_mail"):
+    ``str(schedule)``), ``schedule_run.pk`` and ``schedule_run.error`` (optional). A firing
+    refused before it had a chat (``session`` None) mails the schedule's user
+    (``schedule.run_as``)."""
+    if str(status) == "awaiting_human":
+        return  # the approval mail tells them (once, if they do not look); the end mails later
+    user = session.owner if session is not None else getattr(schedule, "run_as", None)
+    if user is None or not _wants(user, "schedules_mail"):
         return
     async_task(
         "orchestrator_app.tasks.notify_schedule_run",
         schedule_run_id=str(schedule_run.pk),
-        session_id=str(session.pk),
+        session_id=str(session.pk) if session is not None else "",
+        user_id=str(user.pk),
         schedule_name=str(getattr(schedule, "name", "") or schedule),
         status=str(status),
         error=str(getattr(schedule_run, "error", "") or "")[:500],
@@ -248,27 +255,41 @@ def on_schedule_run_finished(
 
 
 def schedule_run_mail(
-    *, schedule_run_id: str, session_id: str, schedule_name: str, status: str, error: str = ""
+    *,
+    schedule_run_id: str,
+    session_id: str,
+    schedule_name: str,
+    status: str,
+    error: str = "",
+    user_id: str = "",
 ) -> bool:
-    """Mail the owner of the scheduled run's chat that it ended (once per schedule run)."""
-    session = Session.objects.select_related("owner").filter(pk=session_id).first()
-    if session is None or not _wants(session.owner, "schedules_mail"):
+    """Mail the owner of the scheduled run's chat that it ended (once per schedule run); a
+    firing refused before it had a chat (no ``session_id``) mails ``user_id``."""
+    session = None
+    if session_id:
+        session = Session.objects.select_related("owner").filter(pk=session_id).first()
+        if session is None:
+            return False
+        user = session.owner
+    else:
+        user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    if user is None or not _wants(user, "schedules_mail"):
         return False
     return _claim_and_send(
         kind=Notification.Kind.SCHEDULE_RUN,
         key=schedule_run_id,
-        user=session.owner,
-        session_id=session.pk,
+        user=user,
+        session_id=session.pk if session is not None else None,
         template="schedule_run",
         subject=_("Scheduled run “%(name)s”: %(status)s")
         % {"name": schedule_name, "status": status},
         context={
-            "user": session.owner,
+            "user": user,
             "schedule": schedule_name,
             "status": status,
             "error": error,
-            "title": session.title,
-            "url": chat_url(session.pk),
+            "title": session.title if session is not None else "",
+            "url": chat_url(session.pk) if session is not None else site_url(),
         },
     )
 

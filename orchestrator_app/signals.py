@@ -71,14 +71,15 @@ def send_after_commit(signal: Signal, session: Session | Any, **kwargs: Any) -> 
     """Send ``signal`` for ``session`` once the current transaction commits (at once when
     none is open). The only way the app sends its public signals.
 
-    ``session`` is the session or its primary key; a key is read when the signal is sent (the
-    committed row; nothing is sent when it is gone, or when nobody listens)."""
+    ``session`` is the session, its primary key, or None (``schedule_run_finished`` for a
+    firing refused before it had a chat); a key is read when the signal is sent (the committed
+    row; nothing is sent when it is gone, or when nobody listens)."""
 
     def send() -> None:
         if not signal.has_listeners(Session):
             return
         row = session
-        if not isinstance(row, Session):
+        if row is not None and not isinstance(row, Session):
             row = db.primary(Session).select_related("owner").filter(pk=session).first()
             if row is None:  # deleted meanwhile: nothing left to report on
                 return

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
+from django_q.models import Schedule as QSchedule
 
 from orchestrator_app import tasks
 from orchestrator_app.control import schedules
@@ -76,8 +77,9 @@ def test_a_due_schedule_posts_its_message_as_its_user_and_logs_the_run_with_its_
     assert tick(T0 + timedelta(minutes=4)) == 0  # not due yet
     assert run_tasks(tick, T0 + timedelta(minutes=5)) == 1
 
+    # The run ended inside run_tasks: run_finished settled its log row at once.
     [row] = ScheduleRun.objects.filter(schedule=schedule)
-    assert (row.due_at, row.status) == (T0 + timedelta(minutes=5), "running")
+    assert (row.due_at, row.status) == (T0 + timedelta(minutes=5), "done")
     chat = row.session
     assert chat.owner == owner and chat.title == "Site digest, 2026-05-04 09:05"
     assert chat.spend_cap_usd == Decimal("2.5")
@@ -86,7 +88,7 @@ def test_a_due_schedule_posts_its_message_as_its_user_and_logs_the_run_with_its_
         "Write the site digest.",
         "Digest: 3 new pages, no errors.",
     ]
-    # The next tick sees the run ended: the log row says so, with the run's cost.
+    # The next tick changes nothing: the row already has its end and the run's cost.
     with django_capture_on_commit_callbacks(execute=True):
         tick(T0 + timedelta(minutes=6))
     row.refresh_from_db()
@@ -300,17 +302,23 @@ def test_run_now_fires_at_once_and_at_most_once_in_that_minute(owner, helper, ll
 # --- refusals -----------------------------------------------------------------------------------
 
 
-def test_a_user_without_the_agents_permission_is_refused_and_told_why(owner, helper, llm):
+def test_a_user_without_the_agents_permission_is_refused_and_told_why(
+    owner, helper, llm, mailoutbox, run_tasks
+):
     helper.permission = "auth.view_user"  # the agent needs a permission owner lacks
     helper.save()
     schedule = new_schedule(owner, helper)
 
-    tick(T0 + timedelta(minutes=5))
+    run_tasks(tick, T0 + timedelta(minutes=5))
 
     [row] = ScheduleRun.objects.filter(schedule=schedule)
     assert (row.status, row.error_code) == ("failed", "ahentic_schedule_agent_permission")
     assert row.error == "The user owner may not use the agent Digest (its permission or groups)."
     assert row.session is None and not Session.objects.filter(owner=owner).exists()
+    # The schedule's user is told by mail, with the reason (there is no chat to link to).
+    [mail] = mailoutbox
+    assert mail.to == [owner.email] and "failed" in mail.subject
+    assert "may not use the agent Digest" in mail.body
 
 
 def test_a_user_without_the_app_permission_is_refused(noperm, helper, llm):
@@ -404,6 +412,7 @@ def test_a_scheduled_run_reaching_an_approval_waits_for_the_user(
     tool_calls,
     finished,
     django_capture_on_commit_callbacks,
+    mailoutbox,
 ):
     schedule = new_schedule(owner, helper)
     llm.enqueue(tool_reply(tool_call("notes_create", {"title": "Digest"}, id="toolu_note")))
@@ -414,14 +423,24 @@ def test_a_scheduled_run_reaching_an_approval_waits_for_the_user(
 
     [row] = ScheduleRun.objects.filter(schedule=schedule)
     assert row.status == "awaiting_human"
-    body = owner_client.get(f"{API}/sessions/{row.session_id}").json()
-    assert body["status"] == "awaiting_human"
-    assert body["pendingTool"]["name"] == "notes_create"
     assert tool_calls == []  # never approved by the schedule
     assert finished == [("awaiting_human", schedule.pk, row.session_id)]
     # Later ticks leave it waiting; nothing more is sent.
     tick(T0 + timedelta(minutes=7))
     assert finished == [("awaiting_human", schedule.pk, row.session_id)]
+    # The user, who has not opened the chat, gets one mail about the approval, however often
+    # the check runs; no "scheduled run ended" mail while it only waits.
+    assert mailoutbox == []
+    [check] = QSchedule.objects.filter(func="orchestrator_app.tasks.notify_approval")
+    due = check.next_run + timedelta(seconds=1)
+    assert tasks.notify_approval(str(row.session_id), "toolu_note", now=due) is True
+    assert tasks.notify_approval(str(row.session_id), "toolu_note", now=due) is False
+    [mail] = mailoutbox
+    assert mail.to == [owner.email] and f"ahentic_session={row.session_id}" in mail.body
+    # The chat shows the card when the user opens it.
+    body = owner_client.get(f"{API}/sessions/{row.session_id}").json()
+    assert body["status"] == "awaiting_human"
+    assert body["pendingTool"]["name"] == "notes_create"
 
 
 def test_run_finished_settles_the_log_row_at_once(owner, helper, llm, run_tasks, finished):
