@@ -22,7 +22,7 @@ from .. import llm
 from ..control import brain, runs
 from ..control import plan as plan_rules
 from ..control.queue import enqueue_memory, enqueue_naming, enqueue_step
-from ..control.toolcalls import answer_unanswered, result_text, tool_response_record
+from ..control.toolcalls import answer_unanswered, is_mcp_call, result_text, tool_response_record
 from ..ledger import usage
 from ..tools import tools_for
 from . import context, files, pipeline, prompt, surface
@@ -228,6 +228,9 @@ class StepRunner:
         open_calls = self.heal()
         if open_calls:
             self.run_calls(open_calls)
+            return
+        if self.answered_mcp_call():
+            self.finish("mcp_call")
             return
         self.promote_pending()
         self.think()
@@ -637,7 +640,22 @@ class StepRunner:
                 )
                 self.ask_user(outcome.reply)
                 return
+        if all(is_mcp_call(call.tool_use_id) for call in calls):
+            # An MCP client's call: the client reads the answer, the model is not asked.
+            self.finish("mcp_call")
+            return
         self.next_step()
+
+    def answered_mcp_call(self) -> bool:
+        """The window ends with the answer to an MCP client's call (a denial recorded by the
+        decision): the run ends there, as it does after the call ran."""
+        events = self.window()
+        last = events[-1] if events else None
+        return (
+            last is not None
+            and last.kind == Event.Kind.TOOL_RESPONSE
+            and is_mcp_call(last.tool_use_id)
+        )
 
     def ask_user(self, question: str) -> None:
         session_services.event_append(
