@@ -193,3 +193,6 @@ class ToolGrantAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+
+from . import admin_mcp  # noqa: E402, F401  (the MCP tokens)

@@ -44,6 +44,7 @@ APP_LAYERS = {
                 "api",
                 "admin",
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
+                "admin_mcp",
                 "tasks",
                 "urls",
                 "checks",

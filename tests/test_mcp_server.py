@@ -369,3 +369,112 @@ def test_token_routes_validate_and_hide_other_users_tokens(
     assert owner_client.delete(f"{API}/mcp-tokens/abc").status_code == 404
     assert owner_client.get(f"{API}/mcp-tokens").json() == []
     assert McpToken.objects.get(pk=token_id).revoked_at is not None
+
+
+# --- the admin ---------------------------------------------------------------------------------
+
+
+def test_staff_make_a_token_for_a_user_shown_once_and_revoke_it(admin_client, owner, live_server):
+    response = admin_client.post(
+        "/admin/orchestrator_app/mcptoken/add/",
+        {"user": owner.pk, "name": "Desktop", "expires_at_0": "", "expires_at_1": ""},
+        follow=True,
+    )
+    assert response.status_code == 200
+    shown = [str(m) for m in response.context["messages"]]
+    [secret] = [word for m in shown for word in m.split() if word.startswith("ahmcp_")]
+    token = McpToken.objects.get(user=owner)
+    assert token.token_hash == hashlib.sha256(secret.encode()).hexdigest()
+    assert token.name == "Desktop"
+    # The list never shows it again.
+    listing = admin_client.get("/admin/orchestrator_app/mcptoken/")
+    assert secret not in listing.content.decode()
+    assert (
+        rpc(live_server, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, secret).status_code == 200
+    )
+    admin_client.post(
+        "/admin/orchestrator_app/mcptoken/",
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert (
+        rpc(live_server, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, secret).status_code == 401
+    )
+
+
+def test_admin_tools_run_with_the_users_own_permissions_and_log_like_the_admin(
+    live_server, settings, tool_calls
+):
+    from django.contrib.admin.models import CHANGE, LogEntry
+    from django.contrib.auth.models import Permission
+    from django.contrib.flatpages.models import FlatPage
+    from django.contrib.sites.models import Site
+    from rest_framework.test import APIClient
+
+    from .factories import UserFactory
+
+    settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": ["flatpages.flatpage"]}
+    editor = UserFactory(username="editor", agent_permission=True, is_staff=True)
+    editor.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_flatpage", "change_flatpage"])
+    )
+    page = FlatPage.objects.create(url="/about/", title="Abut us", content="<p>Hi.</p>")
+    page.sites.add(Site.objects.get_current())
+    secret = token_for(editor)
+    change = {"model": "flatpages.flatpage", "id": page.pk, "values": {"title": "About us"}}
+
+    async def work(client):
+        listed = await client.list_tools()
+        read = await client.call_tool("admin_get", {"model": "flatpages.flatpage", "id": page.pk})
+        save = await client.call_tool("admin_save", change)
+        return listed, read, save
+
+    listed, read, save = with_client(live_server, secret, work)
+    names = {tool.name for tool in listed.tools}
+    assert {"admin_get", "admin_save", "admin_list"} <= names
+    assert json.loads(text_of(read))["ok"] is True
+    assert save.meta["ahentic/status"] == "awaiting_approval"
+    page.refresh_from_db()
+    assert page.title == "Abut us"
+
+    client = APIClient()
+    client.force_login(editor)
+    session = Session.objects.get(owner=editor)
+    response = client.post(
+        f"{API}/sessions/{session.pk}/approvals", {"decision": "allow_once"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    page.refresh_from_db()
+    assert page.title == "About us"
+    entry = LogEntry.objects.filter(object_id=str(page.pk)).latest("action_time")
+    assert (entry.action_flag, entry.user_id) == (CHANGE, editor.pk)
+
+    async def again(client):
+        return await client.call_tool("admin_save", change)
+
+    result = with_client(live_server, secret, again)
+    assert json.loads(text_of(result))["changed"] == ["title"]
+
+
+@pytest.mark.parametrize(
+    "overrides, check_id",
+    [
+        ({"MCP_SERVER": "yes"}, "ahentic.E038"),
+        ({"MCP_CALL_WAIT_S": -1}, "ahentic.E039"),
+        ({"MCP_CALL_WAIT_S": "20"}, "ahentic.E039"),
+        ({"MCP_CALL_WAIT_S": 300}, "ahentic.W020"),
+    ],
+)
+def test_the_system_checks_refuse_bad_mcp_settings(settings, overrides, check_id):
+    from django.core.checks import run_checks
+
+    settings.AHENTIC = {**settings.AHENTIC, **overrides}
+    assert check_id in {message.id for message in run_checks()}
+
+
+def test_the_endpoint_can_be_turned_off(live_server, owner, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "MCP_SERVER": False}
+    secret = token_for(owner)
+    response = rpc(live_server, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, secret)
+    assert response.status_code == 404
