@@ -1,6 +1,6 @@
 /*
  * "MCP access": the user's tokens for the site's MCP endpoint (GET/POST mcp-tokens,
- * DELETE mcp-tokens/{id}), opened by the key button in the header. A new token is shown once,
+ * DELETE mcp-tokens/{id}), opened by the MCP button in the header. A new token is shown once,
  * with a copy button, and never again (only its hash is stored); each token lists its last use
  * and can be revoked (confirmed). Every text is textContent.
  */
@@ -22,13 +22,13 @@ export function createMcpTokens(app) {
   const endpoint = new URL(app.config.api + "mcp", window.location.href).href;
   const toggle = el("button", {
     type: "button",
-    className: "ahentic-icon-button",
+    className: "ahentic-icon-button ahentic-mcp-toggle",
     "data-role": "mcp-toggle",
     "aria-pressed": "false",
     "aria-controls": "ahentic-mcp",
     "aria-label": "MCP access",
     title: "MCP access",
-    text: "⚿",
+    text: "MCP",
   });
   ui.debugToggle.before(toggle);
 
