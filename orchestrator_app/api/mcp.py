@@ -25,6 +25,8 @@ import json
 from typing import Any
 
 import mcp.types as mcp_types
+from django.conf import settings
+from django.db import transaction
 from django.http import HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -117,6 +119,7 @@ def same_origin(request) -> bool:
 
 @csrf_exempt  # bearer tokens, not cookies: a cross-site form cannot authenticate
 def endpoint(request):
+    """The MCP endpoint (see the module's docstring)."""
     if not ahentic_settings.MCP_SERVER:
         return refusal(404, mcp_types.METHOD_NOT_FOUND, "The MCP endpoint is off.")
     if not same_origin(request):
@@ -130,6 +133,8 @@ def endpoint(request):
     user = token.user
     if not user.is_active or not may_use_agent(user):
         return refusal(403, AUTH_ERROR, "You do not have permission to use the agent.")
+    # The token's user is the request's (the throttles key on it; no session cookie is used).
+    request.user = user
     if request.method != "POST":
         # No server-to-client stream and no session to end in the stateless mode.
         return refusal(405, mcp_types.INVALID_REQUEST, "Use POST.", Allow="POST")
@@ -167,6 +172,12 @@ def endpoint(request):
         return HttpResponse(status=202)
     status = 400 if "error" in answer and answer.get("id") is None else 200
     return JsonResponse(answer, status=status)
+
+
+# A call commits its run before it waits for the worker's answer: never inside a transaction
+# a host's ATOMIC_REQUESTS would hold open for the whole request.
+for _alias in settings.DATABASES:
+    endpoint = transaction.non_atomic_requests(using=_alias)(endpoint)
 
 
 def read_body(request) -> Any:

@@ -236,7 +236,11 @@ def call_outcome(call: McpCall, *, wait: bool) -> CallOutcome:
             .only("content", "payload")
             .first()
         )
-        session = Session.objects.get(pk=call.session_id)
+        session = Session.objects.filter(pk=call.session_id).first()
+        if session is None:  # the user deleted the chat meanwhile
+            return CallOutcome(
+                Status.REFUSED, code="ahentic_call_not_run", message="The call's chat is gone."
+            )
         if response is not None:
             McpCall.objects.filter(pk=call.pk, delivered_at__isnull=True).update(
                 delivered_at=timezone.now()
