@@ -478,3 +478,50 @@ def test_the_endpoint_can_be_turned_off(live_server, owner, settings):
     secret = token_for(owner)
     response = rpc(live_server, {"jsonrpc": "2.0", "id": 1, "method": "ping"}, secret)
     assert response.status_code == 404
+
+
+def test_allow_for_this_chat_covers_the_next_calls_of_that_chat(
+    live_server, owner, owner_client, tool_calls
+):
+    secret = token_for(owner)
+
+    async def call(client, title):
+        return await client.call_tool("notes_create", {"title": title})
+
+    waiting = with_client(live_server, secret, lambda client: call(client, "One"))
+    assert waiting.meta["ahentic/status"] == "awaiting_approval"
+    session = Session.objects.get(owner=owner)
+    response = owner_client.post(
+        f"{API}/sessions/{session.pk}/approvals", {"decision": "allow_session"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+
+    async def both(client):
+        return await call(client, "One"), await call(client, "Two")
+
+    first, second = with_client(live_server, secret, both)
+    assert json.loads(text_of(first))["ok"] is True
+    assert json.loads(text_of(second))["ok"] is True  # no approval asked: the chat's grant
+    assert [c["input"]["title"] for c in tool_calls] == ["One", "Two"]
+    assert Session.objects.filter(owner=owner).count() == 1
+
+
+def test_a_call_while_another_waits_for_approval_runs_in_a_second_chat(
+    live_server, owner, tool_calls
+):
+    secret = token_for(owner, name="cli")
+
+    async def work(client):
+        waiting = await client.call_tool("notes_create", {"title": "Later"})
+        read = await client.call_tool("echo", {"text": "now"})
+        return waiting, read
+
+    waiting, read = with_client(live_server, secret, work)
+    assert waiting.meta["ahentic/status"] == "awaiting_approval"
+    assert json.loads(text_of(read)) == {"ok": True, "echo": "now"}
+    titles = sorted(Session.objects.filter(owner=owner).values_list("title", "status"))
+    day = timezone.localdate().isoformat()
+    assert titles == [
+        (f"MCP: cli {day}", Session.Status.AWAITING_HUMAN),
+        (f"MCP: cli {day} (2)", Session.Status.IDLE),
+    ]
