@@ -525,3 +525,30 @@ def test_a_call_while_another_waits_for_approval_runs_in_a_second_chat(
         (f"MCP: cli {day}", Session.Status.AWAITING_HUMAN),
         (f"MCP: cli {day} (2)", Session.Status.IDLE),
     ]
+
+
+def test_the_user_can_talk_about_the_calls_in_their_mcp_chat(
+    live_server, owner, owner_client, llm, run_tasks, tool_calls
+):
+    from orchestrator_app.testing.localapi import text_reply
+
+    from .conftest import post_message
+
+    secret = token_for(owner)
+
+    async def call(client):
+        return await client.call_tool("echo", {"text": "hi"})
+
+    with_client(live_server, secret, call)
+    session = Session.objects.get(owner=owner)
+    llm.enqueue(text_reply("The client echoed hi."))
+    payload = post_message(owner_client, session, run_tasks, "What did the client do?")
+    assert payload["status"] == "idle"
+    assert payload["messages"][-1]["content"] == "The client echoed hi."
+    [request] = [r["json"] for r in llm.requests if r["path"] == "/v1/messages"]
+    # The call and its answer are in the conversation the model reads.
+    blocks = [b for m in request["messages"] for b in m["content"] if isinstance(b, dict)]
+    assert [b["type"] for b in blocks if b["type"].startswith("tool_")] == [
+        "tool_use",
+        "tool_result",
+    ]

@@ -26,8 +26,9 @@ from typing import Any
 
 import mcp.types as mcp_types
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse, UnreadablePostError
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
@@ -192,8 +193,10 @@ def read_body(request) -> Any:
         return too_large
     try:
         raw = request.body
-    except Exception:  # RequestDataTooBig, or a client that hung up mid-body
+    except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE
         return too_large
+    except UnreadablePostError:  # the client hung up mid-body
+        return refusal(400, mcp_types.PARSE_ERROR, "The body could not be read.")
     if len(raw) > MAX_BODY_BYTES:
         return too_large
     try:

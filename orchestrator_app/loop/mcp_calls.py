@@ -37,7 +37,7 @@ from sessions_app.models import Event, Session
 from sessions_app.runstate import PendingTool
 
 from ..control.queue import enqueue_step
-from ..control.toolcalls import MCP_CALL_PREFIX, result_text
+from ..control.toolcalls import MCP_CALL_PREFIX, MCP_META, result_text
 from ..ledger import usage
 from ..models import McpCall, McpToken
 from ..tools import Tool, ToolContext, tools_for
@@ -176,7 +176,7 @@ def call_begin(
                     {
                         "kind": Event.Kind.USER_MESSAGE,
                         "content": f"MCP client {token.name!r} called {tool.name}.",
-                        "payload": {"meta": {"mcp": token.name}},
+                        "payload": {"meta": {MCP_META: token.name}},
                     },
                     {
                         "kind": Event.Kind.TOOL_CALL,

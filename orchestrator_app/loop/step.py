@@ -22,7 +22,13 @@ from .. import llm
 from ..control import brain, runs
 from ..control import plan as plan_rules
 from ..control.queue import enqueue_memory, enqueue_naming, enqueue_step
-from ..control.toolcalls import answer_unanswered, is_mcp_call, result_text, tool_response_record
+from ..control.toolcalls import (
+    MCP_META,
+    answer_unanswered,
+    is_mcp_call,
+    result_text,
+    tool_response_record,
+)
 from ..ledger import usage
 from ..tools import tools_for
 from . import context, files, pipeline, prompt, surface
@@ -229,7 +235,8 @@ class StepRunner:
         if open_calls:
             self.run_calls(open_calls)
             return
-        if self.answered_mcp_call():
+        if not self.session.has_queued and self.answered_mcp_call():
+            # (Messages queued meanwhile are promoted and answered by the model instead.)
             self.finish("mcp_call")
             return
         self.promote_pending()
@@ -647,15 +654,19 @@ class StepRunner:
         self.next_step()
 
     def answered_mcp_call(self) -> bool:
-        """The window ends with the answer to an MCP client's call (a denial recorded by the
-        decision): the run ends there, as it does after the call ran."""
+        """The run is an MCP client's call (its user turn is the call's, not the user's own
+        words) and the window ends with its answer (a denial recorded by the decision): the
+        run ends there, as it does after the call ran."""
         events = self.window()
         last = events[-1] if events else None
-        return (
-            last is not None
-            and last.kind == Event.Kind.TOOL_RESPONSE
-            and is_mcp_call(last.tool_use_id)
-        )
+        if (
+            last is None
+            or last.kind != Event.Kind.TOOL_RESPONSE
+            or not is_mcp_call(last.tool_use_id)
+        ):
+            return False
+        asked = next((e for e in reversed(events) if e.kind == Event.Kind.USER_MESSAGE), None)
+        return asked is not None and MCP_META in ((asked.payload or {}).get("meta") or {})
 
     def ask_user(self, question: str) -> None:
         session_services.event_append(
