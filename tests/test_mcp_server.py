@@ -89,6 +89,18 @@ def test_the_sdk_lists_the_users_tools_and_calls_a_read_tool(live_server, owner,
     kinds = list(session.events.order_by("seq").values_list("kind", flat=True))
     assert kinds == [Event.Kind.USER_MESSAGE, Event.Kind.TOOL_CALL, Event.Kind.TOOL_RESPONSE]
     assert session.trace_events.filter(type="tool_executed").exists()
+    # The token itself is nowhere in what was recorded.
+    recorded = json.dumps(
+        [
+            list(session.events.values()),
+            list(session.trace_events.values()),
+            list(Session.objects.filter(pk=session.pk).values()),
+            list(McpCall.objects.values()),
+            list(McpToken.objects.values()),
+        ],
+        default=str,
+    )
+    assert secret not in recorded and secret[len("ahmcp_") :] not in recorded
 
 
 def test_a_tool_refusal_is_a_tool_error_and_an_unknown_tool_a_protocol_error(
