@@ -1,11 +1,13 @@
 """Prepare the fuzzing leg's server: a user allowed to use the agent, a session of theirs, and a
-logged-in cookie. Prints ``FUZZ <session id> <sessionid cookie>``."""
+logged-in cookie, and a token of theirs for the MCP endpoint. Prints
+``FUZZ <session id> <sessionid cookie> <MCP token>``."""
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
+from orchestrator_app.control import mcp_tokens
 from sessions_app import agents, services
 
 user = get_user_model().objects.create_user("fuzz", password="fuzz")
@@ -17,4 +19,5 @@ session = services.session_create(owner=user, title="Fuzzed", mode="agent")
 agents.version_save(agents.default_agent(), config={"SOUL": "Fuzzed.", "MAX_STEPS_PER_RUN": 9})
 client = Client()
 client.force_login(user)
-print("FUZZ", session.pk, client.cookies[settings.SESSION_COOKIE_NAME].value)
+token = mcp_tokens.token_create(user=user, name="fuzz").secret
+print("FUZZ", session.pk, client.cookies[settings.SESSION_COOKIE_NAME].value, token)

@@ -201,4 +201,5 @@ class ToolGrantAdmin(ReadOnlyAdmin):
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
 
-from . import admin_notifications  # noqa: E402, F401  (the mail log and opt-outs)
+# The mail log and opt-outs, the MCP endpoint's tokens: they build on the admins above.
+from . import admin_mcp_tokens, admin_notifications  # noqa: E402, F401

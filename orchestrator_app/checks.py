@@ -761,3 +761,38 @@ def check_notification_cache(app_configs=None, **kwargs):
             id="ahentic.W014",
         )
     ]
+
+
+@register()
+def check_mcp_server(app_configs=None, **kwargs):
+    """The MCP endpoint's settings (README "The site as an MCP server"): ``MCP_SERVER`` a bool
+    (E038), ``MCP_CALL_WAIT_S`` a number of seconds >= 0 (E039); over 60 s a tools/call holds a
+    web worker that long (W020)."""
+    errors = []
+    if not isinstance(ahentic_settings.MCP_SERVER, bool):
+        errors.append(
+            Error(
+                "AHENTIC['MCP_SERVER'] must be True or False.",
+                hint="True serves the MCP endpoint (ahentic/v1/mcp); False answers 404 there.",
+                id="ahentic.E038",
+            )
+        )
+    wait = ahentic_settings.MCP_CALL_WAIT_S
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+        errors.append(
+            Error(
+                "AHENTIC['MCP_CALL_WAIT_S'] must be a number of seconds, 0 or more.",
+                hint="How long a tools/call waits for the tool's answer (default 20).",
+                id="ahentic.E039",
+            )
+        )
+    elif wait > 60:
+        errors.append(
+            Warning(
+                f"AHENTIC['MCP_CALL_WAIT_S'] is {wait} s: each MCP tools/call may hold a web "
+                "worker that long.",
+                hint="Keep it at 60 or less; a client calls again to get a slower answer.",
+                id="ahentic.W020",
+            )
+        )
+    return errors

@@ -1,5 +1,5 @@
-"""The token ledger, the owner's "always allow" grants, outbound webhooks, mail notifications
-and scheduled runs."""
+"""The token ledger, the owner's "always allow" grants, outbound webhooks, mail notifications,
+scheduled runs, and the MCP endpoint's tokens and calls."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import models
+from django.utils import timezone
 
 
 class UsageRecord(models.Model):
@@ -413,3 +414,84 @@ class ScheduleRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.schedule} at {self.due_at:%Y-%m-%d %H:%M} UTC: {self.status}"
+
+
+# --- the site as an MCP server (api/mcp_server.py) ---------------------------------------------
+
+
+class McpTokenQuerySet(models.QuerySet):
+    def usable(self):
+        """Tokens that authenticate now: not revoked, not expired."""
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=timezone.now())
+        )
+
+
+class McpToken(models.Model):
+    """A user's bearer token for the site's MCP endpoint (``api/mcp_server.py``).
+
+    Only the SHA-256 of the token is stored: the token is shown once, when it is created
+    (``control/mcp_tokens.py``). ``prefix`` is its first characters, enough to recognise it in
+    a list."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_mcp_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)
+    token_hash = models.CharField(max_length=64, unique=True)  # the endpoint's lookup
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Written at most once a minute (``mcp_tokens.token_touch``), not on every request.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = McpTokenQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "MCP token"
+        ordering = ["-created_at"]
+        indexes = [
+            # GET mcp-tokens: one user's tokens, newest first.
+            models.Index(fields=["user", "-created_at"], name="ahentic_mcptoken_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class McpCall(models.Model):
+    """One ``tools/call`` of an MCP client: the tool call event it became (``call_id`` in
+    ``session``), so a repeated identical call after an approval returns the recorded result
+    instead of running the tool again. ``delivered_at``: when the client received the result."""
+
+    token = models.ForeignKey(McpToken, on_delete=models.CASCADE, related_name="calls")
+    session = models.ForeignKey(
+        "sessions_app.Session", on_delete=models.CASCADE, related_name="mcp_calls"
+    )
+    call_id = models.CharField(max_length=64, unique=True)
+    tool_name = models.CharField(max_length=64)
+    input_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "MCP call"
+        indexes = [
+            # tools/call: this token's undelivered call of the same tool and arguments.
+            models.Index(
+                fields=["token", "tool_name", "input_digest"],
+                condition=models.Q(delivered_at__isnull=True),
+                name="ahentic_mcpcall_waiting",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.call_id}"

@@ -17,7 +17,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
-from .api import memory, notifications, schema, views
+from .api import mcp_server, mcp_tokens, memory, notifications, schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 
@@ -81,6 +81,7 @@ router.register("tools", views.ToolViewSet, basename="tools")
 router.register("skills", views.SkillViewSet, basename="skills")
 router.register("workflows", views.WorkflowViewSet, basename="workflows")
 router.register("stats/tokens", views.TokenStatsViewSet, basename="stats-tokens")
+router.register("mcp-tokens", mcp_tokens.McpTokenViewSet, basename="mcp-tokens")
 
 app_name = "ahentic"
 urlpatterns = [
@@ -105,5 +106,12 @@ urlpatterns = [
         name="me-notifications",
     ),
     re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
+    # The site as an MCP server (api/mcp_server.py): JSON-RPC, not REST, so not in the schema.
+    re_path(r"^mcp/?$", mcp_server.endpoint, name="mcp"),
+    re_path(
+        r"^mcp/oauth-protected-resource/?$",
+        mcp_server.resource_metadata,
+        name="mcp-resource-metadata",
+    ),
     re_path(r"^.*$", not_found_view),
 ]

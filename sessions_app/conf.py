@@ -83,6 +83,10 @@ DEFAULTS: dict[str, Any] = {
     # The bytes of attachments one user may hold over all their chats (None: no quota); an upload
     # past it is a 409 ahentic_attachment_quota.
     "ATTACHMENT_QUOTA_BYTES": 256 * 1024 * 1024,
+    # The site as an MCP server (README "The site as an MCP server"): the endpoint on or off,
+    # and how long a tools/call waits for its answer before telling the client to call again.
+    "MCP_SERVER": True,
+    "MCP_CALL_WAIT_S": 20,
     "FILES_API": False,
     # Scheduled runs (README "Scheduled runs"): how late a due time may still fire (a due time
     # older than this when a tick sees it is missed, never backfilled), and how many firings in

@@ -15,4 +15,10 @@ DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 Q_CLUSTER = {**Q_CLUSTER, "sync": False}
 DATABASES = {"default": {**DATABASES["default"], "NAME": os.environ["AHENTIC_FUZZ_DB"]}}
-AHENTIC = {**AHENTIC, "THROTTLE_MESSAGES": None, "THROTTLE_SESSIONS": None}
+# No worker runs the MCP endpoint's calls either: it answers "still running" at once.
+AHENTIC = {
+    **AHENTIC,
+    "THROTTLE_MESSAGES": None,
+    "THROTTLE_SESSIONS": None,
+    "MCP_CALL_WAIT_S": 0,
+}

@@ -50,6 +50,7 @@ APP_LAYERS = {
                 "admin_webhooks",  # webhook endpoints and deliveries
                 "admin_notifications",  # the mail log and the users' opt-outs
                 "admin_schedules",  # scheduled runs and their log
+                "admin_mcp_tokens",  # the MCP endpoint's tokens
                 "tasks",
                 "urls",
                 "checks",

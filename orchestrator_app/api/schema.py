@@ -221,6 +221,10 @@ def _strict_requests(schemas: dict) -> None:
                 }
             )
         action["oneOf"] = choices
+    token = schemas.get("McpTokenCreateRequest")
+    if token:
+        token["additionalProperties"] = False  # an unknown key is a 400
+        token["properties"]["name"]["pattern"] = NON_BLANK
     upload = schemas.get("AttachmentUploadRequest")
     if upload:
         files = upload["properties"]["file"]

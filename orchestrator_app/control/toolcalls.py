@@ -16,6 +16,15 @@ from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.models import Event, EventRow, Session, open_tool_call_rows
 
+# The id of a call an MCP client made (``loop/mcp_calls.py``): its run ends with its answer.
+MCP_CALL_PREFIX = "toolu_mcp_"
+# The key of the ``meta`` of the user turn an MCP call's run begins with (the token's name).
+MCP_META = "mcp"
+
+
+def is_mcp_call(call_id: str) -> bool:
+    return call_id.startswith(MCP_CALL_PREFIX)
+
 
 def unanswered_tool_calls(session_id) -> list[EventRow]:
     """Tool calls without a tool_response, oldest first. (A step finds its open calls in the

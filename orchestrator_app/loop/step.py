@@ -22,7 +22,13 @@ from .. import llm
 from ..control import brain, runs
 from ..control import plan as plan_rules
 from ..control.queue import enqueue_memory, enqueue_naming, enqueue_step
-from ..control.toolcalls import answer_unanswered, result_text, tool_response_record
+from ..control.toolcalls import (
+    MCP_META,
+    answer_unanswered,
+    is_mcp_call,
+    result_text,
+    tool_response_record,
+)
 from ..ledger import usage
 from ..signals import run_failed, run_finished, send_after_commit
 from ..tools import tools_for
@@ -257,6 +263,10 @@ class StepRunner:
         open_calls = self.heal()
         if open_calls:
             self.run_calls(open_calls)
+            return
+        if not self.session.has_queued and self.answered_mcp_call():
+            # (Messages queued meanwhile are promoted and answered by the model instead.)
+            self.finish("mcp_call")
             return
         self.promote_pending()
         self.think()
@@ -670,7 +680,26 @@ class StepRunner:
                 )
                 self.ask_user(outcome.reply)
                 return
+        if all(is_mcp_call(call.tool_use_id) for call in calls):
+            # An MCP client's call: the client reads the answer, the model is not asked.
+            self.finish("mcp_call")
+            return
         self.next_step()
+
+    def answered_mcp_call(self) -> bool:
+        """The run is an MCP client's call (its user turn is the call's, not the user's own
+        words) and the window ends with its answer (a denial recorded by the decision): the
+        run ends there, as it does after the call ran."""
+        events = self.window()
+        last = events[-1] if events else None
+        if (
+            last is None
+            or last.kind != Event.Kind.TOOL_RESPONSE
+            or not is_mcp_call(last.tool_use_id)
+        ):
+            return False
+        asked = next((e for e in reversed(events) if e.kind == Event.Kind.USER_MESSAGE), None)
+        return asked is not None and MCP_META in ((asked.payload or {}).get("meta") or {})
 
     def ask_user(self, question: str) -> None:
         session_services.event_append(

@@ -9,6 +9,7 @@
  *   attachments.js    files attached to a message (button, paste, drop) and their thumbnails
  *   memory.js         "What I remember": the chat's agent's memory of the user, to delete
  *   settings.js       Settings: the user's opt-outs of the agent's mails
+ *   tokens.js         "MCP access": the user's tokens for the site's MCP endpoint
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
  *
@@ -39,6 +40,7 @@ import { createStorage } from "./storage.js";
 import { renderHistory, renderTabs, statusOf, wireTabs } from "./tabs.js";
 import { createMemoryPanel } from "./memory.js";
 import { createSettingsPanel } from "./settings.js";
+import { createMcpTokens } from "./tokens.js";
 import { keepPinned, renderTranscript } from "./transcript.js";
 
 const STATUS_LABELS = {
@@ -100,6 +102,7 @@ function boot(root) {
   const app = { root, config, ui, state, client };
   const memory = createMemoryPanel(app); // "What I remember" (memory.js)
   createSettingsPanel(app); // the mail opt-outs, behind a header button (settings.js)
+  createMcpTokens(app); // "MCP access" (tokens.js)
   const attachments = createAttachments(app, {
     session: async () => {
       const existing = activeSession();

@@ -1,0 +1,374 @@
+"""The site as an MCP server: Streamable HTTP in its stateless JSON-response mode.
+
+``POST mcp`` takes one JSON-RPC message (or, for clients of the 2025-03-26 revision, a batch)
+and answers ``application/json``; a notification or a response is ``202`` with no body. There
+is no server-to-client stream (``GET`` and ``DELETE`` are ``405``) and no session
+(``Mcp-Session-Id`` is neither issued nor required): every request carries its bearer token.
+Methods: ``initialize``, ``ping``, ``tools/list``, ``tools/call`` (and the client's
+notifications); the messages are built and checked with the ``mcp`` SDK's types, for the
+protocol revision the client negotiated (the ``MCP-Protocol-Version`` header).
+
+Authentication: ``Authorization: Bearer ahmcp_...``, a token the user made in the sidebar or
+staff made in the admin (``control/mcp_tokens.py``). Without a usable token: ``401`` with
+``WWW-Authenticate: Bearer resource_metadata=...`` (the MCP authorization spec), the document
+served by ``resource_metadata`` below. A user who may not use the agent: ``403``.
+
+The tools are those a chat of the user's default agent (``?agent=<slug>``: another agent the
+user may use) offers, run through the chat pipeline (``loop/mcp_calls.py``). Errors never
+become a 5xx: malformed JSON -32700, an invalid message -32600, an unknown method -32601,
+invalid params or an unknown tool -32602, a body over the API's limit 413.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp.types as mcp_types
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
+from django.http import HttpResponse, JsonResponse, UnreadablePostError
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.csrf import csrf_exempt
+from mcp.types import methods as mcp_methods
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
+
+from sessions_app import agents
+from sessions_app.conf import ahentic_settings
+
+from ..control import mcp_tokens
+from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
+from ..loop import mcp_calls
+from ..tools import Tool
+from .parsers import nul_path
+from .permissions import may_use_agent
+from .throttles import RunStartThrottle, throttles_for
+from .views import MAX_BODY_BYTES
+
+SERVER_NAME = "django-ahentic"
+SERVER_VERSION = "1"
+# Without the header, the revision a client that predates it speaks (the transport's rule).
+DEFAULT_PROTOCOL_VERSION = "2025-03-26"
+MAX_BATCH = 20
+INSTRUCTIONS = (
+    "Tools of this site, run with your own permissions. A tool that changes something waits "
+    "for your approval in the site's agent panel unless you granted it there; call it again "
+    "with the same arguments once approved to get its result."
+)
+# A request the endpoint refuses before any method: the JSON-RPC code for its body.
+AUTH_ERROR = -32001
+
+
+def rpc_error(code: int, message: str, request_id: Any = None, data: Any = None) -> dict:
+    """A JSON-RPC error; ``id`` null when the request's id could not be read."""
+    error = mcp_types.ErrorData(code=code, message=message, data=data)
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": error.model_dump(by_alias=True, exclude_none=True, mode="json"),
+    }
+
+
+def rpc_result(request_id: Any, result: dict[str, Any]) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def refusal(status: int, code: int, message: str, **headers: str) -> JsonResponse:
+    response = JsonResponse(rpc_error(code, message), status=status)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def metadata_url(request) -> str:
+    return request.build_absolute_uri(reverse("ahentic:mcp-resource-metadata"))
+
+
+def unauthorized(request, message: str) -> JsonResponse:
+    challenge = f'Bearer resource_metadata="{metadata_url(request)}"'
+    return refusal(401, AUTH_ERROR, message, WWW_Authenticate=challenge)
+
+
+def resource_metadata(request):
+    """OAuth 2.0 Protected Resource Metadata (RFC 9728) of the endpoint. No authorization
+    server is listed: the endpoint takes the users' personal tokens only (README)."""
+    if request.method not in ("GET", "HEAD"):
+        return refusal(405, mcp_types.INVALID_REQUEST, "Use GET.", Allow="GET, HEAD")
+    return JsonResponse(
+        {
+            "resource": request.build_absolute_uri(reverse("ahentic:mcp")),
+            "authorization_servers": [],
+            "bearer_methods_supported": ["header"],
+            "resource_name": SERVER_NAME,
+        }
+    )
+
+
+def same_origin(request) -> bool:
+    """A browser's request carries ``Origin``: it must be this site (the transport's defence
+    against DNS rebinding); clients outside a browser send none."""
+    origin = request.headers.get("Origin")
+    if not origin:
+        return True
+    return url_has_allowed_host_and_scheme(
+        origin, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+
+
+@csrf_exempt  # bearer tokens, not cookies: a cross-site form cannot authenticate
+def endpoint(request):
+    """The MCP endpoint (see the module's docstring)."""
+    if not ahentic_settings.MCP_SERVER:
+        return refusal(404, mcp_types.METHOD_NOT_FOUND, "The MCP endpoint is off.")
+    if not same_origin(request):
+        return refusal(403, mcp_types.INVALID_REQUEST, "Cross-origin requests are refused.")
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return unauthorized(request, "A bearer token is required.")
+    token = mcp_tokens.token_authenticate(secret.strip())
+    if token is None:
+        return unauthorized(request, "The token is unknown, expired or revoked.")
+    user = token.user
+    if not user.is_active or not may_use_agent(user):
+        return refusal(403, AUTH_ERROR, "You do not have permission to use the agent.")
+    # The token's user is the request's (the throttles key on it; no session cookie is used).
+    request.user = user
+    if request.method != "POST":
+        # No server-to-client stream and no session to end in the stateless mode.
+        return refusal(405, mcp_types.INVALID_REQUEST, "Use POST.", Allow="POST")
+    try:
+        version = agents.version_for_new_session(user, request.GET.get("agent") or None)
+    except agents.AgentNotFound:
+        return refusal(404, mcp_types.INVALID_PARAMS, "No such agent for you.")
+    protocol = request.headers.get("MCP-Protocol-Version") or DEFAULT_PROTOCOL_VERSION
+    if protocol not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return JsonResponse(
+            rpc_error(
+                mcp_types.UNSUPPORTED_PROTOCOL_VERSION,
+                f"Unsupported protocol version {protocol[:40]!r}.",
+                data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": protocol[:40]},
+            ),
+            status=400,
+        )
+    content_type = request.content_type or ""
+    if content_type != "application/json":
+        return refusal(415, mcp_types.INVALID_REQUEST, "The body must be application/json.")
+    body = read_body(request)
+    if isinstance(body, HttpResponse):
+        return body
+    handler = Handler(request, token, version, protocol)
+    if isinstance(body, list):
+        if not body or len(body) > MAX_BATCH:
+            return JsonResponse(
+                rpc_error(mcp_types.INVALID_REQUEST, f"A batch holds 1 to {MAX_BATCH} messages."),
+                status=400,
+            )
+        answers = [answer for answer in map(handler.message, body) if answer is not None]
+        return JsonResponse(answers, safe=False) if answers else HttpResponse(status=202)
+    answer = handler.message(body)
+    if answer is None:
+        return HttpResponse(status=202)
+    status = 400 if "error" in answer and answer.get("id") is None else 200
+    return JsonResponse(answer, status=status)
+
+
+# A call commits its run before it waits for the worker's answer: never inside a transaction
+# a host's ATOMIC_REQUESTS would hold open for the whole request.
+for _alias in settings.DATABASES:
+    endpoint = transaction.non_atomic_requests(using=_alias)(endpoint)
+
+
+def read_body(request) -> Any:
+    """The parsed body, or the error response: over the API's size limit 413, not JSON -32700
+    (too deep or with a NUL character too: the API's parser refuses the same)."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    too_large = refusal(413, mcp_types.INVALID_REQUEST, f"The body is over {MAX_BODY_BYTES} bytes.")
+    if length > MAX_BODY_BYTES:
+        return too_large
+    try:
+        raw = request.body
+    except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE
+        return too_large
+    except UnreadablePostError:  # the client hung up mid-body
+        return refusal(400, mcp_types.PARSE_ERROR, "The body could not be read.")
+    if len(raw) > MAX_BODY_BYTES:
+        return too_large
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return refusal(400, mcp_types.PARSE_ERROR, "The body is not valid JSON.")
+    if json_depth_exceeds(data):
+        return refusal(400, mcp_types.PARSE_ERROR, f"JSON nests deeper than {MAX_JSON_DEPTH}.")
+    if nul_path(data) is not None:
+        return refusal(400, mcp_types.PARSE_ERROR, "NUL characters (\\u0000) are not accepted.")
+    return data
+
+
+class Handler:
+    """Answers the messages of one HTTP request."""
+
+    def __init__(self, request, token, version, protocol: str):
+        self.request = request
+        self.token = token
+        self.user = token.user
+        self.version = version
+        self.protocol = protocol
+        self._tools: dict[str, Tool] | None = None
+
+    def tools(self) -> dict[str, Tool]:
+        if self._tools is None:
+            self._tools = {t.name: t for t in mcp_calls.mcp_tools(self.user, self.version)}
+        return self._tools
+
+    def message(self, data: Any) -> dict | None:
+        """One message's answer; None for a notification or a response (nothing to say)."""
+        if not isinstance(data, dict):
+            return rpc_error(mcp_types.INVALID_REQUEST, "A message is a JSON object.")
+        if "method" not in data:
+            if "id" in data and ("result" in data or "error" in data):
+                return None  # a response to a request this server never sends: ignored
+            return rpc_error(mcp_types.INVALID_REQUEST, "Not a JSON-RPC request.")
+        if "id" not in data:
+            try:
+                mcp_types.JSONRPCNotification.model_validate(data)
+            except ValidationError:
+                return rpc_error(mcp_types.INVALID_REQUEST, "Not a JSON-RPC notification.")
+            return None
+        try:
+            message = mcp_types.JSONRPCRequest.model_validate(data)
+        except ValidationError:
+            request_id = data.get("id") if isinstance(data.get("id"), str | int) else None
+            return rpc_error(mcp_types.INVALID_REQUEST, "Not a JSON-RPC request.", request_id)
+        method = message.method
+        params = message.params if isinstance(message.params, dict) else {}
+        if method not in ("initialize", "ping", "tools/list", "tools/call"):
+            return rpc_error(mcp_types.METHOD_NOT_FOUND, "Method not found.", message.id)
+        version = self.protocol
+        if method == "initialize":
+            offered = params.get("protocolVersion")
+            version = (
+                offered if offered in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+            )
+        try:
+            mcp_methods.validate_client_request(method, version, message.params)
+        except ValidationError as exc:
+            problem = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3]
+            )
+            return rpc_error(mcp_types.INVALID_PARAMS, f"Invalid params: {problem}", message.id)
+        if method == "initialize":
+            result = self.initialize(version)
+        elif method == "ping":
+            result = mcp_types.EmptyResult()
+        elif method == "tools/list":
+            result = self.tools_list()
+        else:
+            name = params.get("name")
+            tool = self.tools().get(name)
+            if tool is None:
+                return rpc_error(mcp_types.INVALID_PARAMS, f"Unknown tool: {name}", message.id)
+            result = self.tools_call(tool, params.get("arguments") or {})
+        dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return rpc_result(message.id, mcp_methods.serialize_server_result(method, version, dumped))
+
+    def initialize(self, version: str) -> mcp_types.InitializeResult:
+        return mcp_types.InitializeResult(
+            protocol_version=version,
+            capabilities=mcp_types.ServerCapabilities(
+                tools=mcp_types.ToolsCapability(list_changed=False)
+            ),
+            server_info=mcp_types.Implementation(name=SERVER_NAME, version=SERVER_VERSION),
+            instructions=INSTRUCTIONS,
+        )
+
+    def tools_list(self) -> mcp_types.ListToolsResult:
+        return mcp_types.ListToolsResult(
+            tools=[
+                mcp_types.Tool(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    annotations=mcp_types.ToolAnnotations(
+                        read_only_hint=tool.readonly,
+                        destructive_hint=None if tool.readonly else True,
+                    ),
+                )
+                for tool in self.tools().values()
+            ]
+        )
+
+    def tools_call(self, tool: Tool, arguments: Any) -> mcp_types.CallToolResult:
+        if not isinstance(arguments, dict):
+            return tool_result(
+                {"ok": False, "error": "invalid_input", "message": "arguments must be an object."},
+                False,
+            )
+        for throttle in throttles_for(RunStartThrottle):
+            if not throttle.allow_request(self.request, None):
+                wait = throttle.wait()
+                return tool_result(
+                    {
+                        "ok": False,
+                        "error": "ahentic_throttled",
+                        "message": "Too many calls; try again later.",
+                        "retryAfter": int(wait or 1),
+                    },
+                    False,
+                )
+        outcome = mcp_calls.call_tool(
+            token=self.token, version=self.version, tool=tool, arguments=arguments
+        )
+        status = outcome.status
+        if status == mcp_calls.Status.DONE:
+            return tool_result(outcome.result, outcome.ok, self.chat(outcome))
+        if status == mcp_calls.Status.REFUSED:
+            refused = {"ok": False, "error": outcome.code, "message": outcome.message}
+            return tool_result(refused, False, self.chat(outcome))
+        chat = self.chat(outcome)
+        if status == mcp_calls.Status.AWAITING_APPROVAL:
+            text = (
+                f"Waiting for approval: {tool.name} changes something, so it runs only once "
+                f"you allow it in the agent panel of {chat['site']} (History: "
+                f"{chat['title']!r}). Then call {tool.name} again with the same arguments to "
+                "get its result; it will not run twice."
+            )
+        else:
+            text = (
+                f"{tool.name} is still running. Call it again with the same arguments to get "
+                "its result; it will not run twice."
+            )
+        return mcp_types.CallToolResult(
+            content=[mcp_types.TextContent(type="text", text=text)],
+            is_error=False,
+            meta={"ahentic/status": status, "ahentic/chat": chat},
+        )
+
+    def chat(self, outcome: mcp_calls.CallOutcome) -> dict[str, Any]:
+        session = outcome.session
+        if session is None:
+            return {}
+        return {
+            "id": str(session.pk),
+            "title": session.title,
+            "site": self.request.build_absolute_uri("/"),
+            "url": self.request.build_absolute_uri(
+                reverse("ahentic:session-detail", args=[session.pk])
+            ),
+        }
+
+
+def tool_result(result: Any, ok: bool, chat: dict | None = None) -> mcp_types.CallToolResult:
+    text = (
+        result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+    )
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=text)],
+        is_error=not ok,
+        meta={"ahentic/chat": chat} if chat else None,
+    )

@@ -1,0 +1,97 @@
+"""The MCP endpoint's bearer tokens: create (shown once), authenticate, touch, revoke.
+
+A token is ``ahmcp_`` plus 43 URL-safe characters (256 random bits). Only its SHA-256 is
+stored; authenticating hashes what the client sent and looks the hash up (an indexed equality
+on a digest of a high-entropy secret: the lookup reveals nothing a timing attack could use,
+and the final comparison is ``hmac.compare_digest``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from ..errors import AhenticError
+from ..models import McpToken
+
+TOKEN_PREFIX = "ahmcp_"
+# What the list shows of a token: the prefix and four characters of the secret.
+SHOWN_CHARS = len(TOKEN_PREFIX) + 4
+# ``last_used_at`` is written at most this often per token (one UPDATE a minute, not a request).
+TOUCH_EVERY = timedelta(minutes=1)
+NAME_MAX = 100
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A new token and the secret, which exists only here (never stored, never shown again)."""
+
+    token: McpToken
+    secret: str
+
+
+def token_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def token_create(
+    *, user, name: str, expires_at: datetime | None = None, created_by=None
+) -> IssuedToken:
+    """A new token for ``user`` (by the user, or by staff: ``created_by``)."""
+    name = (name or "").strip()
+    if not name or len(name) > NAME_MAX:
+        raise AhenticError(
+            "ahentic_invalid_input", f"A token needs a name of 1 to {NAME_MAX} characters.", 400
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        raise AhenticError("ahentic_invalid_input", "expiresAt must be in the future.", 400)
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = McpToken.objects.create(
+        user=user,
+        name=name,
+        prefix=secret[:SHOWN_CHARS],
+        token_hash=token_digest(secret),
+        expires_at=expires_at,
+        created_by=created_by or user,
+    )
+    return IssuedToken(token=token, secret=secret)
+
+
+def token_authenticate(secret: str) -> McpToken | None:
+    """The usable token (not revoked, not expired) this secret is, with its user, else None.
+    Records the use (``token_touch``)."""
+    if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+        return None
+    digest = token_digest(secret)
+    token = McpToken.objects.usable().select_related("user").filter(token_hash=digest).first()
+    if token is None or not hmac.compare_digest(token.token_hash, digest):
+        return None
+    token_touch(token)
+    return token
+
+
+def token_touch(token: McpToken) -> None:
+    """Record a use: at most one write a minute per token, and a conditional one (two requests
+    at once write once)."""
+    now = timezone.now()
+    if token.last_used_at is not None and now - token.last_used_at < TOUCH_EVERY:
+        return
+    stale = now - TOUCH_EVERY
+    McpToken.objects.filter(pk=token.pk).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale)
+    ).update(last_used_at=now)
+    token.last_used_at = now
+
+
+def token_revoke(*, token: McpToken) -> bool:
+    """Revoke a token (kept for its history of calls). False when it was already revoked."""
+    revoked = McpToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    return bool(revoked)

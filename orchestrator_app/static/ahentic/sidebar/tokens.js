@@ -1,0 +1,164 @@
+/*
+ * "MCP access": the user's tokens for the site's MCP endpoint (GET/POST mcp-tokens,
+ * DELETE mcp-tokens/{id}), opened by the MCP button in the header. A new token is shown once,
+ * with a copy button, and never again (only its hash is stored); each token lists its last use
+ * and can be revoked (confirmed). Every text is textContent.
+ */
+import { el, fill, show } from "./dom.js";
+
+const EXPIRY_CHOICES = [
+  ["30", "30 days"],
+  ["90", "90 days"],
+  ["365", "1 year"],
+  ["", "Never"],
+];
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : "never";
+}
+
+export function createMcpTokens(app) {
+  const { client, ui } = app;
+  const endpoint = new URL(app.config.api + "mcp", window.location.href).href;
+  const toggle = el("button", {
+    type: "button",
+    className: "ahentic-icon-button ahentic-mcp-toggle",
+    "data-role": "mcp-toggle",
+    "aria-pressed": "false",
+    "aria-controls": "ahentic-mcp",
+    "aria-label": "MCP access",
+    title: "MCP access",
+    text: "MCP",
+  });
+  ui.debugToggle.before(toggle);
+
+  const name = el("input", {
+    type: "text",
+    className: "ahentic-input",
+    "data-role": "mcp-name",
+    maxLength: 100,
+    placeholder: "Name, e.g. Laptop",
+    "aria-label": "Token name",
+  });
+  const expiry = el(
+    "select",
+    { className: "ahentic-select", "data-role": "mcp-expiry", "aria-label": "Expires after" },
+    ...EXPIRY_CHOICES.map(([value, label]) =>
+      el("option", { value, text: label, selected: value === "90" }),
+    ),
+  );
+  const create = el("button", {
+    type: "submit",
+    className: "ahentic-button",
+    "data-role": "mcp-create",
+    text: "Create token",
+  });
+  const form = el("form", { className: "ahentic-mcp-form" }, name, expiry, create);
+  const secret = el("code", { "data-role": "mcp-secret" });
+  const copy = el("button", { type: "button", className: "ahentic-link", text: "Copy" });
+  const issued = el(
+    "div",
+    { className: "ahentic-mcp-issued", "data-role": "mcp-issued", role: "status" },
+    el("p", { text: "Copy this token now: it is not shown again." }),
+    secret,
+    copy,
+  );
+  const error = el("p", { className: "ahentic-error", "data-role": "mcp-error", role: "alert" });
+  const list = el("ul", { "data-role": "mcp-tokens" });
+  const panel = el(
+    "section",
+    { className: "ahentic-mcp", id: "ahentic-mcp", "data-role": "mcp-panel", "aria-label": "MCP access" },
+    el("strong", { text: "MCP access" }),
+    el("p", {
+      className: "ahentic-artifact-meta",
+      text:
+        "Let an MCP client (Claude Code, Claude Desktop...) use this site's tools as you. " +
+        "Changes still wait for your approval here. Endpoint: " +
+        endpoint,
+    }),
+    form,
+    issued,
+    error,
+    list,
+  );
+  show(panel, false);
+  show(issued, false);
+  show(error, false);
+  ui.error.before(panel);
+
+  function fail(result) {
+    error.textContent = (result.data && result.data.detail) || "Request failed.";
+    show(error, true);
+  }
+
+  async function load() {
+    const result = await client.api("GET", "mcp-tokens");
+    if (!result.ok) return fail(result);
+    const tokens = result.data || [];
+    fill(
+      list,
+      tokens.length
+        ? tokens.map((token) =>
+            el(
+              "li",
+              { className: "ahentic-child", "data-token": String(token.id) },
+              el("span", { className: "ahentic-child-title", text: token.name }),
+              el("span", {
+                className: "ahentic-artifact-meta",
+                text:
+                  token.prefix +
+                  "… · " +
+                  (token.expired ? "expired" : "expires " + when(token.expiresAt)) +
+                  " · last used " +
+                  when(token.lastUsedAt),
+              }),
+              el("button", {
+                type: "button",
+                className: "ahentic-link",
+                text: "Revoke",
+                "aria-label": "Revoke " + token.name,
+                onclick: () => revoke(token),
+              }),
+            ),
+          )
+        : el("li", { className: "ahentic-artifact-meta", text: "No tokens yet." }),
+    );
+  }
+
+  async function revoke(token) {
+    if (!window.confirm(`Revoke "${token.name}"? Clients using it lose access at once.`)) return;
+    const result = await client.api("DELETE", "mcp-tokens/" + token.id);
+    if (!result.ok) fail(result);
+    await load();
+  }
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    show(error, false);
+    const body = { name: name.value.trim() };
+    body.expiresInDays = expiry.value ? Number(expiry.value) : null;
+    const result = await client.api("POST", "mcp-tokens", body);
+    if (!result.ok) return fail(result);
+    secret.textContent = result.data.token;
+    show(issued, true);
+    name.value = "";
+    await load();
+  });
+  copy.addEventListener("click", () => {
+    if (navigator.clipboard) navigator.clipboard.writeText(secret.textContent);
+  });
+  toggle.addEventListener("click", () => {
+    const open = panel.hidden;
+    show(panel, open);
+    toggle.setAttribute("aria-pressed", String(open));
+    if (open) {
+      load();
+    } else {
+      // Closing forgets the shown secret: it is never displayed again.
+      secret.textContent = "";
+      show(issued, false);
+    }
+  });
+
+  return { load };
+}
