@@ -24,6 +24,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.cache import cache
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -65,10 +67,33 @@ def event_payload(event: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"type": str(event), "timestamp": timezone.now().isoformat(), "data": data}
 
 
+# Which active endpoint wants which event, kept in the default cache so that a step's signals
+# cost no query. Every write of an endpoint's ``active`` or ``events`` drops it
+# (``subscribers_changed``: the services below, and post_save/post_delete for the admin's
+# saves); another process's cache (a per-process LocMemCache) may lag by up to the lifetime.
+SUBSCRIBERS_CACHE_KEY = "ahentic:webhook-subscribers"
+SUBSCRIBERS_TTL_S = 30
+
+
+def subscribers(event: str) -> list[int]:
+    """The ids of the active endpoints subscribed to ``event``."""
+    table = cache.get(SUBSCRIBERS_CACHE_KEY)
+    if table is None:
+        table = list(WebhookEndpoint.objects.filter(active=True).values_list("pk", "events"))
+        cache.set(SUBSCRIBERS_CACHE_KEY, table, SUBSCRIBERS_TTL_S)
+    return [pk for pk, events in table if event in (events or [])]
+
+
+def subscribers_changed(**kwargs: Any) -> None:
+    """Drop the cached subscriptions (now and again when the transaction commits)."""
+    cache.delete(SUBSCRIBERS_CACHE_KEY)
+    transaction.on_commit(lambda: cache.delete(SUBSCRIBERS_CACHE_KEY))
+
+
 def enqueue_event(*, event: str, payload: dict[str, Any]) -> int:
     """A delivery row per active endpoint subscribed to ``event``, each delivered by a task
     once the rows commit. Returns the number of rows."""
-    endpoints = [e for e in WebhookEndpoint.objects.filter(active=True) if e.wants(event)]
+    endpoints = [WebhookEndpoint(pk=pk) for pk in subscribers(event)]
     if not endpoints:
         return 0
     return len(create_deliveries(endpoints, event=event, payload=payload))
@@ -242,6 +267,7 @@ def endpoint_failed(endpoint_id: int, *, now: datetime, error: str) -> None:
         pk=endpoint_id, active=True, consecutive_failures__gte=limit
     ).update(active=False, disabled_reason=reason, updated_at=now)
     if disabled:
+        subscribers_changed()
         logger.warning("Webhook endpoint %s disabled: %s", endpoint_id, reason)
 
 
@@ -306,20 +332,20 @@ def send_test_event(*, endpoint_id: int) -> bool:
 def endpoint_enable(*, endpoint_id: int) -> bool:
     """Re-enable an endpoint: its failure count and disabled reason are cleared. Retries it had
     pending resume with the next sweep."""
-    return bool(
-        WebhookEndpoint.objects.filter(pk=endpoint_id).update(
-            active=True, disabled_reason="", consecutive_failures=0, updated_at=timezone.now()
-        )
+    updated = WebhookEndpoint.objects.filter(pk=endpoint_id).update(
+        active=True, disabled_reason="", consecutive_failures=0, updated_at=timezone.now()
     )
+    subscribers_changed()
+    return bool(updated)
 
 
 def endpoint_disable(*, endpoint_id: int, reason: str) -> bool:
     """Disable an endpoint by hand: nothing is sent to it until it is re-enabled."""
-    return bool(
-        WebhookEndpoint.objects.filter(pk=endpoint_id).update(
-            active=False, disabled_reason=reason[:300], updated_at=timezone.now()
-        )
+    updated = WebhookEndpoint.objects.filter(pk=endpoint_id).update(
+        active=False, disabled_reason=reason[:300], updated_at=timezone.now()
     )
+    subscribers_changed()
+    return bool(updated)
 
 
 def secret_rotate(*, endpoint_id: int) -> str | None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import Signal
 
 from .. import signals
-from ..models import WebhookEvent
+from ..models import WebhookEndpoint, WebhookEvent
 from . import delivery
 
 # Event type -> (the signal, the keyword arguments of the signal copied into "data").
@@ -68,4 +69,11 @@ def connect() -> None:
     for event, (signal, keys) in EVENTS.items():
         signal.connect(
             receiver_for(event, keys), weak=False, dispatch_uid=f"ahentic_webhook_{event}"
+        )
+    # An endpoint saved or deleted (the admin, host code) changes who gets which event.
+    for model_signal in (post_save, post_delete):
+        model_signal.connect(
+            delivery.subscribers_changed,
+            sender=WebhookEndpoint,
+            dispatch_uid=f"ahentic_webhook_subscribers_{model_signal is post_save}",
         )
