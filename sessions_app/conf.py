@@ -85,6 +85,21 @@ DEFAULTS: dict[str, Any] = {
     "ATTACHMENT_QUOTA_BYTES": 256 * 1024 * 1024,
     "FILES_API": False,
     "FILES_API_MIN_BYTES": 1024 * 1024,
+    # MCP servers the agent uses as a client (README "MCP servers (the agent as a client)").
+    # Slugs of the registered servers (orchestrator_app.McpServer) the site's default agent may
+    # use; an agent version overrides it with its own MCP_SERVERS.
+    "MCP_SERVERS": [],
+    # Seconds a server's cached tool list is used before the next step lists it again.
+    "MCP_TOOLS_TTL_S": 300,
+    # Seconds a tools/call may take when the server sets no timeout of its own.
+    "MCP_CALL_TIMEOUT_S": 30,
+    # Development only: allow http:// server URLs whose host is localhost or a loopback or
+    # private IP address literal (never a DNS name that could resolve elsewhere).
+    "MCP_ALLOW_INSECURE_LOCAL": False,
+    # Fernet keys (urlsafe base64 of 32 bytes), newest first, that encrypt MCP credentials at
+    # rest; rotation: prepend a new key, run ``manage.py ahentic_vault_rotate``, then drop the
+    # old key. Never derived from SECRET_KEY.
+    "VAULT_KEYS": [],
 }
 
 
