@@ -193,3 +193,7 @@ class ToolGrantAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
+
+
+# MCP servers, their tools and credentials (admin_mcp.py).
+from . import admin_mcp  # noqa: E402,F401

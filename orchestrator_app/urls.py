@@ -17,7 +17,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
-from .api import memory, schema, views
+from .api import mcp, memory, schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 
@@ -95,6 +95,27 @@ urlpatterns = [
         r"^agents/(?P<slug>[-a-zA-Z0-9_]+)/memory/(?P<path>[\s\S]+)$",
         memory.MemoryViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="agent-memory-file",
+    ),
+    # The user's connections to MCP servers (api/mcp.py).
+    re_path(
+        r"^mcp-servers/?$",
+        mcp.McpConnectionViewSet.as_view({"get": "list"}),
+        name="mcp-servers",
+    ),
+    re_path(
+        r"^mcp-servers/oauth/callback/?$",
+        mcp.McpOAuthCallbackViewSet.as_view({"get": "callback"}),
+        name="mcp-oauth-callback",
+    ),
+    re_path(
+        r"^mcp-servers/(?P<slug>[-a-zA-Z0-9_]+)/connect/?$",
+        mcp.McpConnectionViewSet.as_view({"post": "connect"}),
+        name="mcp-server-connect",
+    ),
+    re_path(
+        r"^mcp-servers/(?P<slug>[-a-zA-Z0-9_]+)/connection/?$",
+        mcp.McpConnectionViewSet.as_view({"delete": "disconnect"}),
+        name="mcp-server-connection",
     ),
     re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
     re_path(r"^.*$", not_found_view),

@@ -62,7 +62,9 @@ def unseal(sealed: str) -> str:
     try:
         return _fernet().decrypt(sealed.encode()).decode()
     except InvalidToken as exc:
-        raise VaultError("A stored credential cannot be decrypted with AHENTIC['VAULT_KEYS'].") from exc
+        raise VaultError(
+            "A stored credential cannot be decrypted with AHENTIC['VAULT_KEYS']."
+        ) from exc
 
 
 def rotate(sealed: str) -> str:
@@ -72,7 +74,9 @@ def rotate(sealed: str) -> str:
     try:
         return _fernet().rotate(sealed.encode()).decode()
     except InvalidToken as exc:
-        raise VaultError("A stored credential cannot be decrypted with AHENTIC['VAULT_KEYS'].") from exc
+        raise VaultError(
+            "A stored credential cannot be decrypted with AHENTIC['VAULT_KEYS']."
+        ) from exc
 
 
 def hint(plain: str) -> str:

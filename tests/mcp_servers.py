@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlencode
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -78,7 +79,7 @@ def build_app(state: dict[str, Any]):
         """Create a ticket."""
         state["calls"].append(("create_ticket", {"title": title, "body": body}))
         if title == "fail":
-            raise ValueError("Titles may not be 'fail'.")
+            raise ToolError("Titles may not be 'fail'.")
         return f"Created ticket #3: {title}"
 
     mcp_app = server.streamable_http_app()

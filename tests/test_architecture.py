@@ -32,8 +32,8 @@ APP_LAYERS = {
     ),
     "orchestrator_app": (
         # The Messages API seam, the app's models, its client errors, the skill files, the JSON
-        # nesting limit: what every layer above may use.
-        ("base", ("models", "llm", "errors", "skills", "json_limits", "signals")),
+        # nesting limit, the credential vault: what every layer above may use.
+        ("base", ("models", "llm", "errors", "skills", "json_limits", "signals", "vault")),
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
         ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
         ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
@@ -44,6 +44,7 @@ APP_LAYERS = {
                 "api",
                 "admin",
                 "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
+                "admin_mcp",  # MCP servers, tool settings, credentials
                 "tasks",
                 "urls",
                 "checks",

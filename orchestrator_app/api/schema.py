@@ -31,7 +31,8 @@ ERROR_TEXT = {
     413: "Body over 2 MiB (ahentic_body_too_large).",
     415: "Body is not JSON (ahentic_unsupported_media_type).",
     429: "Throttled (ahentic_throttled, Retry-After) or the daily token limit.",
-    503: "No model configured (ahentic_ai_unavailable).",
+    502: "An MCP server's authorization failed (ahentic_mcp_oauth_unavailable).",
+    503: "No model configured (ahentic_ai_unavailable), or no credential vault key.",
 }
 READ_ERRORS = (400, 401, 403, 404, 405)
 WRITE_ERRORS = (*READ_ERRORS, 413, 415)

@@ -206,8 +206,10 @@ def check_call(
     Ask mode, the user's permission, the input schema. Returns the tool and None, or the tool
     (None when unknown) and the failure result."""
     tool = get_tool(name)
-    if tool is not None and tool.module == mcp_tools.MODULE and not mcp_tools.offered_to(
-        session, name
+    if (
+        tool is not None
+        and tool.module == mcp_tools.MODULE
+        and not mcp_tools.offered_to(session, name)
     ):
         tool = None  # a server the session's agent does not list
     if tool is None or (session.granted_tools is not None and name not in session.granted_tools):

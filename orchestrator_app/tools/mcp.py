@@ -265,7 +265,12 @@ def call(server_id: int, remote: str, user, tool_input: dict[str, Any]) -> dict[
     return result_of(raw, remote)
 
 
-IMAGE_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+IMAGE_EXTENSIONS = {
+    "image/png": "png",
+    "image/jpeg": "jpg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
 
 
 def result_of(raw: Any, remote: str) -> dict[str, Any]:

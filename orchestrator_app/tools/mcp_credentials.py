@@ -138,9 +138,9 @@ def _store(server: McpServer, user, **fields) -> McpCredential:
     now = timezone.now()
     try:
         with db.atomic(McpCredential):
-            McpCredential.objects.filter(
-                server=server, user=user, revoked_at__isnull=True
-            ).update(revoked_at=now)
+            McpCredential.objects.filter(server=server, user=user, revoked_at__isnull=True).update(
+                revoked_at=now
+            )
             return McpCredential.objects.create(server=server, user=user, **fields)
     except IntegrityError:
         raise AhenticError(
@@ -169,9 +169,9 @@ def bearer_save(*, server: McpServer, user, token: str) -> McpCredential:
 def revoke(*, server: McpServer, user) -> int:
     """Revoke the live credential of (server, user); the number revoked (0 or 1). The server
     is not told (the token stays valid there until it expires or its owner revokes it)."""
-    return McpCredential.objects.filter(
-        server=server, user=user, revoked_at__isnull=True
-    ).update(revoked_at=timezone.now())
+    return McpCredential.objects.filter(server=server, user=user, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
 
 
 # --- OAuth ----------------------------------------------------------------------------------

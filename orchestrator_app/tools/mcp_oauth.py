@@ -88,8 +88,10 @@ def discover(server_url: str) -> AuthServer:
     for name in ("oauth-authorization-server", "openid-configuration"):
         for url in _well_known(issuer, name):
             metadata = _get_json(url)
-            if metadata and metadata.get("authorization_endpoint") and metadata.get(
-                "token_endpoint"
+            if (
+                metadata
+                and metadata.get("authorization_endpoint")
+                and metadata.get("token_endpoint")
             ):
                 return AuthServer(
                     authorization_endpoint=str(metadata["authorization_endpoint"]),
