@@ -18,6 +18,11 @@ from .tools.mcp_client import url_problem
 
 
 class McpServerForm(forms.ModelForm):
+    url = forms.URLField(
+        max_length=500,
+        assume_scheme="https",
+        help_text=McpServer._meta.get_field("url").help_text,
+    )
     site_token = forms.CharField(
         required=False,
         strip=True,

@@ -171,14 +171,14 @@ def build_app(state: dict[str, Any]):
 
 
 class TicketServer:
-    """The server running in a thread until ``stop``."""
+    """The server running in a thread until ``stop`` (``app``: another ASGI app to serve)."""
 
-    def __init__(self):
+    def __init__(self, app=None):
         self.state = fresh_state()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         config = uvicorn.Config(
-            build_app(self.state),
+            app or build_app(self.state),
             host="127.0.0.1",
             port=self.port,
             log_level="warning",

@@ -19,7 +19,7 @@ from orchestrator_app import vault
 from orchestrator_app.models import McpCredential, McpServer, McpTool
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 
-from .conftest import API, decide, model_requests, payload_of, post_message, session_url
+from .conftest import API, decide, model_requests, post_message, session_url
 from .mcp_servers import TicketServer
 
 LIST = "mcp__tickets__list_tickets"
@@ -508,3 +508,42 @@ def test_long_tool_names_are_shortened_stably_to_fit_the_api_pattern():
     assert name_a == tool_name("tickets", long_a)
     assert name_a != tool_name("tickets", long_b)
     assert tool_name("tickets", "list_tickets") == LIST
+
+
+@pytest.fixture(scope="module")
+def demo_tickets_server():
+    from orchestrator_app.testing.demo_mcp import build_server
+
+    server = TicketServer(build_server().streamable_http_app())
+    yield server
+    server.stop()
+
+
+def test_the_offline_demo_lists_tickets_unasked_and_creates_one_after_approval(
+    owner_client, session, llm, run_tasks, demo_tickets_server, settings
+):
+    from orchestrator_app.testing.offline import demo_model
+
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "MCP_SERVERS": ["tickets"],
+        "MCP_ALLOW_INSECURE_LOCAL": True,
+    }
+    McpServer.objects.create(
+        slug="tickets",
+        name="Demo tickets",
+        url=demo_tickets_server.url,
+        readonly_default_allow=True,
+    )
+    llm.responder = demo_model
+    payload = post_message(owner_client, session, run_tasks, "List the tickets")
+    assert payload["status"] == "idle"
+    assert "#1 The printer is on fire (open)" in payload["messages"][-1]["content"]
+
+    payload = post_message(owner_client, session, run_tasks, "Create a ticket about the lift")
+    assert payload["status"] == "awaiting_human"
+    assert payload["pendingTool"]["summary"] == "Demo tickets · create_ticket"
+    assert payload["pendingTool"]["input"] == {"title": "the lift"}
+    payload = decide(owner_client, session, run_tasks, "allow_once")
+    assert payload["status"] == "idle"
+    assert "Created ticket #4: the lift" in payload["messages"][-1]["content"]

@@ -100,6 +100,8 @@ def entry(server: McpServer, credential: McpCredential | None) -> dict:
 
 
 class McpConnectionViewSet(AhenticViewSet):
+    """The MCP servers the user's agents use and the user's own connection to each."""
+
     serializer_class = ConnectionSerializer
     throttles_by_action = {"connect": (RunStartThrottle,)}
 

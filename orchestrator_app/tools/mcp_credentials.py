@@ -124,7 +124,7 @@ def note_used(server: McpServer, user) -> None:
 
 
 def _require_vault() -> None:
-    if not vault.configured():
+    if not vault.configured() or vault.key_problem():
         raise AhenticError(
             "ahentic_vault_not_configured",
             "Credentials cannot be stored: the site has no AHENTIC['VAULT_KEYS'].",

@@ -8,6 +8,7 @@
  *   agents.js         the new-chat agent picker, the chat's agent, "move to the latest version"
  *   attachments.js    files attached to a message (button, paste, drop) and their thumbnails
  *   memory.js         "What I remember": the chat's agent's memory of the user, to delete
+ *   connections.js    Connections: the user's accounts on the agents' MCP servers
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
  *
@@ -37,6 +38,7 @@ import { camel, changed, el, fill, formatTokens, previewJson, shortened, show } 
 import { createStorage } from "./storage.js";
 import { renderHistory, renderTabs, statusOf, wireTabs } from "./tabs.js";
 import { createMemoryPanel } from "./memory.js";
+import { createConnections } from "./connections.js";
 import { keepPinned, renderTranscript } from "./transcript.js";
 
 const STATUS_LABELS = {
@@ -97,6 +99,7 @@ function boot(root) {
   // The object the other modules work with: shared state plus the actions they may call.
   const app = { root, config, ui, state, client };
   const memory = createMemoryPanel(app); // "What I remember" (memory.js)
+  createConnections(app); // Connections to MCP servers (connections.js)
   const attachments = createAttachments(app, {
     session: async () => {
       const existing = activeSession();
