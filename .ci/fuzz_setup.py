@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
+from orchestrator_app.models import McpServer
 from sessions_app import agents, services
 
 user = get_user_model().objects.create_user("fuzz", password="fuzz")
@@ -15,6 +16,9 @@ user.user_permissions.add(
 session = services.session_create(owner=user, title="Fuzzed", mode="agent")
 # A newer version of its agent: GET and POST agent/latest have changes to answer.
 agents.version_save(agents.default_agent(), config={"SOUL": "Fuzzed.", "MAX_STEPS_PER_RUN": 9})
+# An MCP server the user connects to ("path.slug" is "default"): a token is stored, OAuth
+# finds no server there (502).
+McpServer.objects.create(slug="default", name="Fuzzed", url="https://127.0.0.1:9/mcp", auth="user")
 client = Client()
 client.force_login(user)
 print("FUZZ", session.pk, client.cookies[settings.SESSION_COOKIE_NAME].value)

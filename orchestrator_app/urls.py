@@ -99,7 +99,7 @@ urlpatterns = [
     # The user's connections to MCP servers (api/mcp.py).
     re_path(
         r"^mcp-servers/?$",
-        mcp.McpConnectionViewSet.as_view({"get": "list"}),
+        mcp.McpConnectionViewSet.as_view({"get": "overview"}),
         name="mcp-servers",
     ),
     re_path(

@@ -15,4 +15,11 @@ DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 Q_CLUSTER = {**Q_CLUSTER, "sync": False}
 DATABASES = {"default": {**DATABASES["default"], "NAME": os.environ["AHENTIC_FUZZ_DB"]}}
-AHENTIC = {**AHENTIC, "THROTTLE_MESSAGES": None, "THROTTLE_SESSIONS": None}
+AHENTIC = {
+    **AHENTIC,
+    "THROTTLE_MESSAGES": None,
+    "THROTTLE_SESSIONS": None,
+    # The MCP server fuzz_setup.py registers, and a key to store its tokens.
+    "MCP_SERVERS": ["default"],
+    "VAULT_KEYS": ["ZnV6ei1vbmx5LXZhdWx0LWtleS0wMTIzNDU2Nzg5YWI="],
+}

@@ -70,7 +70,7 @@ connect = describe(
     "mcp_server_connect",
     "Connect to an MCP server: a personal token, or start OAuth",
     {200: ConnectAnswerSerializer},
-    (*WRITE_ERRORS, 409, 429, 502, 503),
+    (*WRITE_ERRORS, 409, 429, 503),
     request=ConnectSerializer,
 )
 disconnect = describe(
@@ -114,7 +114,7 @@ class McpConnectionViewSet(AhenticViewSet):
         return found
 
     @described(connections_list)
-    def list(self, request):
+    def overview(self, request):
         servers = mcp_tools.servers_for_user(request.user)
         return Response({"servers": [entry(s, credentials.live(s, request.user)) for s in servers]})
 
@@ -137,7 +137,7 @@ class McpConnectionViewSet(AhenticViewSet):
         try:
             url = credentials.oauth_start(server=server, user=request.user, redirect_uri=callback)
         except McpFailure as exc:
-            raise ApiError("ahentic_mcp_oauth_unavailable", exc.message, 502) from None
+            raise ApiError("ahentic_mcp_oauth_unavailable", exc.message, 400) from None
         return Response({"authorizationUrl": url})
 
     @described(disconnect)
@@ -162,7 +162,7 @@ class McpOAuthCallbackViewSet(AhenticViewSet):
         try:
             server = credentials.oauth_finish(user=request.user, state=state, code=code)
         except McpFailure as exc:
-            raise ApiError("ahentic_mcp_oauth_failed", exc.message, 502) from None
+            raise ApiError("ahentic_mcp_oauth_failed", exc.message, 400) from None
         name = escape(server.name)
         return HttpResponse(
             "<!doctype html><title>Connected</title>"
