@@ -22,11 +22,30 @@ from urllib.parse import parse_qs, urlencode
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+
+
+def chart_png() -> str:
+    """A small real PNG (base64), as a chart a server would send."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6), (200, 30, 30)).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
 
 
 def free_port() -> int:
@@ -81,6 +100,28 @@ def build_app(state: dict[str, Any]):
         if title == "fail":
             raise ToolError("Titles may not be 'fail'.")
         return f"Created ticket #3: {title}"
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def ticket_report() -> list:
+        """A report: text, a chart, a link to a ticket and the notes as a resource."""
+        state["calls"].append(("ticket_report", {}))
+        return [
+            TextContent(type="text", text="Two open tickets."),
+            ImageContent(type="image", data=chart_png(), mime_type="image/png"),
+            ResourceLink(type="resource_link", uri="https://tickets.example/1", name="Ticket 1"),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(
+                    uri="file:///notes.txt", text="Call the plumber.", mime_type="text/plain"
+                ),
+            ),
+        ]
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def ticket_stats() -> CallToolResult:
+        """Counts by status, as structured content only."""
+        state["calls"].append(("ticket_stats", {}))
+        return CallToolResult(content=[], structured_content={"open": 2, "closed": 1})
 
     mcp_app = server.streamable_http_app()
 

@@ -19,7 +19,7 @@ from orchestrator_app import vault
 from orchestrator_app.models import McpCredential, McpServer, McpTool
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 
-from .conftest import API, decide, model_requests, post_message, session_url
+from .conftest import API, decide, model_requests, post_message, result_of, session_url
 from .mcp_servers import TicketServer
 
 LIST = "mcp__tickets__list_tickets"
@@ -223,7 +223,7 @@ def test_a_reordered_tool_list_leaves_the_requests_tools_unchanged(
     first, second = [e["json"]["tools"] for e in model_requests(llm, llm_model())]
     assert first == second
     names = [t["name"] for t in first if t["name"].startswith("mcp__")]
-    assert names == [CREATE, LIST]
+    assert names == [CREATE, LIST, "mcp__tickets__ticket_report", "mcp__tickets__ticket_stats"]
     # The server's listings really differed in order.
     server = McpServer.objects.get(slug="tickets")
     assert server.tools_fetched_at is not None
@@ -261,7 +261,7 @@ def test_staff_set_a_site_token_in_the_admin_and_calls_send_it(
         {"action": "refresh_tools", "_selected_action": [server.pk]},
     )
     assert response.status_code == 302
-    assert McpTool.objects.filter(server=server).count() == 2
+    assert McpTool.objects.filter(server=server).count() == 4
     McpTool.objects.update(policy="always_allow")
     llm.enqueue(tool_reply(tool_call(LIST, {}, id="toolu_s1")), text_reply("Listed."))
     payload = post_message(owner_client, session, run_tasks, "list")
@@ -547,3 +547,29 @@ def test_the_offline_demo_lists_tickets_unasked_and_creates_one_after_approval(
     payload = decide(owner_client, session, run_tasks, "allow_once")
     assert payload["status"] == "idle"
     assert "Created ticket #4: the lift" in payload["messages"][-1]["content"]
+
+
+def test_images_links_resources_and_structured_content_become_the_tool_result(
+    owner_client, session, llm, run_tasks, tickets
+):
+    McpServer.objects.filter(slug="tickets").update(readonly_default_allow=True)
+    llm.enqueue(
+        tool_reply(
+            tool_call("mcp__tickets__ticket_report", {}, id="toolu_m1"),
+            tool_call("mcp__tickets__ticket_stats", {}, id="toolu_m2"),
+        ),
+        text_reply("Reported."),
+    )
+    payload = post_message(owner_client, session, run_tasks, "report")
+    assert payload["status"] == "idle"
+    request = model_requests(llm, llm_model())[-1]["json"]
+    report = result_of(request, "toolu_m1")
+    texts = " ".join(b["text"] for b in report["content"] if b["type"] == "text")
+    assert "Two open tickets." in texts
+    assert "Resource link: Ticket 1 <https://tickets.example/1>" in texts
+    assert "Resource <file:///notes.txt>:\\nCall the plumber." in texts
+    [image] = [b for b in report["content"] if b["type"] == "image"]
+    assert image["source"]["media_type"] == "image/png"
+    stats = result_of(request, "toolu_m2")
+    stats_text = stats["content"] if isinstance(stats["content"], str) else stats["content"][0]["text"]
+    assert '{\\"closed\\": 1, \\"open\\": 2}' in stats_text

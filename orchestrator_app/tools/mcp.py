@@ -260,6 +260,8 @@ def call(server_id: int, remote: str, user, tool_input: dict[str, Any]) -> dict[
         )
     except client.McpFailure as exc:
         hint = connect_hint(server) if exc.code == client.AUTH_REQUIRED else None
+        if hint and hint in exc.message:
+            hint = None  # the message says it already
         raise ToolError(exc.code, f"{server.name}: {exc.message}", hint=hint) from None
     note_used(server, user)
     return result_of(raw, remote)
