@@ -439,6 +439,22 @@ def check_agents(app_configs=None, **kwargs):
     return messages
 
 
+def mcp_server_problems(conf) -> list[str]:
+    """An agent version's ``MCP_SERVERS`` naming servers that are not registered, as messages
+    (registered with ``agents.add_config_check``: refused where a version is saved; W017 reports
+    them for versions saved before a server was deleted)."""
+    from .models import McpServer
+
+    named = conf.config.get("MCP_SERVERS") or []
+    if not named:
+        return []
+    known = set(McpServer.objects.filter(slug__in=named).values_list("slug", flat=True))
+    unknown = sorted(set(named) - known)
+    if not unknown:
+        return []
+    return [f"MCP_SERVERS: no registered MCP server named {', '.join(unknown)}."]
+
+
 @register()
 def check_mcp(app_configs=None, **kwargs):
     """The MCP client (README "MCP servers (the agent as a client)"): E034 credentials exist or

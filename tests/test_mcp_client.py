@@ -571,5 +571,22 @@ def test_images_links_resources_and_structured_content_become_the_tool_result(
     [image] = [b for b in report["content"] if b["type"] == "image"]
     assert image["source"]["media_type"] == "image/png"
     stats = result_of(request, "toolu_m2")
-    stats_text = stats["content"] if isinstance(stats["content"], str) else stats["content"][0]["text"]
+    stats_text = (
+        stats["content"] if isinstance(stats["content"], str) else stats["content"][0]["text"]
+    )
     assert '{\\"closed\\": 1, \\"open\\": 2}' in stats_text
+
+
+def test_an_agent_version_may_list_only_registered_mcp_servers(tickets):
+    from django.core.exceptions import ValidationError
+
+    from sessions_app import agents
+    from sessions_app.models import Agent
+
+    agent = Agent.objects.create(slug="ops", name="Ops")
+    version = agents.version_save(agent, config={"MCP_SERVERS": ["tickets"]})
+    assert version.config == {"MCP_SERVERS": ["tickets"]}
+    with pytest.raises(ValidationError, match="no registered MCP server named gone"):
+        agents.version_save(agent, config={"MCP_SERVERS": ["tickets", "gone"]})
+    with pytest.raises(ValidationError, match="a list of MCP server slugs"):
+        agents.version_save(agent, config={"MCP_SERVERS": "tickets"})
