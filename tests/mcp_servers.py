@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import secrets
 import socket
 import threading
@@ -70,6 +71,7 @@ def fresh_state() -> dict[str, Any]:
     return {
         "calls": [],
         "http_error": False,
+        "garbage": False,
         "hang_s": 0,
         "reverse": False,
         "tokens": set(),
@@ -188,6 +190,36 @@ def build_app(state: dict[str, Any]):
         ]
     )
 
+    async def answer_garbage(scope, receive, send):
+        """Answer a tools/call with a result that is not an MCP result; any other message
+        goes on (the returned ``receive`` replays its body), None when answered."""
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = {}
+        if isinstance(request, dict) and request.get("method") == "tools/call":
+            state["calls"].append(("garbage", {}))
+            answer = {"jsonrpc": "2.0", "id": request.get("id"), "result": {"content": "nope"}}
+            await JSONResponse(answer)(scope, receive, send)
+            return None
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return replay
+
     async def app(scope, receive, send):
         if scope["type"] == "http" and scope["path"].startswith("/mcp"):
             headers = dict(scope["headers"])
@@ -196,6 +228,10 @@ def build_app(state: dict[str, Any]):
             if state["http_error"] and scope["method"] == "POST":
                 await Response("boom", status_code=500)(scope, receive, send)
                 return
+            if state["garbage"] and scope["method"] == "POST":
+                receive = await answer_garbage(scope, receive, send)
+                if receive is None:
+                    return
             if state["tokens"] and sent.removeprefix("Bearer ") not in state["tokens"]:
                 await Response(
                     status_code=401,

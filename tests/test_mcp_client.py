@@ -203,6 +203,15 @@ def test_server_errors_and_error_results_are_tool_errors_with_stable_codes(
     assert (failed["ok"], failed["error"]) == (False, "ahentic_mcp_unavailable")
 
     tickets.state["http_error"] = False
+    tickets.state["garbage"] = True
+    llm.enqueue(tool_reply(tool_call(LIST, {}, id="toolu_e3")), text_reply("Garbled."))
+    payload = post_message(owner_client, session, run_tasks, "list again")
+    assert payload["status"] == "idle"
+    garbled = tool_result_event(owner_client, session, "toolu_e3")["meta"]
+    assert (garbled["ok"], garbled["error"]) == (False, "ahentic_mcp_bad_result")
+    assert ("garbage", {}) in tickets.state["calls"]
+
+    tickets.state["garbage"] = False
     llm.enqueue(tool_reply(tool_call(CREATE, {"title": "fail"}, id="toolu_e2")), text_reply("No."))
     payload = post_message(owner_client, session, run_tasks, "open a failing one")
     assert payload["status"] == "idle"
@@ -590,3 +599,50 @@ def test_an_agent_version_may_list_only_registered_mcp_servers(tickets):
         agents.version_save(agent, config={"MCP_SERVERS": ["tickets", "gone"]})
     with pytest.raises(ValidationError, match="a list of MCP server slugs"):
         agents.version_save(agent, config={"MCP_SERVERS": "tickets"})
+
+
+def test_the_mcp_admin_pages_render_and_staff_revoke_a_credential(tickets, admin_client, owner):
+    from orchestrator_app.tools import mcp_credentials
+
+    server = McpServer.objects.get(slug="tickets")
+    McpServer.objects.filter(pk=server.pk).update(auth="user")
+    credential = mcp_credentials.bearer_save(server=server, user=owner, token=USER_TOKEN)
+    for url in (
+        "/admin/orchestrator_app/mcpserver/",
+        "/admin/orchestrator_app/mcpserver/add/",
+        "/admin/orchestrator_app/mcpcredential/",
+    ):
+        page = admin_client.get(url)
+        assert page.status_code == 200, url
+        assert USER_TOKEN not in page.content.decode()
+    response = admin_client.post(
+        "/admin/orchestrator_app/mcpcredential/",
+        {"action": "revoke_credentials", "_selected_action": [credential.pk]},
+    )
+    assert response.status_code == 302
+    credential.refresh_from_db()
+    assert credential.revoked_at is not None
+
+
+def test_the_admin_refuses_an_http_url_unless_local_development_allows_it(
+    tickets, admin_client, settings
+):
+    form = {
+        "name": "Remote",
+        "slug": "remote",
+        "url": "http://tickets.example/mcp",
+        "active": "on",
+        "auth": "none",
+        "tool_settings-TOTAL_FORMS": "0",
+        "tool_settings-INITIAL_FORMS": "0",
+    }
+    page = admin_client.post("/admin/orchestrator_app/mcpserver/add/", form)
+    assert page.status_code == 200
+    assert "http:// is allowed only for localhost" in page.content.decode()
+    settings.AHENTIC = {**settings.AHENTIC, "MCP_ALLOW_INSECURE_LOCAL": False}
+    form["url"] = "http://127.0.0.1:9/mcp"
+    page = admin_client.post("/admin/orchestrator_app/mcpserver/add/", form)
+    assert "must use https://" in page.content.decode()
+    form["url"] = "https://tickets.example/mcp"
+    assert admin_client.post("/admin/orchestrator_app/mcpserver/add/", form).status_code == 302
+    assert McpServer.objects.filter(slug="remote").exists()
