@@ -105,16 +105,17 @@ def usable_listing(listed: Any) -> list[dict[str, Any]]:
 # --- listing --------------------------------------------------------------------------------
 
 
-def tools_refresh(server: McpServer, *, user=None) -> str | None:
+def tools_refresh(server: McpServer, *, user=None, timeout: float | None = None) -> str | None:
     """List the server's tools now and keep them; a tool seen for the first time gets its
     settings row (policy ``always_allow`` for a read-only tool when the server says so,
     ``always_ask`` otherwise). Returns the failure message, or None. The listing runs before
-    any write; the writes are one conditional UPDATE and one insert."""
+    any write; the writes are one UPDATE and one insert. ``timeout``: seconds for the listing
+    (the server's call timeout by default)."""
     now = timezone.now()
     try:
         token = access_token(server, user)
         listed = usable_listing(
-            client.list_tools(server.url, token=token, timeout=timeout_of(server))
+            client.list_tools(server.url, token=token, timeout=timeout or timeout_of(server))
         )
     except client.McpFailure as exc:
         McpServer.objects.filter(pk=server.pk).update(
@@ -222,7 +223,10 @@ def session_tools(session) -> list[Tool]:
     servers = session_servers(session)
     for server in servers:
         if stale(server):
-            tools_refresh(server, user=session.owner)
+            # The step holds a short lease and no heartbeat runs here: a slow listing gives up
+            # well within it (the last list is used meanwhile).
+            limit = min(timeout_of(server), float(ahentic_settings.RUN_LEASE_S) / 3)
+            tools_refresh(server, user=session.owner, timeout=limit)
     return offered(servers)
 
 
