@@ -649,3 +649,25 @@ def test_the_admin_refuses_an_http_url_unless_local_development_allows_it(
     form["url"] = "https://tickets.example/mcp"
     assert admin_client.post("/admin/orchestrator_app/mcpserver/add/", form).status_code == 302
     assert McpServer.objects.filter(slug="remote").exists()
+
+
+def test_always_allow_grants_that_tool_of_that_server_in_every_chat(
+    owner_client, owner, llm, run_tasks, tickets
+):
+    from orchestrator_app.models import ToolGrant
+
+    from .factories import SessionFactory
+
+    first, second = SessionFactory(owner=owner), SessionFactory(owner=owner)
+    llm.enqueue(
+        tool_reply(tool_call(CREATE, {"title": "One"}, id="toolu_a1")),
+        text_reply("One."),
+        tool_reply(tool_call(CREATE, {"title": "Two"}, id="toolu_a2")),
+        text_reply("Two."),
+    )
+    post_message(owner_client, first, run_tasks, "open one")
+    decide(owner_client, first, run_tasks, "always_allow")
+    assert list(ToolGrant.objects.values_list("tool_name", flat=True)) == [CREATE]
+    payload = post_message(owner_client, second, run_tasks, "open another")
+    assert payload["status"] == "idle"
+    assert [c["title"] for c in calls_of(tickets, "create_ticket")] == ["One", "Two"]

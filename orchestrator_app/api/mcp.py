@@ -86,6 +86,8 @@ def server_not_found() -> ApiError:
 
 def entry(server: McpServer, credential: McpCredential | None) -> dict:
     connected = server.auth == McpServer.Auth.NONE or credential is not None
+    if server.auth != McpServer.Auth.USER:
+        credential = None  # the site's token is staff's business: connected, nothing more
     return {
         "slug": server.slug,
         "name": server.name,

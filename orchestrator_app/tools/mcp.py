@@ -27,7 +27,6 @@ from datetime import timedelta
 from typing import Any
 
 import jsonschema
-from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app import agents
@@ -336,4 +335,4 @@ def servers_for_user(user) -> list[McpServer]:
             slugs |= set(agents.AgentSettings(version.config).MCP_SERVERS or [])
     if not slugs:
         return []
-    return list(McpServer.objects.filter(Q(slug__in=slugs), active=True).order_by("name"))
+    return list(McpServer.objects.filter(slug__in=slugs, active=True).order_by("name"))
