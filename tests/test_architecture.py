@@ -65,6 +65,7 @@ TEST_DOUBLE_USERS = ("orchestrator_app.management",)
 # template tag asks its permission check whether to render. Nothing else imports it (the admin,
 # the tools and the loop least of all).
 API = "orchestrator_app.api"
+MCP_IMPORTERS = ("orchestrator_app.tools.mcp_client", "orchestrator_app.testing.demo_mcp")
 API_USERS = (
     "orchestrator_app.urls",
     "orchestrator_app.apps",
@@ -213,6 +214,7 @@ def test_every_module_of_the_apps_has_a_layer():
 
 
 def test_imports_point_down_only_and_only_llm_imports_anthropic():
+    """... and only the MCP client seam (and the demo's MCP server) imports the mcp SDK."""
     wrong = []
     modules = _app_modules()
     for name, path in modules.items():
@@ -223,6 +225,9 @@ def test_imports_point_down_only_and_only_llm_imports_anthropic():
                 wrong.append(f"{name} imports {imported} (a higher app)")
             if top == "anthropic" and name != "orchestrator_app.llm":
                 wrong.append(f"{name} imports anthropic")
+            # The MCP client seam; the demo's MCP server is a test double (a server, no client).
+            if top in ("mcp", "mcp_types") and name not in MCP_IMPORTERS:
+                wrong.append(f"{name} imports the mcp SDK")
             if top == "ahentic_site":
                 wrong.append(f"{name} imports the demo site")
             if top != app or imported not in modules or None in (_layer(name), _layer(imported)):

@@ -60,15 +60,20 @@ export function createConnections(app) {
 
   async function connect(server, token) {
     say("");
+    // OAuth: the window opens now, while the click still counts (a popup blocker lets it
+    // through), and goes to the provider's page once the server answers its URL.
+    const popup = token ? null : window.open("", "ahentic-mcp-oauth", "width=600,height=700");
     const body = token ? { token } : {};
     const result = await client.api("POST", PATH + "/" + encodeURIComponent(server.slug) + "/connect", body);
     if (!result.ok) {
+      if (popup) popup.close();
       say((result.data && result.data.detail) || "Could not connect.");
       return;
     }
     if (result.data && result.data.authorizationUrl) {
-      // The provider's page in its own window; the callback page posts CONNECTED_MESSAGE.
-      window.open(result.data.authorizationUrl, "ahentic-mcp-oauth", "width=600,height=700");
+      // The callback page posts CONNECTED_MESSAGE to this page when the connection is made.
+      if (popup) popup.location.href = result.data.authorizationUrl;
+      else window.open(result.data.authorizationUrl, "ahentic-mcp-oauth", "width=600,height=700");
       say("Finish signing in in the window that opened.");
       return;
     }
