@@ -51,3 +51,38 @@ def test_a_user_connects_an_mcp_server_with_a_token_and_revokes_it(page, llm, ow
     row.get_by_role("button", name="Revoke").click()
     expect(row).to_contain_text("Not connected")
     assert not McpCredential.objects.filter(user=owner, revoked_at=None).exists()
+
+
+@pytest.fixture(scope="module")
+def oauth_server():
+    from .mcp_servers import TicketServer
+
+    server = TicketServer()
+    yield server
+    server.stop()
+
+
+def test_a_user_connects_with_oauth_in_a_window_the_sidebar_opens(  # noqa: F811
+    page, llm, owner, settings, oauth_server
+):
+    from orchestrator_app.models import McpCredential, McpServer
+
+    oauth_server.reset()
+    settings.AHENTIC = {
+        **settings.AHENTIC,
+        "MCP_SERVERS": ["tickets"],
+        "MCP_ALLOW_INSECURE_LOCAL": True,
+        "VAULT_KEYS": [Fernet.generate_key().decode()],
+    }
+    McpServer.objects.create(slug="tickets", name="Tickets", url=oauth_server.url, auth="user")
+    open_home(page)
+    page.get_by_role("button", name="Connections").click()
+    row = page.locator(".ahentic-connections li[data-server='tickets']")
+    with page.context.expect_page() as opened:
+        row.get_by_role("button", name="Connect with OAuth").click()
+    assert opened.value is not None
+    # The provider authorizes at once and sends the window back to the site's callback; the
+    # sidebar shows the connection.
+    expect(row).to_contain_text("Connected (OAuth)", timeout=15000)
+    credential = McpCredential.objects.get(user=owner, revoked_at=None)
+    assert credential.kind == "oauth" and oauth_server.state["refresh_tokens"]

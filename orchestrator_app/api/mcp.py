@@ -169,8 +169,9 @@ class McpOAuthCallbackViewSet(AhenticViewSet):
         return HttpResponse(
             "<!doctype html><title>Connected</title>"
             f"<p>Connected to {name}. You can close this window.</p>"
+            # The opener may be cut off (Cross-Origin-Opener-Policy): the sidebar also polls.
             "<script>if (window.opener) { window.opener.postMessage("
-            '{type: "ahentic-mcp-connected"}, window.location.origin); window.close(); }'
+            '{type: "ahentic-mcp-connected"}, window.location.origin); } window.close();'
             "</script>",
             content_type="text/html; charset=utf-8",
         )

@@ -10,6 +10,8 @@ import { el, fill, show } from "./dom.js";
 
 const PATH = "mcp-servers";
 const CONNECTED_MESSAGE = "ahentic-mcp-connected";
+const WAIT_MS = 5 * 60 * 1000; // how long an OAuth window is waited for
+const WAIT_STEP_MS = 2000;
 
 function stateText(server) {
   if (server.auth === "none") return "No sign-in needed";
@@ -71,13 +73,30 @@ export function createConnections(app) {
       return;
     }
     if (result.data && result.data.authorizationUrl) {
-      // The callback page posts CONNECTED_MESSAGE to this page when the connection is made.
       if (popup) popup.location.href = result.data.authorizationUrl;
       else window.open(result.data.authorizationUrl, "ahentic-mcp-oauth", "width=600,height=700");
       say("Finish signing in in the window that opened.");
+      waitFor(server.slug);
       return;
     }
     await load();
+  }
+
+  // The callback page posts CONNECTED_MESSAGE, but a Cross-Origin-Opener-Policy (Django's
+  // default "same-origin") cuts the window from this page once it visits the provider: the
+  // list is also asked again every few seconds until the server shows connected.
+  let waiting = null;
+  function waitFor(slug) {
+    clearInterval(waiting);
+    const until = Date.now() + WAIT_MS;
+    waiting = setInterval(async () => {
+      await load();
+      const found = servers.find((s) => s.slug === slug);
+      if ((found && found.connected) || Date.now() > until) {
+        clearInterval(waiting);
+        if (found && found.connected) say("");
+      }
+    }, WAIT_STEP_MS);
   }
 
   async function revoke(server) {
