@@ -62,8 +62,12 @@ def oauth_server():
     server.stop()
 
 
-def test_a_user_connects_with_oauth_in_a_window_the_sidebar_opens(  # noqa: F811
-    page, llm, owner, settings, oauth_server
+def test_a_user_connects_with_oauth_in_a_window_the_sidebar_opens(
+    page,  # noqa: F811
+    llm,
+    owner,
+    settings,
+    oauth_server,
 ):
     from orchestrator_app.models import McpCredential, McpServer
 
