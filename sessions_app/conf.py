@@ -86,8 +86,8 @@ DEFAULTS: dict[str, Any] = {
     "FILES_API": False,
     "FILES_API_MIN_BYTES": 1024 * 1024,
     # MCP servers the agent uses as a client (README "MCP servers (the agent as a client)").
-    # Slugs of the registered servers (orchestrator_app.McpServer) the site's default agent may
-    # use; an agent version overrides it with its own MCP_SERVERS.
+    # Slugs of the registered servers (orchestrator_app.McpServer) agents use; an agent
+    # version overrides it with its own MCP_SERVERS ([] for none), like every site key.
     "MCP_SERVERS": [],
     # Seconds a server's cached tool list is used before the next step lists it again.
     "MCP_TOOLS_TTL_S": 300,
