@@ -111,7 +111,10 @@ class McpServer(models.Model):
         unique=True,
         # "__" separates the slug from the tool's name in mcp__<slug>__<tool>.
         validators=[
-            RegexValidator(r"^(?!.*__)[a-zA-Z0-9_-]+$", "Letters, digits, - and single _ only.")
+            RegexValidator(
+                r"^(?!.*__)(?!.*_$)[a-zA-Z0-9_-]+$",
+                "Letters, digits, - and _ (not two in a row, nor last).",
+            )
         ],
         help_text="Names its tools to the model: mcp__<slug>__<tool>. Letters, digits, - and _.",
     )

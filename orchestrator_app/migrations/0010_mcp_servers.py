@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
             name='McpServer',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(help_text='Names its tools to the model: mcp__<slug>__<tool>. Letters, digits, - and _.', max_length=24, unique=True, validators=[django.core.validators.RegexValidator('^(?!.*__)[a-zA-Z0-9_-]+$', 'Letters, digits, - and single _ only.')])),
+                ('slug', models.SlugField(help_text='Names its tools to the model: mcp__<slug>__<tool>. Letters, digits, - and _.', max_length=24, unique=True, validators=[django.core.validators.RegexValidator('^(?!.*__)(?!.*_$)[a-zA-Z0-9_-]+$', 'Letters, digits, - and _ (not two in a row, nor last).')])),
                 ('name', models.CharField(max_length=100)),
                 ('url', models.URLField(help_text="The Streamable HTTP endpoint, https:// (http:// only for local development addresses with AHENTIC['MCP_ALLOW_INSECURE_LOCAL']).", max_length=500)),
                 ('active', models.BooleanField(default=True)),
