@@ -507,6 +507,9 @@ def test_the_system_checks_want_a_vault_key_for_credentials_and_known_servers(ti
     assert [m.id for m in check_mcp()] == ["ahentic.E035"]
     settings.AHENTIC = {**settings.AHENTIC, "VAULT_KEYS": [KEY], "MCP_ALLOW_INSECURE_LOCAL": False}
     assert [m.id for m in check_mcp()] == ["ahentic.W018"]
+    settings.SECRET_KEY = KEY
+    settings.AHENTIC = {**settings.AHENTIC, "MCP_ALLOW_INSECURE_LOCAL": True}
+    assert [m.id for m in check_mcp()] == ["ahentic.E036"]
 
 
 def test_long_tool_names_are_shortened_stably_to_fit_the_api_pattern():
