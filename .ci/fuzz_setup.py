@@ -8,6 +8,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from orchestrator_app.control import mcp_tokens
+from orchestrator_app.models import McpServer
 from sessions_app import agents, services
 
 user = get_user_model().objects.create_user("fuzz", password="fuzz")
@@ -17,6 +18,9 @@ user.user_permissions.add(
 session = services.session_create(owner=user, title="Fuzzed", mode="agent")
 # A newer version of its agent: GET and POST agent/latest have changes to answer.
 agents.version_save(agents.default_agent(), config={"SOUL": "Fuzzed.", "MAX_STEPS_PER_RUN": 9})
+# An MCP server the user connects to ("path.slug" is "default"): a token is stored, OAuth
+# finds no server there (502).
+McpServer.objects.create(slug="default", name="Fuzzed", url="https://127.0.0.1:9/mcp", auth="user")
 client = Client()
 client.force_login(user)
 token = mcp_tokens.token_create(user=user, name="fuzz").secret

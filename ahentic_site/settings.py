@@ -142,6 +142,13 @@ AHENTIC = {
     # The demo's webhook endpoint is this site's own receiver page (/demo/webhooks/), on
     # 127.0.0.1: a private address, refused unless allowed.
     "WEBHOOK_ALLOW_PRIVATE": True,
+    # The demo's ticket MCP server runs on http://127.0.0.1:<port> (manage.py ahentic_demo).
+    "MCP_ALLOW_INSECURE_LOCAL": DEBUG,
+    # Encrypts MCP credentials at rest. A real site reads its own keys from the environment
+    # (Fernet.generate_key()); this fixed one is for the demo only.
+    "VAULT_KEYS": [
+        os.environ.get("AHENTIC_VAULT_KEY", "ZGVtby1vbmx5LXZhdWx0LWtleS1ub3Qtc2VjcmV0ISE=")
+    ],
 }
 if os.environ.get("ANTHROPIC_API_KEY") == "offline-demo":
     # The offline demo model (manage.py ahentic_demo without a key) thinks and cites a web page.

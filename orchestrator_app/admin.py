@@ -201,5 +201,6 @@ class ToolGrantAdmin(ReadOnlyAdmin):
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
 
 
-# The mail log and opt-outs, the MCP endpoint's tokens: they build on the admins above.
-from . import admin_mcp_tokens, admin_notifications  # noqa: E402, F401
+# The mail log and opt-outs, the MCP endpoint's tokens, the MCP servers the agent uses (their
+# tools and credentials): they build on the admins above.
+from . import admin_mcp, admin_mcp_tokens, admin_notifications  # noqa: E402, F401

@@ -22,6 +22,8 @@ class OrchestratorAppConfig(AppConfig):
         # An agent version's model surface is refused where it is saved, as at startup.
         agents.add_config_check(checks.surface_problems)
         agents.add_config_check(checks.spend_cap_problems)
+        # ... and so are MCP servers that are not registered.
+        agents.add_config_check(checks.mcp_server_problems)
 
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
         # The cached agent permission answers, dropped when a user's grants change.

@@ -452,7 +452,8 @@ def check_agents(app_configs=None, **kwargs):
         if named:
             if tool_names is None:
                 tool_names = {definition.name for definition in all_tools()}
-            unknown = sorted(set(named) - tool_names)
+            # MCP servers' tools are listed at run time (W017 checks their servers).
+            unknown = sorted(n for n in set(named) - tool_names if not n.startswith("mcp__"))
             if unknown:
                 messages.append(
                     Warning(
@@ -554,6 +555,113 @@ def _tick_scheduled() -> bool:
     from django_q.models import Schedule as QSchedule
 
     return QSchedule.objects.filter(func="orchestrator_app.tasks.schedule_tick").exists()
+
+
+def mcp_server_problems(conf) -> list[str]:
+    """An agent version's ``MCP_SERVERS`` naming servers that are not registered, as messages
+    (registered with ``agents.add_config_check``: refused where a version is saved; W017 reports
+    them for versions saved before a server was deleted)."""
+    from .models import McpServer
+
+    named = conf.config.get("MCP_SERVERS") or []
+    if not named:
+        return []
+    known = set(McpServer.objects.filter(slug__in=named).values_list("slug", flat=True))
+    unknown = sorted(set(named) - known)
+    if not unknown:
+        return []
+    return [f"MCP_SERVERS: no registered MCP server named {', '.join(unknown)}."]
+
+
+@register()
+def check_mcp(app_configs=None, **kwargs):
+    """The MCP client (README "MCP servers (the agent as a client)"): E034 credentials exist or
+    a server takes per-user or site credentials and ``VAULT_KEYS`` is empty; E035
+    ``VAULT_KEYS`` is not a list of Fernet keys; E036 a vault key is the ``SECRET_KEY``;
+    W017 ``MCP_SERVERS`` (the settings' or an agent's latest version) names no registered
+    server; W018 an active server's URL the client refuses (https, or http to a local address
+    with ``MCP_ALLOW_INSECURE_LOCAL``). Skipped before ``migrate``."""
+    from django.db.models import OuterRef, Subquery
+    from django.db.utils import OperationalError, ProgrammingError
+
+    from sessions_app.models import Agent, AgentVersion
+
+    from . import vault
+    from .models import McpCredential, McpServer
+    from .tools.mcp_client import url_problem
+
+    messages = []
+    problem = vault.key_problem()
+    if problem:
+        messages.append(
+            Error(
+                problem,
+                hint="Generate one with Fernet.generate_key() (cryptography).",
+                id="ahentic.E035",
+            )
+        )
+    keys = ahentic_settings.VAULT_KEYS if not problem else []
+    if settings.SECRET_KEY and any(
+        k in (settings.SECRET_KEY, settings.SECRET_KEY.encode()) for k in keys
+    ):
+        messages.append(
+            Error(
+                "AHENTIC['VAULT_KEYS'] holds the SECRET_KEY.",
+                hint="Use keys of their own, so rotating one does not touch the other.",
+                id="ahentic.E036",
+            )
+        )
+    latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number")
+    try:
+        servers = list(McpServer.objects.order_by("slug"))
+        needs_key = McpCredential.objects.filter(revoked_at__isnull=True).exists() or any(
+            s.auth != McpServer.Auth.NONE for s in servers
+        )
+        configs = list(
+            Agent.objects.filter(active=True)
+            .annotate(config=Subquery(latest.values("config")[:1]))
+            .values_list("slug", "config")
+        )
+    except (OperationalError, ProgrammingError):
+        return messages  # no tables yet (before migrate)
+    if needs_key and not ahentic_settings.VAULT_KEYS:
+        messages.append(
+            Error(
+                "MCP servers take credentials but AHENTIC['VAULT_KEYS'] is empty: tokens "
+                "cannot be stored or read.",
+                hint="Set AHENTIC['VAULT_KEYS'] = [<Fernet.generate_key()>] from the "
+                "environment (never the SECRET_KEY).",
+                id="ahentic.E034",
+            )
+        )
+    known = {server.slug for server in servers}
+    named = [("AHENTIC['MCP_SERVERS']", ahentic_settings.MCP_SERVERS or [])]
+    named += [
+        (f"Agent {slug!r}", (config or {}).get("MCP_SERVERS") or [])
+        for slug, config in configs
+        if isinstance(config, dict)
+    ]
+    for label, slugs in named:
+        unknown = sorted(set(slugs) - known) if isinstance(slugs, list) else []
+        if unknown:
+            messages.append(
+                Warning(
+                    f"{label} names MCP servers that are not registered: {', '.join(unknown)}.",
+                    hint="Register them in the admin (MCP servers) or remove the names.",
+                    id="ahentic.W017",
+                )
+            )
+    for server in servers:
+        refused = url_problem(server.url) if server.active else None
+        if refused:
+            messages.append(
+                Warning(
+                    f"MCP server {server.slug!r}: {refused} Its tools are not offered.",
+                    hint="Use the server's https:// URL.",
+                    id="ahentic.W018",
+                )
+            )
+    return messages
 
 
 # Tools registered by this package; every other module's tools are the host's.

@@ -17,7 +17,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
-from .api import mcp_server, mcp_tokens, memory, notifications, schema, views
+from .api import mcp_connections, mcp_server, mcp_tokens, memory, notifications, schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 
@@ -104,6 +104,27 @@ urlpatterns = [
             {"get": "retrieve", "patch": "partial_update"}
         ),
         name="me-notifications",
+    ),
+    # The user's connections to MCP servers (api/mcp_connections.py).
+    re_path(
+        r"^mcp-servers/?$",
+        mcp_connections.McpConnectionViewSet.as_view({"get": "overview"}),
+        name="mcp-servers",
+    ),
+    re_path(
+        r"^mcp-servers/oauth/callback/?$",
+        mcp_connections.McpOAuthCallbackViewSet.as_view({"get": "callback"}),
+        name="mcp-oauth-callback",
+    ),
+    re_path(
+        r"^mcp-servers/(?P<slug>[-a-zA-Z0-9_]+)/connect/?$",
+        mcp_connections.McpConnectionViewSet.as_view({"post": "connect"}),
+        name="mcp-server-connect",
+    ),
+    re_path(
+        r"^mcp-servers/(?P<slug>[-a-zA-Z0-9_]+)/connection/?$",
+        mcp_connections.McpConnectionViewSet.as_view({"delete": "disconnect"}),
+        name="mcp-server-connection",
     ),
     re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
     # The site as an MCP server (api/mcp_server.py): JSON-RPC, not REST, so not in the schema.

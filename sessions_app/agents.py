@@ -44,6 +44,7 @@ SITE_KEYS = (
     "MAX_OUTPUT_TOKENS_CONTENT_WORK",
     "CONTEXT_BUDGET_TOKENS",
     "ADMIN_TOOLS",
+    "MCP_SERVERS",
 )
 # Keys only a version has, with their value when a version leaves them out.
 AGENT_ONLY_DEFAULTS: dict[str, Any] = {
@@ -270,6 +271,9 @@ def _value_problem(key: str, value: Any) -> str | None:
     if key == "ADMIN_TOOLS":
         ok = value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
         return None if ok else "null (the site's) or a list of app_label.model labels."
+    if key == "MCP_SERVERS":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return None if ok else "a list of MCP server slugs."
     if key in ("TOOLS", "SKILLS", "WORKFLOWS"):
         ok = value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
         return None if ok else "null (all of them) or a list of names."

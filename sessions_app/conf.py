@@ -111,6 +111,21 @@ DEFAULTS: dict[str, Any] = {
     # The absolute URL of a page that shows the sidebar, for the links in mails (the chat opens
     # with ?ahentic_session=<id>). "" : https:// and the current django.contrib.sites domain.
     "SITE_URL": "",
+    # MCP servers the agent uses as a client (README "MCP servers (the agent as a client)").
+    # Slugs of the registered servers (orchestrator_app.McpServer) agents use; an agent
+    # version overrides it with its own MCP_SERVERS ([] for none), like every site key.
+    "MCP_SERVERS": [],
+    # Seconds a server's cached tool list is used before the next step lists it again.
+    "MCP_TOOLS_TTL_S": 300,
+    # Seconds a tools/call may take when the server sets no timeout of its own.
+    "MCP_CALL_TIMEOUT_S": 30,
+    # Development only: allow http:// server URLs whose host is localhost or a loopback or
+    # private IP address literal (never a DNS name that could resolve elsewhere).
+    "MCP_ALLOW_INSECURE_LOCAL": False,
+    # Fernet keys (urlsafe base64 of 32 bytes), newest first, that encrypt MCP credentials at
+    # rest; rotation: prepend a new key, run ``manage.py ahentic_vault_rotate``, then drop the
+    # old key. Never derived from SECRET_KEY.
+    "VAULT_KEYS": [],
 }
 
 

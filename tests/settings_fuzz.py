@@ -21,4 +21,7 @@ AHENTIC = {
     "THROTTLE_MESSAGES": None,
     "THROTTLE_SESSIONS": None,
     "MCP_CALL_WAIT_S": 0,
+    # The MCP server fuzz_setup.py registers, and a key to store its tokens.
+    "MCP_SERVERS": ["default"],
+    "VAULT_KEYS": ["ZnV6ei1vbmx5LXZhdWx0LWtleS0wMTIzNDU2Nzg5YWI="],
 }

@@ -32,8 +32,8 @@ APP_LAYERS = {
     ),
     "orchestrator_app": (
         # The Messages API seam, the app's models, its client errors, the skill files, the JSON
-        # nesting limit: what every layer above may use.
-        ("base", ("models", "llm", "errors", "skills", "json_limits", "signals")),
+        # nesting limit, the credential vault: what every layer above may use.
+        ("base", ("models", "llm", "errors", "skills", "json_limits", "signals", "vault")),
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
         ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
         ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
@@ -51,6 +51,7 @@ APP_LAYERS = {
                 "admin_notifications",  # the mail log and the users' opt-outs
                 "admin_schedules",  # scheduled runs and their log
                 "admin_mcp_tokens",  # the MCP endpoint's tokens
+                "admin_mcp",  # MCP servers, tool settings, credentials
                 "tasks",
                 "urls",
                 "checks",
@@ -71,6 +72,13 @@ TEST_DOUBLE_USERS = ("orchestrator_app.management",)
 # template tag asks its permission check whether to render. Nothing else imports it (the admin,
 # the tools and the loop least of all).
 API = "orchestrator_app.api"
+# The mcp SDK: the client seam, the site's MCP endpoint (its messages are the SDK's types) and
+# the demo's MCP server.
+MCP_IMPORTERS = (
+    "orchestrator_app.tools.mcp_client",
+    "orchestrator_app.api.mcp_server",
+    "orchestrator_app.testing.demo_mcp",
+)
 API_USERS = (
     "orchestrator_app.urls",
     "orchestrator_app.apps",
@@ -219,6 +227,7 @@ def test_every_module_of_the_apps_has_a_layer():
 
 
 def test_imports_point_down_only_and_only_llm_imports_anthropic():
+    """... and only the MCP client seam (and the demo's MCP server) imports the mcp SDK."""
     wrong = []
     modules = _app_modules()
     for name, path in modules.items():
@@ -229,6 +238,9 @@ def test_imports_point_down_only_and_only_llm_imports_anthropic():
                 wrong.append(f"{name} imports {imported} (a higher app)")
             if top == "anthropic" and name != "orchestrator_app.llm":
                 wrong.append(f"{name} imports anthropic")
+            # The MCP client seam; the demo's MCP server is a test double (a server, no client).
+            if top in ("mcp", "mcp_types") and name not in MCP_IMPORTERS:
+                wrong.append(f"{name} imports the mcp SDK")
             if top == "ahentic_site":
                 wrong.append(f"{name} imports the demo site")
             if top != app or imported not in modules or None in (_layer(name), _layer(imported)):

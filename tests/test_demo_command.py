@@ -116,12 +116,17 @@ def test_the_demo_uses_the_offline_model_quietly_and_its_member_login_sees_the_s
     admin = log_in(port, "demo", "demo")
     schedules = admin.open(f"http://127.0.0.1:{port}/admin/orchestrator_app/schedule/").read()
     assert "Site digest" in schedules.decode() and "*/5 * * * *" in schedules.decode()
+    # The demo's MCP server runs beside the site, on its own local port.
+    mcp_port = int(re.search(r"MCP: +http://127\.0\.0\.1:(\d+)/mcp", output).group(1))
+    assert port_open(mcp_port)
 
 
 def test_sigterm_stops_the_demo_and_its_web_server(demo):
     process, port, lines = demo
 
+    mcp_port = int(re.search(r"MCP: +http://127\.0\.0\.1:(\d+)/mcp", "".join(lines)).group(1))
     process.send_signal(signal.SIGTERM)
 
     assert process.wait(timeout=30) == 0, "".join(lines)
     assert not port_open(port), "runserver outlived the demo command"
+    assert not port_open(mcp_port), "the MCP server outlived the demo command"

@@ -31,7 +31,7 @@ ERROR_TEXT = {
     413: "Body over 2 MiB (ahentic_body_too_large).",
     415: "Body is not JSON (ahentic_unsupported_media_type).",
     429: "Throttled (ahentic_throttled, Retry-After) or the daily token limit.",
-    503: "No model configured (ahentic_ai_unavailable).",
+    503: "No model configured (ahentic_ai_unavailable), or no credential vault key.",
 }
 READ_ERRORS = (400, 401, 403, 404, 405)
 WRITE_ERRORS = (*READ_ERRORS, 413, 415)
@@ -75,6 +75,7 @@ ENUM_NAME_OVERRIDES = {
     "ViewModeEnum": "sessions_app.models.Session.ViewMode",
     "GoalStatusEnum": "sessions_app.models.Goal.Status",
     "EventKindEnum": "sessions_app.models.Event.Kind",
+    "McpServerAuthEnum": "orchestrator_app.models.McpServer.Auth",
 }
 # Text the API takes: DRF refuses a NUL character in any string; ``NON_BLANK`` also needs a
 # character that is not whitespace (the API trims it).

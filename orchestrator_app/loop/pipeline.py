@@ -40,6 +40,7 @@ from ..ledger import usage
 from ..models import ToolGrant
 from ..signals import approval_requested, send_after_commit, tool_executed
 from ..tools import Tool, ToolContext, ToolError, get_tool
+from ..tools import mcp as mcp_tools
 
 __all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress"]
 
@@ -211,6 +212,12 @@ def check_call(
     Ask mode, the user's permission, the input schema. Returns the tool and None, or the tool
     (None when unknown) and the failure result."""
     tool = get_tool(name)
+    if (
+        tool is not None
+        and tool.module == mcp_tools.MODULE
+        and not mcp_tools.offered_to(session, name)
+    ):
+        tool = None  # a server the session's agent does not list
     if tool is None or (session.granted_tools is not None and name not in session.granted_tools):
         message = f"There is no tool named {name!r} in this session."
         return None, failure("ability_unavailable", message)

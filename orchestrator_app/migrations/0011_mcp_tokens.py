@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('orchestrator_app', '0009_webhooks'),
+        ('orchestrator_app', '0010_mcp_servers'),
         ('sessions_app', '0012_session_spend_cap'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

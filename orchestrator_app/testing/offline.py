@@ -419,10 +419,60 @@ def surface_tour(body: dict[str, Any]) -> LocalResponse | None:
     return None
 
 
+# --- an MCP server's tools: the demo's ticket server (testing/demo_mcp.py) ---------------------
+
+LIST_TICKETS = re.compile(r"\b(?:list|show)(?: me)? (?:the |all |my )?tickets\b", re.IGNORECASE)
+CREATE_TICKET = re.compile(
+    r"\b(?:create|open|file) (?:a |an )?(?:new )?ticket(?: (?:about|for|called|titled))?:?"
+    r"\s*(?P<title>.*)",
+    re.IGNORECASE,
+)
+
+
+def _mcp_tool(tools: set, suffix: str) -> str | None:
+    """The name of an MCP tool ending in ``suffix`` (``mcp__<server>__list_tickets``)."""
+    found = sorted(t for t in tools if t and t.startswith("mcp__") and t.endswith(f"__{suffix}"))
+    return found[0] if found else None
+
+
+def mcp_tour(body: dict[str, Any]) -> LocalResponse | None:
+    """ "list the tickets" calls the ticket server's read tool (it runs unasked); "create a
+    ticket about X" calls its write tool (an approval card naming the server and the tool).
+    None for other messages, or when the chat's agent has no ticket server."""
+    messages = body.get("messages") or []
+    if not body.get("tools") or not messages:
+        return None
+    tools = {t.get("name") for t in body["tools"]}
+    said = _last_user_text(messages).strip()[:200]
+    listing, creating = _mcp_tool(tools, "list_tickets"), _mcp_tool(tools, "create_ticket")
+    answered = _answered(messages)
+    for name, verb in ((listing, "The server answered"), (creating, "Done")):
+        if name and name in answered:
+            result = answered[name]
+            text = result.get("text") or result.get("message") or json.dumps(result)
+            return text_reply(f"(Offline demo model) {verb}:\n\n{text}")
+    if answered or messages[-1]["role"] != "user":
+        return None
+    if listing and LIST_TICKETS.search(said):
+        return tool_reply(
+            tool_call(listing, {"status": "open"}),
+            text="(Offline demo model) Asking the ticket server (an MCP server).",
+        )
+    match = CREATE_TICKET.search(said) if creating else None
+    if match:
+        title = match.group("title").strip(" .!?\"'") or "A ticket from the demo"
+        return tool_reply(
+            tool_call(creating, {"title": title[:120]}),
+            text="(Offline demo model) Creating the ticket needs your approval.",
+        )
+    return None
+
+
 def demo_model(body: dict[str, Any]) -> LocalResponse:
-    """The offline demo model: ``surface_tour``, else ``demo_responder``; with thinking on, a
-    reply opens with a short thinking block, and every reply streams at a human pace."""
-    response = surface_tour(body) or demo_responder(body)
+    """The offline demo model: ``surface_tour``, ``mcp_tour``, else ``demo_responder``; with
+    thinking on, a reply opens with a short thinking block, and every reply streams at a human
+    pace."""
+    response = surface_tour(body) or mcp_tour(body) or demo_responder(body)
     if not body.get("tools"):
         return response  # naming and memory: nobody watches them stream
     if _thinking_on(body) and response.status == 200:

@@ -50,6 +50,8 @@ from sessions_app.errors import ModelFacingError
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# Names of remote MCP servers' tools (``tools/mcp.py``); no registered tool may take one.
+MCP_PREFIX = "mcp__"
 RUNTIMES = ("server", "browser")
 # A grant key is stored in ``ToolGrant.tool_name`` (64 characters): a longer one is never granted.
 GRANT_KEY_MAX = 64
@@ -216,6 +218,8 @@ def tool(
     """Register a tool. Used as a decorator; browser tools may decorate a stub."""
     if not NAME_RE.match(name):
         raise ValueError(f"Tool name {name!r} must match {NAME_RE.pattern}")
+    if name.startswith(MCP_PREFIX):
+        raise ValueError(f"Tool name {name!r}: the prefix {MCP_PREFIX} names MCP servers' tools")
     if runtime not in RUNTIMES:
         raise ValueError(f"Tool {name!r}: runtime must be one of {RUNTIMES}")
     schema = input_schema or {"type": "object", "properties": {}}
@@ -268,7 +272,12 @@ def _discover() -> None:
 
 
 def get_tool(name: str) -> Tool | None:
+    """The tool named ``name``: a registered one, or a remote MCP server's (``mcp__...``)."""
     _discover()
+    if name.startswith(MCP_PREFIX):
+        from .mcp import resolve
+
+        return resolve(name)
     return _registry.get(name)
 
 
@@ -280,17 +289,22 @@ def all_tools() -> list[Tool]:
 def tools_for(session, user) -> list[Tool]:
     """Tools this session may offer the model: those of its agent (``TOOLS``, None: every
     tool), granted to the session, and allowed for the user (an agent never gives a user a
-    tool their own permissions do not)."""
+    tool their own permissions do not); then the tools of the MCP servers its agent lists
+    (``MCP_SERVERS``, ``tools/mcp.py``), sorted by name."""
+    from .mcp import session_tools
+
     granted = session.granted_tools
     settings = agents.settings_for(session)
     # An agent that keeps memory (``MEMORY``) has the memory tool, whatever ``TOOLS`` names.
     agent_tools = settings.TOOLS
     if agent_tools is not None and settings.MEMORY:
         agent_tools = [*agent_tools, "memory"]
-    return [
+    site = [
         t
         for t in all_tools()
         if (agent_tools is None or t.name in agent_tools)
         and (granted is None or t.name in granted)
         and t.allowed_for(user)
     ]
+    remote = [t for t in session_tools(session) if granted is None or t.name in granted]
+    return site + remote

@@ -1,4 +1,6 @@
-"""Start the demo in one go: migrate, create two logins, start the worker and the web server.
+"""Start the demo in one go: migrate, create two logins, start the worker, the web server and
+the demo's MCP server (a ticket tracker, ``orchestrator_app/testing/demo_mcp.py``, on a free
+local port, registered as ``tickets`` for the Editor agent).
 
 Without an Anthropic API key (and no base URL) the offline model is used: the local Messages
 API server runs inside this process and both children are pointed at it. Ctrl-C or SIGTERM stops
@@ -7,8 +9,10 @@ both children before the command exits.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -75,6 +79,9 @@ class Command(BaseCommand):
 
             manage = [sys.executable, "manage.py"]
             env = os.environ.copy()
+            mcp_url = self._start_mcp_server(children, env)
+            if mcp_url:
+                self._ensure_mcp_server(mcp_url)
             if not no_worker:
                 children.append(subprocess.Popen([*manage, "qcluster"], env=env))
             children.append(
@@ -91,7 +98,12 @@ class Command(BaseCommand):
                     f"Webhooks:  http://{addrport}/demo/webhooks/  (what the demo receiver got)\n"
                     f"Schedule:  {DIGEST_NAME!r} runs every 5 minutes into {DEMO_USERNAME}'s "
                     f"chat of that name (admin: Schedules)\n"
-                    "Stop with Ctrl-C (or SIGTERM).\n"
+                    + (
+                        f"MCP:       {mcp_url} (the Editor agent's ticket server)\n"
+                        if mcp_url
+                        else ""
+                    )
+                    + "Stop with Ctrl-C (or SIGTERM).\n"
                 )
             )
             while all(child.poll() is None for child in children):
@@ -112,6 +124,45 @@ class Command(BaseCommand):
                     child.kill()
             if offline is not None:
                 offline.stop()
+
+    def _start_mcp_server(self, children: list, env: dict) -> str | None:
+        """The demo's MCP server as a child process on a free local port; its URL, or None
+        when uvicorn (a dev dependency) is missing."""
+        if importlib.util.find_spec("uvicorn") is None:
+            self.stderr.write("uvicorn is not installed: the demo's MCP server is not started.")
+            return None
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        module = "orchestrator_app.testing.demo_mcp"
+        children.append(
+            subprocess.Popen([sys.executable, "-m", module, "--port", str(port)], env=env)
+        )
+        return f"http://127.0.0.1:{port}/mcp"
+
+    def _ensure_mcp_server(self, url: str) -> None:
+        """Register the ticket server (its URL changes with the port) and list it for the
+        Editor agent (a new version when its latest does not list it yet)."""
+        from orchestrator_app.models import McpServer
+        from sessions_app import agents
+        from sessions_app.models import Agent
+
+        McpServer.objects.update_or_create(
+            slug="tickets",
+            defaults={
+                "name": "Demo tickets",
+                "url": url,
+                "active": True,
+                "readonly_default_allow": True,
+                # The new port is a new server: list its tools at the next step.
+                "tools_fetched_at": None,
+            },
+        )
+        editor = Agent.objects.filter(slug="editor").first()
+        version = agents.latest_version(editor) if editor else None
+        if version is not None and "tickets" not in (version.config.get("MCP_SERVERS") or []):
+            config = {**version.config, "MCP_SERVERS": ["tickets"]}
+            agents.version_save(editor, config=config, note="Demo: the ticket MCP server")
 
     def _ensure_logins(self) -> None:
         self._ensure_user(DEMO_USERNAME, DEMO_PASSWORD, staff=True)

@@ -10,6 +10,7 @@
  *   memory.js         "What I remember": the chat's agent's memory of the user, to delete
  *   settings.js       Settings: the user's opt-outs of the agent's mails
  *   tokens.js         "MCP access": the user's tokens for the site's MCP endpoint
+ *   connections.js    Connections: the user's accounts on the agents' MCP servers
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   dom.js, storage.js small helpers
  *
@@ -41,6 +42,7 @@ import { renderHistory, renderTabs, statusOf, wireTabs } from "./tabs.js";
 import { createMemoryPanel } from "./memory.js";
 import { createSettingsPanel } from "./settings.js";
 import { createMcpTokens } from "./tokens.js";
+import { createConnections } from "./connections.js";
 import { keepPinned, renderTranscript } from "./transcript.js";
 
 const STATUS_LABELS = {
@@ -103,6 +105,7 @@ function boot(root) {
   const memory = createMemoryPanel(app); // "What I remember" (memory.js)
   createSettingsPanel(app); // the mail opt-outs, behind a header button (settings.js)
   createMcpTokens(app); // "MCP access" (tokens.js)
+  createConnections(app); // Connections to MCP servers (connections.js)
   const attachments = createAttachments(app, {
     session: async () => {
       const existing = activeSession();
