@@ -460,3 +460,28 @@ def test_the_spend_page_reads_the_ledger_in_a_fixed_number_of_queries(ledger, sp
         assert spend_staff.get(SPEND_URL, {"by": "user"}).status_code == 200
 
     assert len(few) == len(many) == 6, [q["sql"] for q in many.captured_queries]
+
+
+def test_the_spend_page_by_schedule_counts_a_continued_chat_once(spend_staff, owner):
+    from orchestrator_app.models import ScheduleRun
+
+    from .factories import schedule_create
+
+    agent = new_agent("digester", {"MODEL": MODEL})
+    digest = schedule_create(owner, agent, name="Nightly digest", chat_mode="continue")
+    continued = chat_with(owner, agent)
+    # Three firings logged in the one chat the schedule continues.
+    for minute in (5, 10, 15):
+        ScheduleRun.objects.create(
+            schedule=digest,
+            due_at=timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=minute),
+            session=continued,
+            status="done",
+        )
+    spent(continued, "1.25")
+    spent(continued, "0.75")
+    spent(chat_with(owner, agent), "0.10")  # a chat of the user's own
+
+    shown = totals(spend_staff.get(SPEND_URL, {"by": "schedule"}).content.decode())
+
+    assert shown == {"Nightly digest": ("$2.00", "200"), "(not scheduled)": ("$0.10", "100")}

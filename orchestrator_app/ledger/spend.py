@@ -6,18 +6,20 @@ rest summed as "other"; beside it, the site's tokens per day (``DailyUsage``, wh
 ``DAILY_TOKEN_LIMIT`` is checked against). Two queries whatever the number of records.
 
 A dimension is a name and an ORM path from ``UsageRecord`` to what a row is grouped by
-(``DIMENSIONS``): one line adds another, e.g. a schedule's name once chats know their schedule.
+(``DIMENSIONS``): one line adds another.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, OuterRef, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -34,14 +36,26 @@ OTHER = "other"
 class Dimension:
     label: str
     # ORM path from UsageRecord to the value rows are grouped by; "{username}" is the user
-    # model's USERNAME_FIELD (read when the report runs, not at import).
-    path: str
+    # model's USERNAME_FIELD (read when the report runs, not at import). Or a function
+    # returning the expression, for a value a plain path would count twice.
+    path: str | Callable[[], Any]
     none: str  # what rows without a value are called
+
+
+def schedule_of_chat() -> Subquery:
+    """The name of the schedule whose runs the record's chat holds. A chat belongs to one
+    schedule at most, but a "continue one chat" schedule logs many runs in it: a join through
+    the run log would count each of its records once per run."""
+    from ..models import ScheduleRun
+
+    runs = ScheduleRun.objects.filter(session=OuterRef("session")).values("schedule__name")
+    return Subquery(runs[:1])
 
 
 DIMENSIONS: dict[str, Dimension] = {
     "agent": Dimension("Agent", "session__agent_version__agent__slug", "(no agent)"),
     "user": Dimension("User", "user__{username}", "(no user)"),
+    "schedule": Dimension("Schedule", schedule_of_chat, "(not scheduled)"),
 }
 
 
@@ -87,11 +101,14 @@ def spend_report(*, days: int = 30, by: str = "agent", top: int = TOP) -> Report
     today = timezone.localdate()
     first = today - timedelta(days=days - 1)
     since = timezone.make_aware(datetime.combine(first, time.min))
-    path = dimension.path.format(username=get_user_model().USERNAME_FIELD)
+    if callable(dimension.path):
+        key = dimension.path()
+    else:
+        key = F(dimension.path.format(username=get_user_model().USERNAME_FIELD))
     tokens = F("input_tokens") + F("output_tokens") + F("cache_read_tokens")
     rows = (
         UsageRecord.objects.filter(created_at__gte=since)
-        .annotate(day=TruncDate("created_at"), key=F(path))
+        .annotate(day=TruncDate("created_at"), key=key)
         .values("day", "key")
         .annotate(
             cost=Sum("cost_usd"),
