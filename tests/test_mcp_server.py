@@ -140,6 +140,10 @@ def test_a_mutating_call_waits_for_approval_and_runs_once_after_it(
     session = Session.objects.get(owner=owner)
     assert session.status == Session.Status.AWAITING_HUMAN
     assert waiting.meta["ahentic/chat"]["id"] == str(session.pk)
+    # The text links straight to the chat: the sidebar opens ?ahentic_session=<id>.
+    link = f"{live_server.url}/?ahentic_session={session.pk}"
+    assert waiting.meta["ahentic/chat"]["link"] == link
+    assert f"Waiting for approval at {link} " in text_of(waiting)
 
     # Asking again before a decision neither runs it nor makes a second call.
     again = with_client(live_server, secret, first)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 import mcp.types as mcp_types
 from django.conf import settings
@@ -39,6 +40,7 @@ from pydantic import ValidationError
 from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 
+from .. import notifications
 from ..control import mcp_tokens
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
 from ..loop import mcp_calls
@@ -333,8 +335,8 @@ class Handler:
         chat = self.chat(outcome)
         if status == mcp_calls.Status.AWAITING_APPROVAL:
             text = (
-                f"Waiting for approval: {tool.name} changes something, so it runs only once "
-                f"you allow it in the agent panel of {chat['site']} (History: "
+                f"Waiting for approval at {chat['link']} : {tool.name} changes something, so "
+                f"it runs only once you allow it there (the agent panel's chat "
                 f"{chat['title']!r}). Then call {tool.name} again with the same arguments to "
                 "get its result; it will not run twice."
             )
@@ -357,6 +359,14 @@ class Handler:
             "id": str(session.pk),
             "title": session.title,
             "site": self.request.build_absolute_uri("/"),
+            # Opens the chat in the sidebar (as the mails' links do).
+            "link": (
+                notifications.chat_url(session.pk)
+                if ahentic_settings.SITE_URL
+                else self.request.build_absolute_uri(
+                    "/?" + urlencode({notifications.CHAT_PARAM: str(session.pk)})
+                )
+            ),
             "url": self.request.build_absolute_uri(
                 reverse("ahentic:session-detail", args=[session.pk])
             ),
