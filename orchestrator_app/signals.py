@@ -80,8 +80,9 @@ def send_after_commit(signal: Signal, session: Session | Any, **kwargs: Any) -> 
             return
         row = session
         if row is not None and not isinstance(row, Session):
-            row = db.primary(Session).select_related("owner").filter(pk=session).first()
-            if row is None:  # deleted meanwhile: nothing left to report on
+            try:
+                row = db.primary(Session).select_related("owner").get(pk=session)
+            except Session.DoesNotExist:  # deleted meanwhile: nothing left to report on
                 return
         for receiver, result in signal.send_robust(sender=Session, session=row, **kwargs):
             if isinstance(result, Exception):
