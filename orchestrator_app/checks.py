@@ -17,6 +17,13 @@ ADMIN_BASE_TEMPLATE = "admin/base_site.html"
 _BACKOFF_SLACK_S = 8
 
 
+def _at_least(value, minimum, *, whole: bool = True) -> bool:
+    """Whether a setting's value is a number of at least ``minimum``: an int when ``whole``,
+    else an int or a float; never a bool (True is an int to Python)."""
+    kinds = int if whole else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and value >= minimum
+
+
 @register()
 def check_queue(app_configs=None, **kwargs):
     errors = []
@@ -253,7 +260,7 @@ def _attachment_errors() -> list:
         value = getattr(ahentic_settings, key)
         if key == "ATTACHMENT_QUOTA_BYTES" and value is None:
             continue  # no quota
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not _at_least(value, 1):
             errors.append(Error(f"AHENTIC[{key!r}] must be a positive integer.", id="ahentic.E008"))
     if not isinstance(ahentic_settings.FILES_API, bool):
         errors.append(
@@ -264,7 +271,7 @@ def _attachment_errors() -> list:
             )
         )
     threshold = ahentic_settings.FILES_API_MIN_BYTES
-    if not isinstance(threshold, int) or isinstance(threshold, bool) or threshold < 0:
+    if not _at_least(threshold, 0):
         errors.append(
             Error(
                 "AHENTIC['FILES_API_MIN_BYTES'] must be an integer of 0 or more.",
@@ -491,7 +498,7 @@ def check_schedules(app_configs=None, **kwargs):
 
     messages = []
     grace = ahentic_settings.SCHEDULE_GRACE_S
-    if not isinstance(grace, int) or isinstance(grace, bool) or grace < 60:
+    if not _at_least(grace, 60):
         messages.append(
             Error(
                 f"AHENTIC['SCHEDULE_GRACE_S'] must be a whole number of seconds, at least 60 "
@@ -501,7 +508,7 @@ def check_schedules(app_configs=None, **kwargs):
             )
         )
     failures = ahentic_settings.SCHEDULE_MAX_FAILURES
-    if not isinstance(failures, int) or isinstance(failures, bool) or failures < 1:
+    if not _at_least(failures, 1):
         messages.append(
             Error(
                 f"AHENTIC['SCHEDULE_MAX_FAILURES'] must be a positive whole number "
@@ -742,11 +749,6 @@ _WEBHOOK_SLACK_S = 30
 
 
 def _webhook_errors() -> list:
-    def number(key, minimum, *, integer):
-        value = getattr(ahentic_settings, key)
-        kinds = (int,) if integer else (int, float)
-        return isinstance(value, kinds) and not isinstance(value, bool) and value >= minimum
-
     wanted = {
         "WEBHOOK_TIMEOUT_S": (0.001, False, "a positive number of seconds"),
         "WEBHOOK_MAX_ATTEMPTS": (1, True, "an integer of at least 1"),
@@ -757,7 +759,7 @@ def _webhook_errors() -> list:
     return [
         Error(f"AHENTIC[{key!r}] must be {words}.", id="ahentic.E032")
         for key, (minimum, integer, words) in wanted.items()
-        if not number(key, minimum, integer=integer)
+        if not _at_least(getattr(ahentic_settings, key), minimum, whole=integer)
     ]
 
 
@@ -792,7 +794,7 @@ def check_notifications(app_configs=None, **kwargs):
 
     errors = []
     delay = ahentic_settings.NOTIFY_APPROVAL_AFTER_S
-    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+    if not _at_least(delay, 0):
         errors.append(
             Error(
                 f"AHENTIC['NOTIFY_APPROVAL_AFTER_S'] must be a whole number of seconds >= 0, "
@@ -886,7 +888,7 @@ def check_mcp_server(app_configs=None, **kwargs):
             )
         )
     wait = ahentic_settings.MCP_CALL_WAIT_S
-    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+    if not _at_least(wait, 0, whole=False):
         errors.append(
             Error(
                 "AHENTIC['MCP_CALL_WAIT_S'] must be a number of seconds, 0 or more.",
