@@ -86,24 +86,24 @@ function boot(root) {
 
   // Who provides what on `app` (modules call these through `app`, at call time).
   const store = provide(app, createStore(app), [
-    ...["sessionState", "activeSession", "tabOf", "isOpen", "isReadOnly", "lastSeq"],
-    ...["applyPayload", "saveTabs", "saveUi"],
+    "sessionState", "activeSession", "tabOf", "isOpen", "isReadOnly", "lastSeq",
+    "applyPayload", "saveTabs", "saveUi",
   ]);
   provide(app, createSessionView(app), [
-    ...["renderSession", "renderStatusLine", "setError", "clearError"],
+    "renderSession", "renderStatusLine", "setError", "clearError",
   ]);
   const polling = provide(app, createPolling(app), ["pollSoon"]);
   app.poller = polling; // poller.schedule(s, ms)
   const duties = provide(app, createRunnerDuties(app), ["actAsRunner"]);
   const layout = provide(app, createLayout(app), ["setCollapsed", "renderAll"]);
   const chats = provide(app, createChats(app), [
-    ...["createSession", "activate", "closeTab", "openChild"],
+    "createSession", "activate", "closeTab", "openChild",
   ]);
   const composer = provide(app, createComposer(app), [
-    ...["decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier"],
+    "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier",
   ]);
   const debug = provide(app, createDebugger(app), [
-    ...["renderDebugger", "refreshDiagnosticsWhileLive"],
+    "renderDebugger", "refreshDiagnosticsWhileLive",
   ]);
   // The panels: renderSession draws memory, attachments and agents; the others keep to
   // their header buttons.
