@@ -78,3 +78,30 @@ def test_every_msgid_of_the_shipped_catalogues_is_translated_and_compiled():
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "catalogues complete and current" in done.stdout
+
+
+def test_an_error_the_user_sees_comes_in_their_language_with_the_same_code(
+    owner_client, session, llm
+):
+    url = f"{API}/sessions/{session.pk}/messages"
+
+    german = owner_client.post(url, {"content": " "}, format="json", HTTP_ACCEPT_LANGUAGE="de")
+    english = owner_client.post(url, {"content": " "}, format="json", HTTP_ACCEPT_LANGUAGE="en")
+
+    assert german.status_code == english.status_code == 400
+    assert german.json() == {"code": "ahentic_empty_message", "detail": "Die Nachricht ist leer."}
+    assert english.json() == {"code": "ahentic_empty_message", "detail": "The message is empty."}
+    assert german["Content-Language"] == "de"
+
+
+def test_a_message_built_with_values_is_translated_whole(owner_client, session, llm, settings):
+    settings.AHENTIC = {**settings.AHENTIC, "MAX_MESSAGE_CHARS": 5}
+
+    response = owner_client.post(
+        f"{API}/sessions/{session.pk}/messages",
+        {"content": "123456"},
+        format="json",
+        HTTP_ACCEPT_LANGUAGE="de",
+    )
+
+    assert response.json()["detail"] == "Die Nachricht hat 6 Zeichen; die Grenze liegt bei 5."
