@@ -119,19 +119,13 @@ def _run_totals(session: Session) -> dict[int, RunSection]:
 
 def _events(session: Session):
     # The payload may be large (a tool's input, an attachment's reference): only its tool name.
-    return (
-        Event.objects.filter(session=session)
-        .defer("payload")
-        .annotate(tool=KT("payload__tool"))
-    )
+    return Event.objects.filter(session=session).defer("payload").annotate(tool=KT("payload__tool"))
 
 
 def _trace(session: Session):
     # The data is bookkeeping, but for a denial's reason.
     return (
-        TraceEvent.objects.filter(session=session)
-        .defer("data")
-        .annotate(reason=KT("data__reason"))
+        TraceEvent.objects.filter(session=session).defer("data").annotate(reason=KT("data__reason"))
     )
 
 
