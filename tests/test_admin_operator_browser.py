@@ -45,6 +45,8 @@ def open_page(browser, live_server, admin_sidebar):  # noqa: F811
         page = context.new_page()
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(path)
+        # Booted: the sidebar placed itself in the admin.
+        page.wait_for_function("document.documentElement.classList.contains('ahentic-admin')")
         return page
 
     yield open_page

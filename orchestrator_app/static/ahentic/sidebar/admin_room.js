@@ -5,8 +5,9 @@
 // and clickable; it follows the header as the page scrolls) and, on a change list whose filter
 // column (#changelist-filter) stands beside the list, to the left of that column; the launcher
 // keeps to the left of it too. Docked, the panel takes MAX_PANEL_PX, less whatever the admin's
-// content (#content, padding aside) would lose below MIN_CONTENT_PX; when that leaves it under
-// MIN_PANEL_PX, it floats instead until the window is wide enough for both. The numbers reach
+// content (#content, padding aside) would lose below MIN_CONTENT_PX (or below its own width,
+// when narrower); when that leaves it under MIN_PANEL_PX, it floats instead until the window is
+// wide enough for both. The numbers reach
 // the stylesheet as custom properties (sidebar.css, the "operators" block).
 
 const MIN_CONTENT_PX = 700;
@@ -32,10 +33,14 @@ export function placeInAdmin(root, wantDocked) {
   let docked = wantDocked && window.innerWidth >= NARROW_PX;
   const content = document.getElementById("content");
   if (docked) {
+    // The content may lose to the panel only what it has above MIN_CONTENT_PX (a page whose
+    // content is narrower by design, the admin's index, keeps its own width).
+    html.classList.remove("ahentic-docked");
+    const keep = content ? Math.min(MIN_CONTENT_PX, contentWidth(content)) : 0;
     html.style.setProperty("--ahentic-dock-width", MAX_PANEL_PX + "px");
     html.classList.add("ahentic-docked");
     if (content) {
-      const width = MAX_PANEL_PX - Math.max(0, MIN_CONTENT_PX - contentWidth(content));
+      const width = MAX_PANEL_PX - Math.max(0, keep - contentWidth(content));
       if (width < MIN_PANEL_PX) docked = false;
       else html.style.setProperty("--ahentic-dock-width", Math.floor(width) + "px");
     }
