@@ -7,7 +7,13 @@ server and login come from the sidebar's browser tests (skipped without playwrig
 unless AHENTIC_REQUIRE_BROWSER=1). AHENTIC_SCREENSHOT_DIR=/tmp writes screenshots.
 """
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
+from django.contrib.auth import get_user_model
+
+from sessions_app import services
+from sessions_app.services import TraceItem
 
 from .factories import SessionFactory
 from .test_admin_runs import add_runs
@@ -221,3 +227,35 @@ def test_too_narrow_for_both_the_docked_panel_floats_clear_of_the_filters(open_p
     page.set_viewport_size(LAPTOP)
     page.wait_for_function("document.documentElement.classList.contains('ahentic-docked')")
     assert box(page, "#changelist")["width"] >= 700
+
+
+# --- the sidebar's debugger -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1366", "390"])
+def test_the_debugger_lists_the_newest_trace_in_the_order_it_happened(open_page, viewport):
+    page = open_page("/admin/", viewport)
+    staff = get_user_model().objects.get(username="staff")
+    session = SessionFactory(owner=staff, title="Traced")
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    services.trace_records(
+        session_id=session.pk,
+        items=[
+            TraceItem(type="step", summary=f"step {n}", at=start + timedelta(seconds=n))
+            for n in range(25)
+        ],
+    )
+    page.goto(f"/admin/?ahentic_session={session.pk}")
+
+    page.get_by_role("button", name="Show the debugger").click()
+
+    rows = page.locator('[data-role="trace"] li')
+    expect(rows).to_have_count(20)
+    expect(page.locator('[data-role="trace-caption"]')).to_have_text(
+        "The newest 20 of 25 trace events, oldest first."
+    )
+    texts = rows.all_inner_texts()
+    assert "step 5" in texts[0] and "step 24" in texts[-1]
+    times = rows.locator("time").evaluate_all("ts => ts.map(t => t.getAttribute('datetime'))")
+    assert times == sorted(times) and len(times) == 20
+    screenshot(page, f"sidebar-debugger-trace-{viewport['width']}")
