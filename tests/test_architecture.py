@@ -23,7 +23,7 @@ APP_LAYERS = {
             "writers and readers",
             ("runstate", "services", "attachments", "window", "agents", "memory"),
         ),
-        ("Django hooks", ("admin", "admin_caps", "admin_memory", "apps")),
+        ("Django hooks", ("admin", "admin_caps", "admin_memory", "admin_runs", "apps")),
     ),
     "artifacts_app": (
         ("models", ("models",)),

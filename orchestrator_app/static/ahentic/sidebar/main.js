@@ -5,7 +5,9 @@
  *                     applying a session payload (newer versions only)
  *   polling.js        the poll loop's hooks and the live text of a streaming reply
  *   runner.js         the runner's duties (page tools, stall nudges) and the heartbeat
- *   layout.js         fold/unfold (the launcher), dock, Escape
+ *   layout.js         fold/unfold (the launcher), dock, Escape; admin_room.js places the
+ *                     panel in the Django admin (clear of its header and filters, docked
+ *                     only where the admin's content keeps 700 px)
  *   chats.js          a new chat, opening, switching and closing chats, the history list,
  *                     tabs opened by another window, the ?ahentic_session link
  *   composer.js       send, queued messages (send now, recall), Stop, Continue, approvals,
