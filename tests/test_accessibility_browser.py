@@ -308,6 +308,98 @@ def test_an_opened_earlier_chat_is_not_read_out_again(page, llm, settings, viewp
     expect(announcer(page)).to_have_text("")
 
 
+# --- focus ----------------------------------------------------------------------------------------
+
+FOCUS_RING = """e => {
+    const rgb = (colour) => (colour.match(/[\\d.]+/g) || []).map(Number);
+    const opaque = (c) => c.length === 3 || (c.length === 4 && c[3] === 1);
+    const backdrop = (node) => {  // the first opaque background behind the node
+        for (let n = node; n; n = n.parentElement) {
+            const c = rgb(getComputedStyle(n).backgroundColor);
+            if (opaque(c)) return c.slice(0, 3);
+        }
+        return [255, 255, 255];
+    };
+    const luminance = (c) => {
+        const [r, g, b] = c.map((v) => {
+            v /= 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const style = getComputedStyle(e);
+    const ring = rgb(style.outlineColor).slice(0, 3);
+    // An outline drawn outside the control lies on what is around it; inside, on the control.
+    const behind = parseFloat(style.outlineOffset) < 0 ? backdrop(e) : backdrop(e.parentElement);
+    const [light, dark] = [luminance(ring), luminance(behind)].sort((a, b) => b - a);
+    return {
+        control: e.getAttribute("aria-label") || (e.labels && e.labels.length
+            ? e.labels[0].textContent : e.textContent).trim().slice(0, 40) || e.tagName,
+        style: style.outlineStyle,
+        width: parseFloat(style.outlineWidth),
+        contrast: Math.round(((light + 0.05) / (dark + 0.05)) * 100) / 100,
+    };
+}"""
+
+
+def tab_stops_in_sidebar(page, limit: int = 150) -> list[dict]:
+    """Tab through the page from its top; the focus ring of each stop inside the sidebar."""
+    stops, seen = [], set()
+    page.locator("body").click(position={"x": 1, "y": 1})
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        focused = page.locator(":focus")
+        if not focused.count():
+            continue
+        key = focused.evaluate("e => e.outerHTML.slice(0, 200) + e.getBoundingClientRect().top")
+        if key in seen:
+            break
+        seen.add(key)
+        if focused.evaluate("e => !!e.closest('#ahentic-sidebar')"):
+            stops.append(focused.evaluate(FOCUS_RING))
+    return stops
+
+
+def test_every_control_shows_a_focus_ring_that_stands_out(page, llm, settings, viewport):
+    state_approval_card(page, llm, settings)
+    hitl_card(page).locator("summary").click()  # the input's JSON: a <pre> in the card
+    page.get_by_role("button", name="Show the debugger").click()
+
+    stops = tab_stops_in_sidebar(page)
+
+    names = [stop["control"] for stop in stops]
+    for expected in ("Message the agent", "Deny: sidebar_publish_note", "Hide the debugger"):
+        assert any(expected in name for name in names), (expected, names)
+    weak = [
+        stop
+        for stop in stops
+        if stop["style"] == "none" or stop["width"] < 2 or stop["contrast"] < 3
+    ]
+    assert not weak, f"focus rings missing, thinner than 2px or under 3:1: {weak}"
+    screenshot(page, f"a11y-focus-ring-{viewport['width']}")  # on the last stop: Send
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP], ids=["1366x900"])
+def test_delete_closes_the_focused_tab_and_the_close_button_stays_out_of_the_tablist(page, llm):
+    open_sidebar(page)
+    new_chat(page)
+    new_chat(page)
+    tabs = page.get_by_role("tab")
+    expect(tabs).to_have_count(2)
+    # The x buttons are for the pointer: a tablist owns only tabs (axe: aria-required-children).
+    expect(page.get_by_role("tablist").get_by_role("button")).to_have_count(0)
+    tabs.last.focus()
+
+    page.keyboard.press("Delete")
+
+    expect(tabs).to_have_count(1)
+    expect(tabs.first).to_be_focused()
+    expect(tabs.first).to_have_attribute("aria-selected", "true")
+    page.keyboard.press("Delete")
+    expect(tabs).to_have_count(0)
+    expect(page.get_by_label("Message the agent")).to_be_focused()
+
+
 # --- the session admin --------------------------------------------------------------------------
 
 
