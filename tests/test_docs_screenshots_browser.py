@@ -78,12 +78,12 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def panel_shot(page, path: Path) -> tuple[int, int]:
+def panel_shot(page, path: Path) -> tuple[int, int]:  # noqa: F811
     page.locator("#ahentic-panel").screenshot(path=str(path), animations="disabled")
     return png_size(path)
 
 
-def ask_for_a_page(page):
+def ask_for_a_page(page):  # noqa: F811
     """The Quickstart's step 3: the card that asks before the page is written."""
     send(page, "Write a page about coffee")
     card = hitl_card(page)
@@ -94,7 +94,9 @@ def ask_for_a_page(page):
 
 
 def test_the_reply_screenshot_shows_the_answer_to_a_question_about_the_page(
-    page, demo, shots
+    page,  # noqa: F811
+    demo,
+    shots,
 ):
     page.set_viewport_size(DESKTOP)
     open_home(page)
@@ -109,7 +111,7 @@ def test_the_reply_screenshot_shows_the_answer_to_a_question_about_the_page(
     assert width < DESKTOP["width"] // 2 and height > 400
 
 
-def test_the_approval_screenshot_shows_the_request_and_the_card(page, demo, shots):
+def test_the_approval_screenshot_shows_the_request_and_the_card(page, demo, shots):  # noqa: F811
     page.set_viewport_size(DESKTOP)
     open_home(page)
     new_chat(page)
@@ -124,7 +126,7 @@ def test_the_approval_screenshot_shows_the_request_and_the_card(page, demo, shot
     assert width < DESKTOP["width"] // 2
 
 
-def test_the_admin_screenshot_shows_the_chat_on_its_session_page(page, demo, owner, shots):
+def test_the_admin_screenshot_shows_the_chat_on_its_session_page(page, demo, owner, shots):  # noqa: F811
     page.set_viewport_size(DESKTOP)
     open_home(page)
     new_chat(page)
@@ -144,15 +146,15 @@ def test_the_admin_screenshot_shows_the_chat_on_its_session_page(page, demo, own
 
 def test_the_phone_screenshot_shows_the_card_at_390_wide(browser, live_server, owner, demo, shots):  # noqa: F811
     errors: list[str] = []
-    context, page = open_at(browser, live_server, owner, *PHONE, errors)
+    phone_context, phone = open_at(browser, live_server, owner, *PHONE, errors)
     try:
-        new_chat(page)
-        card = ask_for_a_page(page)
+        new_chat(phone)
+        card = ask_for_a_page(phone)
         expect(card.get_by_role("button", name="Allow once")).to_be_in_viewport()
 
         path = shots / "sidebar-phone.png"
-        page.screenshot(path=str(path), animations="disabled")
+        phone.screenshot(path=str(path), animations="disabled")
         assert png_size(path) == PHONE
     finally:
-        context.close()
+        phone_context.close()
     assert not errors, errors
