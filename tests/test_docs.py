@@ -4,7 +4,8 @@ Every code block is checked by its language: Python compiles, its imports resolv
 ``AHENTIC`` keys exist and pass the system checks; ``manage.py`` commands and their options
 exist; ``make`` targets exist; templates compile and what they extend exists; JSON parses;
 JavaScript parses and names the sidebar's real API. The install page's file snippets are the
-README's (tests/test_readme_install.py pastes those into new sites). The reference pages list
+README's (tests/test_readme_install.py pastes those into new sites), and its later snippets
+run (the sidebar on a page of the site, the grant, the login template). The reference pages list
 every setting with its default, every route, payload key, system check, signal and management
 command, and nothing that is gone. `mkdocs build --strict` (.ci/browser-leg) checks the links.
 """
@@ -352,3 +353,59 @@ def test_the_tool_page_shows_permission_and_lists_every_option_of_tool():
     assert re.search(r"^\s+permission=", example, re.M)
     assert {key for key, _ in ROW.findall(options)} == set(inspect.signature(tool).parameters)
     assert "ahentic.W003" in text
+
+
+# --- the install page's steps after the five -----------------------------------------------------
+
+
+def blocks_under(name: str, heading: str) -> list[str]:
+    return [textwrap.dedent(m.group(3)) for m in FENCE.finditer(section(page(name), heading))]
+
+
+def render_as(user, source: str, context: dict | None = None) -> str:
+    from django.test import RequestFactory
+
+    request = RequestFactory().get("/")
+    request.user = user
+    return engines["django"].from_string(source).render(context or {}, request)
+
+
+def test_the_own_page_template_shows_the_sidebar_to_users_with_the_permission_only(owner):
+    from django.contrib.auth.models import AnonymousUser
+
+    from .factories import UserFactory
+
+    [template] = blocks_under("install.md", "## Put the sidebar on your own pages")
+
+    assert 'id="ahentic-sidebar"' in render_as(owner, template)
+    assert 'id="ahentic-sidebar"' not in render_as(AnonymousUser(), template)
+    assert 'id="ahentic-sidebar"' not in render_as(UserFactory(agent_permission=False), template)
+
+
+@pytest.mark.django_db
+def test_the_grant_snippet_gives_a_user_the_agent_permission():
+    from django.contrib.auth import get_user_model
+
+    alice = get_user_model().objects.create_user(username="alice", password="x")
+    assert not alice.has_perm("sessions_app.use_agent")
+    [snippet] = blocks_under("install.md", "## Grant the permission")
+
+    exec(compile(snippet, "docs/install.md", "exec"), {})  # noqa: S102
+
+    alice = get_user_model().objects.get(username="alice")  # a fresh permission cache
+    assert alice.has_perm("sessions_app.use_agent")
+
+
+@pytest.mark.django_db
+def test_the_login_template_posts_the_login_form():
+    from django.contrib.auth.forms import AuthenticationForm
+    from django.contrib.auth.models import AnonymousUser
+
+    templates = blocks_under("install.md", "## A login page")
+    [login] = [t for t in templates if t.startswith("{# templates/registration/login.html #}")]
+
+    html = render_as(AnonymousUser(), login, {"form": AuthenticationForm(), "next": "/"})
+
+    assert 'name="csrfmiddlewaretoken"' in html
+    assert 'name="username"' in html and 'name="password"' in html
+    assert 'name="next" value="/"' in html
