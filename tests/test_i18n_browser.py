@@ -10,6 +10,7 @@ the catalogue lacks. Playwright + Debian's chromium; the fixtures and the skip r
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,9 @@ SHOWN_JS = """(root) => {
 
 
 def _parse_po(path: Path):
-    spec = importlib.util.spec_from_file_location("translations", ROOT / ".ci" / "translations.py")
-    module = importlib.util.module_from_spec(spec)
+    name = "ahentic_ci_translations"
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / "translations.py")
+    module = sys.modules.setdefault(name, importlib.util.module_from_spec(spec))
     spec.loader.exec_module(module)
     return module.parse_po(path)
 

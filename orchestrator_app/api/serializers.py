@@ -7,6 +7,7 @@ from datetime import UTC
 from typing import Any
 
 from django.urls import reverse
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import ISO_8601, serializers
 
@@ -508,11 +509,19 @@ class TraceEnvelopeSerializer(serializers.Serializer):
         ref_name = "TraceEnvelope"
 
 
+class ChatTitleField(serializers.CharField):
+    """A chat's title; the default one ("New Agent", as stored) in the reader's language."""
+
+    def to_representation(self, value):
+        title = super().to_representation(value)
+        return gettext(title) if title == session_services.DEFAULT_TITLE else title
+
+
 class ChildSessionSerializer(serializers.Serializer):
     """A sub-agent session (a ``values()`` row with ``tokens_used``)."""
 
     id = serializers.UUIDField()
-    title = serializers.CharField(allow_blank=True)
+    title = ChatTitleField(allow_blank=True)
     status = serializers.ChoiceField(choices=Session.Status.choices)
     tokensUsed = serializers.IntegerField(source="tokens_used")
 
@@ -604,7 +613,7 @@ class SessionRowSerializer(serializers.Serializer):
     """A row of the session list (a ``values()`` row with ``tokens_used``)."""
 
     id = serializers.UUIDField()
-    title = serializers.CharField(allow_blank=True)
+    title = ChatTitleField(allow_blank=True)
     status = serializers.ChoiceField(choices=Session.Status.choices)
     mode = serializers.ChoiceField(choices=Session.Mode.choices)
     tokensUsed = serializers.IntegerField(source="tokens_used")
@@ -740,7 +749,7 @@ class SessionPayloadSerializer(serializers.Serializer):
     ``session`` is the row and whose other attributes are the bounded windows read with it."""
 
     id = serializers.UUIDField(source="session.pk")
-    title = serializers.CharField(source="session.title", allow_blank=True)
+    title = ChatTitleField(source="session.title", allow_blank=True)
     autoTitle = serializers.BooleanField(source="session.auto_title")
     status = serializers.ChoiceField(source="session.status", choices=Session.Status.choices)
     mode = serializers.ChoiceField(source="session.mode", choices=Session.Mode.choices)
