@@ -744,6 +744,36 @@ class MessageWindowField(serializers.ReadOnlyField):
     they are."""
 
 
+class ProgressField(serializers.DictField):
+    """The worker's progress ``{label, at}``. Workers write the label in English (they serve
+    no request); the run's own labels are shown here in the reader's language, a tool's
+    summary inside them as the tool wrote it."""
+
+    def to_representation(self, value):
+        progress = super().to_representation(value)
+        if isinstance(progress, dict) and isinstance(progress.get("label"), str):
+            progress["label"] = progress_label(progress["label"])
+        return progress
+
+
+def progress_label(label: str) -> str:
+    fixed = {
+        "Thinking…": gettext("Thinking…"),
+        "Resuming…": gettext("Resuming…"),
+        "Recovering after the browser timed out…": gettext(
+            "Recovering after the browser timed out…"
+        ),
+    }
+    if label in fixed:
+        return fixed[label]
+    head, colon, summary = label.partition(": ")
+    if colon and head == "Waiting for your approval":
+        return gettext("Waiting for your approval: %(summary)s") % {"summary": summary}
+    if colon and head == "Running in your browser":
+        return gettext("Running in your browser: %(summary)s") % {"summary": summary}
+    return label
+
+
 class SessionPayloadSerializer(serializers.Serializer):
     """The session payload (the sidebar's poll target): a ``payload.PayloadSource``, whose
     ``session`` is the row and whose other attributes are the bounded windows read with it."""
@@ -765,7 +795,7 @@ class SessionPayloadSerializer(serializers.Serializer):
     pendingMessages = PendingMessageSerializer(source="pending_messages", many=True)
     trace = TraceWindowField(help_text="The last TRACE_POLL_WINDOW trace rows, without data.")
     traceCount = serializers.IntegerField(source="session.trace_count")
-    progress = serializers.DictField(allow_null=True)
+    progress = ProgressField(allow_null=True)
     heartbeatAt = IsoDateTimeField(source="session.heartbeat_at", allow_null=True)
     claimed = serializers.SerializerMethodField(
         help_text=(
