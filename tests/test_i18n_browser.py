@@ -156,12 +156,23 @@ def test_the_walk_finds_english_where_the_page_is_english(browser, live_server, 
     )
 
 
-def test_the_german_sidebar_shows_no_english_in_any_state(german_page, llm, owner, sidebar_calls):  # noqa: F811
-    from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
+@pytest.fixture
+def earlier_chat(owner):
+    """A chat from before the page loads: the history lists it."""
     from tests.factories import SessionFactory
 
+    return SessionFactory(owner=owner, title="Bohnen")
+
+
+def test_the_german_sidebar_shows_no_english_in_any_state(
+    earlier_chat,
+    german_page,
+    llm,
+    sidebar_calls,  # noqa: F811
+):
+    from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
+
     page = german_page
-    SessionFactory(owner=owner, title="Bohnen")  # an earlier chat, listed in the history
     assert page.evaluate("document.documentElement.lang") == "de"
 
     # Empty: no chat yet.
