@@ -194,6 +194,8 @@ def test_the_german_sidebar_shows_no_english_in_any_state(
         ["Mahlen Sie die Bohnen kurz vor dem Brühen."]
     )
     status_is(page, "idle")
+    # Numbers in German form: "Kontext 3 %" (Intl, the page's language).
+    expect(page.locator('[data-role="tokens"]')).to_contain_text(re.compile(r"Kontext \d+\s%"))
     assert english_left(page) == []
 
     # An approval card, its details open.
@@ -220,6 +222,7 @@ def test_the_german_sidebar_shows_no_english_in_any_state(
     # The history and the settings.
     history = page.locator('[data-role="history"]')
     expect(history.locator("option", has_text="Bohnen")).to_have_count(1)
+    expect(history.locator("option", has_text="Bohnen")).to_contain_text("heute")
     page.locator('[data-role="settings-toggle"]').click()
     expect(page.locator('[data-role="settings"]')).to_be_visible()
     expect(page.locator(".ahentic-settings-status")).to_have_text("")
