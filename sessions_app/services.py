@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from . import agents, db, runstate, window
 from .conf import ahentic_settings
@@ -31,7 +32,8 @@ from .models import (
 )
 from .tokens import block_tokens, estimate_tokens, tool_use_tokens
 
-DEFAULT_TITLE = "New Agent"
+# Stored as written; the API shows it in the reader's language (api/serializers.py ChatTitleField).
+DEFAULT_TITLE = gettext_noop("New Agent")
 
 
 def session_create(

@@ -7,6 +7,7 @@ from datetime import UTC
 from typing import Any
 
 from django.urls import reverse
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import ISO_8601, serializers
 
@@ -508,11 +509,19 @@ class TraceEnvelopeSerializer(serializers.Serializer):
         ref_name = "TraceEnvelope"
 
 
+class ChatTitleField(serializers.CharField):
+    """A chat's title; the default one ("New Agent", as stored) in the reader's language."""
+
+    def to_representation(self, value):
+        title = super().to_representation(value)
+        return gettext(title) if title == session_services.DEFAULT_TITLE else title
+
+
 class ChildSessionSerializer(serializers.Serializer):
     """A sub-agent session (a ``values()`` row with ``tokens_used``)."""
 
     id = serializers.UUIDField()
-    title = serializers.CharField(allow_blank=True)
+    title = ChatTitleField(allow_blank=True)
     status = serializers.ChoiceField(choices=Session.Status.choices)
     tokensUsed = serializers.IntegerField(source="tokens_used")
 
@@ -604,7 +613,7 @@ class SessionRowSerializer(serializers.Serializer):
     """A row of the session list (a ``values()`` row with ``tokens_used``)."""
 
     id = serializers.UUIDField()
-    title = serializers.CharField(allow_blank=True)
+    title = ChatTitleField(allow_blank=True)
     status = serializers.ChoiceField(choices=Session.Status.choices)
     mode = serializers.ChoiceField(choices=Session.Mode.choices)
     tokensUsed = serializers.IntegerField(source="tokens_used")
@@ -735,12 +744,42 @@ class MessageWindowField(serializers.ReadOnlyField):
     they are."""
 
 
+class ProgressField(serializers.DictField):
+    """The worker's progress ``{label, at}``. Workers write the label in English (they serve
+    no request); the run's own labels are shown here in the reader's language, a tool's
+    summary inside them as the tool wrote it."""
+
+    def to_representation(self, value):
+        progress = super().to_representation(value)
+        if isinstance(progress, dict) and isinstance(progress.get("label"), str):
+            progress["label"] = progress_label(progress["label"])
+        return progress
+
+
+def progress_label(label: str) -> str:
+    fixed = {
+        "Thinking…": gettext("Thinking…"),
+        "Resuming…": gettext("Resuming…"),
+        "Recovering after the browser timed out…": gettext(
+            "Recovering after the browser timed out…"
+        ),
+    }
+    if label in fixed:
+        return fixed[label]
+    head, colon, summary = label.partition(": ")
+    if colon and head == "Waiting for your approval":
+        return gettext("Waiting for your approval: %(summary)s") % {"summary": summary}
+    if colon and head == "Running in your browser":
+        return gettext("Running in your browser: %(summary)s") % {"summary": summary}
+    return label
+
+
 class SessionPayloadSerializer(serializers.Serializer):
     """The session payload (the sidebar's poll target): a ``payload.PayloadSource``, whose
     ``session`` is the row and whose other attributes are the bounded windows read with it."""
 
     id = serializers.UUIDField(source="session.pk")
-    title = serializers.CharField(source="session.title", allow_blank=True)
+    title = ChatTitleField(source="session.title", allow_blank=True)
     autoTitle = serializers.BooleanField(source="session.auto_title")
     status = serializers.ChoiceField(source="session.status", choices=Session.Status.choices)
     mode = serializers.ChoiceField(source="session.mode", choices=Session.Mode.choices)
@@ -756,7 +795,7 @@ class SessionPayloadSerializer(serializers.Serializer):
     pendingMessages = PendingMessageSerializer(source="pending_messages", many=True)
     trace = TraceWindowField(help_text="The last TRACE_POLL_WINDOW trace rows, without data.")
     traceCount = serializers.IntegerField(source="session.trace_count")
-    progress = serializers.DictField(allow_null=True)
+    progress = ProgressField(allow_null=True)
     heartbeatAt = IsoDateTimeField(source="session.heartbeat_at", allow_null=True)
     claimed = serializers.SerializerMethodField(
         help_text=(

@@ -3,7 +3,7 @@
  * fill() become text nodes: nothing here ever parses HTML.
  */
 
-import { gettext } from "./i18n.js";
+import { gettext, locale } from "./i18n.js";
 
 /** Build an element. Strings among children become text nodes (never HTML). */
 export function el(tag, props, ...children) {
@@ -45,18 +45,39 @@ export function camel(name) {
   return name.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
 }
 
+// Numbers in the page's language (locale(): the <html lang>): "1.5k" in English, "1,5k" in
+// German. `digits`: the fraction digits shown, always that many.
+export function formatNumber(n, digits = 0) {
+  const options = { minimumFractionDigits: digits, maximumFractionDigits: digits };
+  return new Intl.NumberFormat(locale(), options).format(Number(n) || 0);
+}
+
 export function formatTokens(n) {
   n = Number(n) || 0;
-  if (n >= 1e6) return (n / 1e6).toFixed(1) + "M";
-  if (n >= 1e3) return (n / 1e3).toFixed(1) + "k";
-  return String(n);
+  if (n >= 1e6) return formatNumber(n / 1e6, 1) + "M";
+  if (n >= 1e3) return formatNumber(n / 1e3, 1) + "k";
+  return formatNumber(n);
 }
 
 export function formatBytes(n) {
   n = Number(n) || 0;
-  if (n >= 1048576) return (n / 1048576).toFixed(1) + " MB";
-  if (n >= 1024) return (n / 1024).toFixed(1) + " KB";
-  return n + " B";
+  if (n >= 1048576) return formatNumber(n / 1048576, 1) + " MB";
+  if (n >= 1024) return formatNumber(n / 1024, 1) + " KB";
+  return formatNumber(n) + " B";
+}
+
+/** A whole percentage: "50%" in English, "50 %" in German. */
+export function formatPercent(percent) {
+  return new Intl.NumberFormat(locale(), { style: "percent" }).format((Number(percent) || 0) / 100);
+}
+
+/** US dollars, four fraction digits under $1: "$0.0123", in German "0,0123 $". */
+export function formatUsd(amount) {
+  const digits = amount < 1 ? 4 : 2;
+  const options = { style: "currency", currency: "USD", minimumFractionDigits: digits };
+  return new Intl.NumberFormat(locale(), { ...options, maximumFractionDigits: digits }).format(
+    Number(amount) || 0,
+  );
 }
 
 export function previewJson(value, limit) {

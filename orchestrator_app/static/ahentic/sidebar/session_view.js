@@ -13,7 +13,17 @@ import {
   renderPlan,
   waitsForWorker,
 } from "./cards.js";
-import { changed, el, fill, formatTokens, shortened, show } from "./dom.js";
+import {
+  changed,
+  el,
+  fill,
+  formatNumber,
+  formatPercent,
+  formatTokens,
+  formatUsd,
+  shortened,
+  show,
+} from "./dom.js";
 import { gettext } from "./i18n.js";
 import { statusOf } from "./tabs.js";
 import { renderTranscript } from "./transcript.js";
@@ -101,7 +111,7 @@ export function createSessionView(app) {
     ui.ring.dataset.level = percent >= 85 ? "high" : percent >= 60 ? "mid" : "low";
     ui.ring.setAttribute(
       "aria-label",
-      gettext("Context %(percent)s full", { percent: percent + "%" }),
+      gettext("Context %(percent)s full", { percent: formatPercent(percent) }),
     );
     ui.ring.title = p
       ? gettext("Next request: %(used)s of %(budget)s tokens of context", {
@@ -117,19 +127,19 @@ export function createSessionView(app) {
     // numbers: say which is which.
     // Tokens are counted when a model call ends: before the first one there is no count to
     // show (not "0 tokens").
-    const parts = [gettext("Context %(percent)s", { percent: percent + "%" })];
+    const parts = [gettext("Context %(percent)s", { percent: formatPercent(percent) })];
     if (p.tokensUsed > 0) {
       parts.push(gettext("%(tokens)s tokens this chat", { tokens: formatTokens(p.tokensUsed) }));
     }
-    if (p.costUsd != null) parts.push("$" + Number(p.costUsd).toFixed(p.costUsd < 1 ? 4 : 2));
+    if (p.costUsd != null) parts.push(formatUsd(p.costUsd));
     ui.tokens.textContent = parts.join(" · ");
     ui.tokens.title = gettext(
       "In %(in)s (cache read %(read)s, write %(write)s), out %(out)s",
       {
-        in: p.tokensIn,
-        read: p.cacheReadTokens,
-        write: p.cacheWriteTokens,
-        out: p.tokensOut,
+        in: formatNumber(p.tokensIn),
+        read: formatNumber(p.cacheReadTokens),
+        write: formatNumber(p.cacheWriteTokens),
+        out: formatNumber(p.tokensOut),
       },
     );
   }
