@@ -24,7 +24,13 @@ class SessionQuerySet(models.QuerySet):
         """The only way views and tools read sessions: the user's own, nothing else."""
         if user is None or not user.is_authenticated:
             return self.none()
-        return self.filter(owner=user)
+        return self.filter(owner=user, deleted_at__isnull=True)
+
+    def deleted_for_user(self, user) -> SessionQuerySet:
+        """The user's chats deleted and not yet purged (what an undo may restore)."""
+        if user is None or not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user, deleted_at__isnull=False)
 
     def roots(self) -> SessionQuerySet:
         return self.filter(parent__isnull=True)
@@ -202,6 +208,9 @@ class Session(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Conversation messages counted when the brain last named the session (0 = never).
     named_at_messages = models.PositiveIntegerField(default=0)
+    # Set when the owner deleted the chat: hidden from every route at once, restorable for
+    # HISTORY_UNDO_S seconds, then purged with all it holds (``control.history``).
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     # Accounting (running sums of orchestrator_app.UsageRecord)
     tokens_in = models.BigIntegerField(default=0)
@@ -241,6 +250,8 @@ class Session(models.Model):
             models.Index(fields=["owner", "-updated_at"], name="ahentic_session_owner_upd"),
             # ahentic_recover: running sessions whose lease expired.
             models.Index(fields=["status", "lease_expires_at"], name="ahentic_session_lease"),
+            # The purge: chats deleted before the undo window's start.
+            models.Index(fields=["deleted_at"], name="ahentic_session_deleted"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count, F, Max, Q, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Greatest, Lower, StrIndex, Substr, TruncDate
 from django.http import FileResponse, Http404, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response
@@ -35,10 +35,10 @@ from artifacts_app import store
 from sessions_app import agents, runstate
 from sessions_app import attachments as attachment_store
 from sessions_app import services as session_services
-from sessions_app.models import Agent, AgentVersion, Attachment, LiveText, Session
+from sessions_app.models import Agent, AgentVersion, Attachment, Event, LiveText, Session
 
 from .. import notifications, skills
-from ..control import runs
+from ..control import history, runs
 from ..ledger.diagnostics import iso, session_diagnostics
 from ..loop import decisions
 from ..models import UsageRecord
@@ -117,6 +117,30 @@ SESSION_ROW_AGENT = (
     "agent_version__agent__name",
     "agent_version__agent__colour",
 )
+
+
+# What a search shows of a matching message: this many characters before the match, and
+# this many in all.
+MATCH_LEAD = 60
+MATCH_LENGTH = 180
+
+
+def search(sessions, text: str):
+    """The chats of ``sessions`` whose title or a conversation message holds ``text``
+    (case-insensitively), each with ``match``: the text around it in its newest such message
+    (null when only the title matched). One query: the message test is a correlated
+    subquery, not a join (a chat matching in many messages is listed once)."""
+    messages = Event.objects.filter(
+        session=OuterRef("pk"),
+        kind__in=(Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE),
+        content__icontains=text,
+    )
+    at = StrIndex(Lower("content"), Lower(Value(text)))
+    snippet = Substr("content", Greatest(at - MATCH_LEAD, Value(1)), MATCH_LENGTH)
+    first = messages.order_by("-seq").annotate(snippet=snippet).values("snippet")[:1]
+    return sessions.filter(Q(title__icontains=text) | Exists(messages)).annotate(
+        match=Subquery(first)
+    )
 
 
 def json_value(value: Any) -> Any:
@@ -294,17 +318,13 @@ class SessionViewSet(AhenticViewSet):
             sessions = sessions.filter(status=query["status"])
         if query.get("agent"):
             sessions = sessions.filter(agent_version__agent__slug=query["agent"])
+        columns = ["id", "title", "status", "mode", "tokens_used", "parent_id"]
+        columns += ["updated_at", "created_at", *SESSION_ROW_AGENT]
+        if query.get("q"):
+            sessions = search(sessions, query["q"])
+            columns.append("match")
         rows = self.paginate_queryset(
-            sessions.annotate(tokens_used=F("tokens_in") + F("tokens_out")).values(
-                "id",
-                "title",
-                "status",
-                "mode",
-                "tokens_used",
-                "parent_id",
-                "updated_at",
-                *SESSION_ROW_AGENT,
-            )
+            sessions.annotate(tokens_used=F("tokens_in") + F("tokens_out")).values(*columns)
         )
         return self.get_paginated_response(s.SessionRowSerializer(rows, many=True).data)
 
@@ -335,7 +355,9 @@ class SessionViewSet(AhenticViewSet):
         try:
             # The user's own sessions (``Session.objects.for_user``'s scope), on the queryset
             # built once: building it per poll cost as much again as running it.
-            rows = list(POLL_ROWS.filter(pk=pk, owner=self.request.user.pk))
+            rows = list(
+                POLL_ROWS.filter(pk=pk, owner=self.request.user.pk, deleted_at__isnull=True)
+            )
         except DjangoValidationError:  # not a UUID
             rows = []
         if not rows:
@@ -360,9 +382,27 @@ class SessionViewSet(AhenticViewSet):
     @docs.described(docs.session_destroy)
     def destroy(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        runs.run_cancel(session_id=session.pk)
-        session_services.session_delete(session_id=session.pk)
+        history.chat_delete(session_id=session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @docs.described(docs.session_restore)
+    @action(detail=True, methods=["post"], url_path="restore", url_name="restore")
+    def restore(self, request, session_id=None):
+        pk = self.kwargs[self.lookup_url_kwarg]
+        try:
+            deleted = Session.objects.deleted_for_user(request.user).filter(pk=pk).first()
+        except DjangoValidationError:  # not a UUID
+            raise session_not_found() from None
+        if deleted is not None:
+            self.check_object_permissions(request, deleted)
+            if not history.chat_restore(session_id=deleted.pk):
+                raise ApiError(
+                    "ahentic_restore_expired",
+                    "This chat was deleted too long ago to be restored.",
+                    status.HTTP_410_GONE,
+                )
+        # A chat that is not deleted answers its payload (a second undo changes nothing).
+        return self.payload_response(pk)
 
     # --- the agent version the chat pins ----------------------------------------------------
 
