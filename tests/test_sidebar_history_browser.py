@@ -64,8 +64,8 @@ def sized(request, browser, live_server, owner):
         return page
 
     yield open_page
-    for context, errors in opened:
-        context.close()
+    for browser_context, errors in opened:
+        browser_context.close()
         assert not errors, f"JavaScript errors on the page: {errors}"
 
 
