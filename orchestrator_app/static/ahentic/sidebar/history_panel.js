@@ -188,7 +188,6 @@ export function createHistoryPanel(app, hooks) {
         type: "button",
         className: "ahentic-history-open",
         "data-session": item.id,
-        "aria-current": isOpen ? "true" : null,
         onclick: () => choose(item),
       },
       el("span", { className: "ahentic-history-title", text: title }),
