@@ -12,7 +12,8 @@
  * buttons, Escape closes the panel (or cancels a rename) and gives focus back to the button.
  *
  * createHistoryPanel(app, hooks): hooks.open(item) opens a chat in a tab, hooks.close(id) closes
- * its tab (after a deletion), hooks.openIds() the ids open in tabs.
+ * its tab (after a deletion), hooks.openIds() the ids open in tabs; optional: hooks.opened() is
+ * told when the panel opens, hooks.renamed(id, payload, etag) gets a renamed chat's payload.
  */
 import { dot } from "./agents.js";
 import { STATUS_TEXT } from "./cards.js";
@@ -334,7 +335,7 @@ export function createHistoryPanel(app, hooks) {
       });
       if (result.ok) {
         item.title = result.data.title;
-        if (hooks.renamed) hooks.renamed(item.id, result.data.title);
+        if (hooks.renamed) hooks.renamed(item.id, result.data, result.etag);
         list.error = "";
       } else {
         list.error = (result.data && result.data.detail) || gettext("Could not rename the chat.");
@@ -427,6 +428,7 @@ export function createHistoryPanel(app, hooks) {
     render();
     load();
     search.focus();
+    if (hooks.opened) hooks.opened();
   }
 
   function close({ restoreFocus = true } = {}) {
