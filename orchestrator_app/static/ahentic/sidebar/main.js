@@ -121,7 +121,9 @@ function boot(root) {
     open: (item) => chats.openTab({ id: item.id, title: item.title, autoTitle: true }),
     close: app.closeTab,
     openIds: () => app.state.tabs.map((tab) => tab.id),
-    renamed: (id, payload, etag) => app.tabOf(id) && app.applyPayload(app.sessionState(id), payload, etag),
+    renamed: (id, payload, etag) => {
+      if (app.tabOf(id)) app.applyPayload(app.sessionState(id), payload, etag);
+    },
     opened: () => app.agents.refresh(), // a newer agent version shows up without a reload
   });
   createLightbox(app); // transcript images, larger on click
