@@ -388,8 +388,9 @@ FOCUS_JS = """() => {
   return {
     inSidebar: !!node.closest('#ahentic-sidebar'),
     ring: style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2,
-    name: node.getAttribute('aria-label') || node.textContent.trim().slice(0, 30)
-      || node.tagName,
+    name: node.getAttribute('aria-label')
+      || (node.labels && node.labels.length ? node.labels[0].textContent.trim() : '')
+      || node.textContent.trim().slice(0, 30) || node.tagName,
   };
 }"""
 
