@@ -46,6 +46,27 @@ function timeOf(iso) {
   return at.toLocaleTimeString(locale(), { hour: "2-digit", minute: "2-digit" });
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+
+/** A bin drawn in SVG (no emoji font needed), in the text colour. */
+function trashIcon() {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("width", "14");
+  svg.setAttribute("height", "14");
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("focusable", "false");
+  const path = document.createElementNS(SVG, "path");
+  path.setAttribute("d", "M2.5 4h11M6 4V2.5h4V4M4 4l.8 9.5h6.4L12 4M6.7 6.5v5M9.3 6.5v5");
+  path.setAttribute("fill", "none");
+  path.setAttribute("stroke", "currentColor");
+  path.setAttribute("stroke-width", "1.3");
+  path.setAttribute("stroke-linecap", "round");
+  path.setAttribute("stroke-linejoin", "round");
+  svg.append(path);
+  return svg;
+}
+
 export function createHistoryPanel(app, hooks) {
   const { client, ui } = app;
   const list = {
@@ -215,14 +236,17 @@ export function createHistoryPanel(app, hooks) {
         text: "✎",
         onclick: () => startRename(item),
       }),
-      el("button", {
-        type: "button",
-        className: "ahentic-icon-button ahentic-history-delete",
-        "aria-label": gettext("Delete %(title)s", { title }),
-        title: gettext("Delete"),
-        text: "🗑",
-        onclick: () => remove(item),
-      }),
+      el(
+        "button",
+        {
+          type: "button",
+          className: "ahentic-icon-button ahentic-history-delete",
+          "aria-label": gettext("Delete %(title)s", { title }),
+          title: gettext("Delete"),
+          onclick: () => remove(item),
+        },
+        trashIcon(),
+      ),
     );
   }
 
