@@ -15,8 +15,14 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Greatest, Lower, StrIndex, Substr
 
 from . import db
+
+# What a search shows of a matching message (``SessionQuerySet.search``): this many characters
+# before the match, and this many in all.
+MATCH_LEAD = 60
+MATCH_LENGTH = 180
 
 
 class SessionQuerySet(models.QuerySet):
@@ -34,6 +40,24 @@ class SessionQuerySet(models.QuerySet):
 
     def roots(self) -> SessionQuerySet:
         return self.filter(parent__isnull=True)
+
+    def search(self, text: str) -> SessionQuerySet:
+        """The sessions whose title or a conversation message (the user's or the agent's)
+        holds ``text``, case-insensitively, each annotated with ``match``: the text around it
+        in its newest such message (None when only the title matched). One query: the message
+        test is a correlated subquery, not a join, so a chat matching in many messages is
+        listed once."""
+        messages = Event.objects.filter(
+            session=models.OuterRef("pk"),
+            kind__in=(Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE),
+            content__icontains=text,
+        )
+        at = StrIndex(Lower("content"), Lower(models.Value(text)))
+        snippet = Substr("content", Greatest(at - MATCH_LEAD, models.Value(1)), MATCH_LENGTH)
+        first = messages.order_by("-seq").annotate(snippet=snippet).values("snippet")[:1]
+        return self.filter(Q(title__icontains=text) | models.Exists(messages)).annotate(
+            match=models.Subquery(first)
+        )
 
 
 class SessionStatus(models.TextChoices):

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from django.core.cache import cache
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count, Exists, F, Max, OuterRef, Q, Subquery, Sum, Value
-from django.db.models.functions import Greatest, Lower, StrIndex, Substr, TruncDate
+from django.db.models import Count, F, Max, Q, Sum
+from django.db.models.functions import TruncDate
 from django.http import FileResponse, Http404, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response
@@ -36,7 +36,7 @@ from artifacts_app import store
 from sessions_app import agents, runstate
 from sessions_app import attachments as attachment_store
 from sessions_app import services as session_services
-from sessions_app.models import Agent, AgentVersion, Attachment, Event, LiveText, Session
+from sessions_app.models import Agent, AgentVersion, Attachment, LiveText, Session
 
 from .. import notifications, skills
 from ..control import history, runs
@@ -118,30 +118,6 @@ SESSION_ROW_AGENT = (
     "agent_version__agent__name",
     "agent_version__agent__colour",
 )
-
-
-# What a search shows of a matching message: this many characters before the match, and
-# this many in all.
-MATCH_LEAD = 60
-MATCH_LENGTH = 180
-
-
-def search(sessions, text: str):
-    """The chats of ``sessions`` whose title or a conversation message holds ``text``
-    (case-insensitively), each with ``match``: the text around it in its newest such message
-    (null when only the title matched). One query: the message test is a correlated
-    subquery, not a join (a chat matching in many messages is listed once)."""
-    messages = Event.objects.filter(
-        session=OuterRef("pk"),
-        kind__in=(Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE),
-        content__icontains=text,
-    )
-    at = StrIndex(Lower("content"), Lower(Value(text)))
-    snippet = Substr("content", Greatest(at - MATCH_LEAD, Value(1)), MATCH_LENGTH)
-    first = messages.order_by("-seq").annotate(snippet=snippet).values("snippet")[:1]
-    return sessions.filter(Q(title__icontains=text) | Exists(messages)).annotate(
-        match=Subquery(first)
-    )
 
 
 def json_value(value: Any) -> Any:
@@ -328,7 +304,7 @@ class SessionViewSet(AhenticViewSet):
         columns = ["id", "title", "status", "mode", "tokens_used", "parent_id"]
         columns += ["updated_at", "created_at", *SESSION_ROW_AGENT]
         if query.get("q"):
-            sessions = search(sessions, query["q"])
+            sessions = sessions.search(query["q"])
             columns.append("match")
         rows = self.paginate_queryset(
             sessions.annotate(tokens_used=F("tokens_in") + F("tokens_out")).values(*columns)
@@ -405,7 +381,7 @@ class SessionViewSet(AhenticViewSet):
             if not history.chat_restore(session_id=deleted.pk):
                 raise ApiError(
                     "ahentic_restore_expired",
-                    "This chat was deleted too long ago to be restored.",
+                    gettext("This chat was deleted too long ago to be restored."),
                     status.HTTP_410_GONE,
                 )
         # A chat that is not deleted answers its payload (a second undo changes nothing).
