@@ -10,7 +10,8 @@ import { gettext } from "./i18n.js";
 const THUMBNAIL = ".ahentic-attachment.is-image";
 
 export function createLightbox(app) {
-  const image = el("img", { className: "ahentic-lightbox-image", alt: "" });
+  // The <img> exists only while the dialog is open: the sidebar holds no image of its own.
+  const frame = el("div", { className: "ahentic-lightbox-frame" });
   const caption = el("p", { className: "ahentic-lightbox-caption", id: "ahentic-lightbox-caption" });
   const link = el("a", {
     className: "ahentic-lightbox-link",
@@ -30,7 +31,7 @@ export function createLightbox(app) {
       "data-role": "lightbox",
       "aria-labelledby": "ahentic-lightbox-caption",
     },
-    image,
+    frame,
     el("div", { className: "ahentic-lightbox-bar" }, caption, link, closeButton),
   );
   app.root.append(dialog);
@@ -39,8 +40,13 @@ export function createLightbox(app) {
   function open(thumbnail) {
     const source = thumbnail.querySelector("img");
     const name = thumbnail.getAttribute("title") || (source && source.alt) || "";
-    image.src = thumbnail.getAttribute("href");
-    image.alt = name;
+    frame.replaceChildren(
+      el("img", {
+        className: "ahentic-lightbox-image",
+        src: thumbnail.getAttribute("href"),
+        alt: name,
+      }),
+    );
     caption.textContent = name || gettext("Image");
     link.href = thumbnail.getAttribute("href");
     opener = thumbnail;
@@ -49,7 +55,7 @@ export function createLightbox(app) {
   }
 
   dialog.addEventListener("close", () => {
-    image.removeAttribute("src");
+    frame.replaceChildren();
     if (opener && opener.isConnected) opener.focus();
     opener = null;
   });
