@@ -60,7 +60,7 @@ def test_it_lists_every_chat_page_by_page_with_load_more(owner_client, owner):
 
 
 def test_each_row_has_its_agent_and_times(owner_client, owner):
-    agent = agent_create("writer", name="Writer", colour="#336699")
+    agent_create("writer", name="Writer", colour="#336699")
     created = owner_client.post(f"{API}/sessions", {"agent": "writer"}, format="json").json()
 
     [row] = listed(owner_client)["sessions"]
@@ -69,7 +69,6 @@ def test_each_row_has_its_agent_and_times(owner_client, owner):
     assert row["agent"] == {"slug": "writer", "name": "Writer", "colour": "#336699", "version": 1}
     assert row["createdAt"] and row["modifiedAt"] >= row["createdAt"]
     assert row["match"] is None
-    assert agent.versions.count() == 1
 
 
 def test_the_list_costs_the_same_queries_for_3_chats_as_for_40(owner_client, owner):
@@ -99,7 +98,7 @@ def test_the_list_costs_the_same_queries_for_3_chats_as_for_40(owner_client, own
 
 
 def test_search_finds_chats_by_title_and_by_any_message_not_only_loaded_ones(owner_client, owner):
-    by_title = SessionFactory(owner=owner, title="Quarterly Budget")
+    SessionFactory(owner=owner, title="Quarterly Budget")
     by_text = SessionFactory(owner=owner, title="Untitled")
     say(by_text, *[f"filler {n}" for n in range(120)])  # more than a transcript page
     say(by_text, "the old budget numbers are wrong", kind=Event.Kind.AGENT_MESSAGE)
@@ -112,7 +111,6 @@ def test_search_finds_chats_by_title_and_by_any_message_not_only_loaded_ones(own
     match = {row["title"]: row["match"] for row in found}
     assert match["Quarterly Budget"] is None  # only the title matched
     assert "old budget numbers" in match["Untitled"]
-    assert by_title.pk and by_text.pk
 
 
 def test_search_shows_the_text_around_a_match_deep_in_a_long_message(owner_client, owner):
@@ -183,7 +181,7 @@ def test_a_blank_rename_is_refused_and_changes_nothing(owner_client, session):
 
 
 def test_a_deleted_chat_is_gone_at_once_and_an_undo_brings_it_back(owner_client, owner):
-    older = SessionFactory(owner=owner, title="Older")
+    SessionFactory(owner=owner, title="Older")
     chat = SessionFactory(owner=owner, title="Keep me")
     say(chat, "hello")
     version = Session.objects.get(pk=chat.pk).version
@@ -205,7 +203,6 @@ def test_a_deleted_chat_is_gone_at_once_and_an_undo_brings_it_back(owner_client,
     assert titles(owner_client) == ["Keep me", "Older"]
     messages = owner_client.get(f"{API}/sessions/{chat.pk}/messages").json()["messages"]
     assert [m["content"] for m in messages] == ["hello"]
-    assert older.pk
 
 
 def test_a_second_undo_answers_the_chat_unchanged(owner_client, session):
@@ -234,7 +231,7 @@ def deleted_ago(session, seconds):
 
 def test_the_purge_deletes_only_chats_past_the_undo_window(owner_client, owner, settings):
     settings.AHENTIC = {**settings.AHENTIC, "HISTORY_UNDO_S": 60}
-    old, recent, kept = (SessionFactory(owner=owner, title=t) for t in ("Old", "Recent", "Kept"))
+    old, recent, _ = (SessionFactory(owner=owner, title=t) for t in ("Old", "Recent", "Kept"))
     say(old, "bye")
     owner_client.delete(f"{API}/sessions/{old.pk}")
     owner_client.delete(f"{API}/sessions/{recent.pk}")
@@ -246,7 +243,6 @@ def test_the_purge_deletes_only_chats_past_the_undo_window(owner_client, owner, 
     assert not Event.objects.filter(session_id=old.pk).exists()
     assert owner_client.post(f"{API}/sessions/{recent.pk}/restore").status_code == 200
     assert set(titles(owner_client)) == {"Kept", "Recent"}
-    assert kept.pk
 
 
 def test_an_undo_after_the_window_is_a_410_and_the_purge_then_deletes_it(
