@@ -29,6 +29,7 @@ from django.core.files.base import File
 from django.core.files.storage import default_storage, storages
 from django.db.models import Sum
 from django.db.models.signals import post_delete
+from django.template.defaultfilters import filesizeformat
 
 from . import db, media
 from .conf import ahentic_settings
@@ -101,18 +102,24 @@ def too_large(name: str, content_type: str, size: int, *, partial: bool = False)
     """413 ``ahentic_attachment_too_large``; ``partial``: ``size`` is what was read when the
     upload was stopped."""
     limit = max_bytes(content_type)
-    size_text = f"more than {limit} bytes" if partial else f"{size} bytes"
+    size_text = f"more than {human_size(limit)}" if partial else human_size(size)
     return AttachmentError(
         "ahentic_attachment_too_large",
-        f"{clean_name(name, content_type)!r} is {size_text}; the limit for this type is {limit}.",
+        f"{clean_name(name, content_type)!r} is {size_text}; a file of this type can be at most "
+        f"{human_size(limit)}. Attach a smaller file.",
         413,
     )
+
+
+def human_size(size: int) -> str:
+    """A size as people read it ("2.0 MB"), in the user's language."""
+    return str(filesizeformat(size))
 
 
 def not_allowed(name: str) -> AttachmentError:
     return AttachmentError(
         "ahentic_attachment_type",
-        f"{clean_name(name)!r} is not an allowed file; attach {ALLOWED}.",
+        f"{clean_name(name)!r} is a kind of file the agent cannot read. Attach {ALLOWED}.",
     )
 
 
@@ -212,8 +219,9 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
     def refuse(w: int, h: int) -> AttachmentError:
         return AttachmentError(
             "ahentic_attachment_too_many_pixels",
-            f"{name!r} is {w}x{h} pixels; images are scaled down to {MAX_IMAGE_SIDE} px on a "
-            f"side from at most {bound} pixels (a JPEG: {bound * 64} pixels).",
+            f"{name!r} is {w}x{h} pixels, too many to scale down (images are scaled to "
+            f"{MAX_IMAGE_SIDE} px on a side from at most {bound} pixels, a JPEG from "
+            f"{bound * 64}). Attach a smaller image.",
             413,
         )
 
@@ -248,7 +256,8 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
         except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
             raise AttachmentError(
                 "ahentic_attachment_type",
-                f"{name!r} is not a readable {content_type} image ({exc.__class__.__name__}).",
+                f"{name!r} could not be read as an image ({exc.__class__.__name__}). Attach it "
+                "again, or save it anew as PNG or JPEG and attach that.",
             ) from None
         scaled = image.size
     size = out.tell()
@@ -256,8 +265,8 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
         out.close()
         raise AttachmentError(
             "ahentic_attachment_too_large",
-            f"{name!r} scaled to {scaled[0]}x{scaled[1]} is {size} bytes; the limit for this "
-            f"type is {max_bytes(content_type)}.",
+            f"{name!r} scaled to {scaled[0]}x{scaled[1]} is {human_size(size)}; a file of this "
+            f"type can be at most {human_size(max_bytes(content_type))}. Attach a smaller image.",
             413,
         )
     out.seek(0)
@@ -271,8 +280,8 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
 def _quota_error(used: int, adding: int, quota: int) -> AttachmentError:
     return AttachmentError(
         "ahentic_attachment_quota",
-        f"Your attachments take {used} bytes; these {adding} more would pass your storage quota "
-        f"of {quota} bytes. Delete chats with files you no longer need.",
+        f"Your attachments take {human_size(used)}; these {human_size(adding)} more would pass "
+        f"your storage quota of {human_size(quota)}. Delete chats with files you no longer need.",
         409,
     )
 
@@ -286,7 +295,8 @@ def _limits(session_id, owner_id, adding: int, count: int, *, per_session: bool)
         if held + count > limit:
             raise AttachmentError(
                 "ahentic_attachment_limit",
-                f"This chat holds {held} attachments; a chat holds at most {limit}.",
+                f"This chat holds {held} attachments; a chat holds at most {limit}. Start a new "
+                "chat to attach more.",
             )
     quota = ahentic_settings.ATTACHMENT_QUOTA_BYTES
     if quota is not None:
@@ -372,7 +382,8 @@ def store_uploads(*, session_id, files: list[Incoming | tuple[str, bytes]]) -> l
     if len(files) > per_message:
         raise AttachmentError(
             "ahentic_attachment_limit",
-            f"{len(files)} files; a message takes at most {per_message}.",
+            f"{len(files)} files; a message takes at most {per_message}. Send the rest with "
+            "another message.",
         )
     incoming = [f if isinstance(f, Incoming) else Incoming.of_bytes(*f) for f in files]
     return store_files(session_id=session_id, files=incoming)
@@ -415,7 +426,8 @@ def claim(*, session_id, ids: Iterable[str], take: bool = True) -> list[dict[str
     if len(wanted) > per_message:
         raise AttachmentError(
             "ahentic_attachment_limit",
-            f"{len(wanted)} attachments; a message takes at most {per_message}.",
+            f"{len(wanted)} attachments; a message takes at most {per_message}. Send the rest "
+            "with another message.",
         )
     with db.atomic(Attachment):
         rows = Attachment.objects.select_for_update().filter(

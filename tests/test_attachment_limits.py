@@ -357,8 +357,9 @@ def test_a_file_over_its_limit_is_stopped_at_the_limit(owner_client, session, se
     assert response.status_code == 413
     body = response.json()
     assert body["code"] == "ahentic_attachment_too_large"
-    assert (
-        body["detail"] == "'big.pdf' is more than 100000 bytes; the limit for this type is 100000."
+    assert body["detail"] == (
+        "'big.pdf' is more than 97.7\xa0KB; a file of this type can be at most 97.7\xa0KB. "
+        "Attach a smaller file."
     )
 
 

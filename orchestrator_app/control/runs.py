@@ -50,7 +50,8 @@ def require_llm() -> None:
     if not llm.llm_available():
         raise AhenticError(
             "ahentic_ai_unavailable",
-            "The agent has no model configured: set ANTHROPIC_API_KEY or AHENTIC['BASE_URL'].",
+            "The agent has no model configured, so it cannot answer yet. Ask the site's "
+            "administrator to set ANTHROPIC_API_KEY (or AHENTIC['BASE_URL']).",
             503,
         )
 
@@ -112,7 +113,7 @@ def message_post(
     content = content.strip()
     attachments = list(attachments or [])
     if not content and not attachments:
-        raise AhenticError("ahentic_empty_message", "The message is empty.")
+        raise AhenticError("ahentic_empty_message", "The message is empty: type something first.")
     # Refused before anything changes; taken below, with the message.
     attachment_store.claim(session_id=session.pk, ids=attachments, take=False)
     require_llm()
@@ -120,7 +121,8 @@ def message_post(
     if len(content) > limit:
         raise AhenticError(
             "ahentic_message_too_long",
-            f"The message has {len(content)} characters; the limit is {limit}.",
+            f"The message has {len(content)} characters; the limit is {limit}. Shorten it or "
+            "send it in parts.",
         )
     if session.job_resumable and session.last_error_code == "ahentic_session_token_budget":
         raise AhenticError(
@@ -161,7 +163,11 @@ def message_post(
         session.refresh_from_db()  # lost a race: someone else started a run
 
     if (if_busy or ahentic_settings.BUSY_POLICY) == "reject":
-        raise AhenticError("ahentic_session_busy", "The agent is busy with this chat.", 409)
+        raise AhenticError(
+            "ahentic_session_busy",
+            "The agent is busy with this chat. Wait for it to finish, or press Stop.",
+            409,
+        )
     queue_limit = int(ahentic_settings.MAX_PENDING_MESSAGES)
     if PendingMessage.objects.filter(session_id=session.pk).count() >= queue_limit:
         raise AhenticError(

@@ -39,10 +39,15 @@ ACTION_ERRORS = {
 def _require_pending(session: Session, status: str) -> PendingTool:
     pending = PendingTool.from_json(session.pending_tool)
     if pending is None:
-        raise AhenticError("ahentic_no_pending", "There is no pending tool call.", 409)
-    if session.status != status:
         raise AhenticError(
-            "ahentic_not_awaiting", f"The session is {session.status}, not {status}.", 409
+            "ahentic_no_pending", "Nothing is waiting for you in this chat any more.", 409
+        )
+    if session.status != status:
+        waiting = "your approval" if status == Session.Status.AWAITING_HUMAN else "your browser"
+        raise AhenticError(
+            "ahentic_not_awaiting",
+            f"This chat is not waiting for {waiting} any more: it moved on meanwhile.",
+            409,
         )
     return pending
 
@@ -73,7 +78,7 @@ def approval_decide(
     ):
         raise AhenticError(
             "ahentic_hitl_not_preallowable",
-            f"{pending.name} must be approved every time.",
+            f"{pending.label or 'This call'} must be approved every time: use Allow once.",
             400,
         )
     with db.atomic():
@@ -97,7 +102,11 @@ def approval_decide(
                 **extra,
             )
         if not won:  # a concurrent decision got there first
-            raise AhenticError("ahentic_not_awaiting", "This call was already decided.", 409)
+            raise AhenticError(
+                "ahentic_not_awaiting",
+                "This call was already decided (in another tab, perhaps).",
+                409,
+            )
         if decision == "always_allow":
             ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=grant_key)
         if decision == "deny":
@@ -194,7 +203,9 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
     covers it; ``non_preallowable`` tools (``admin_delete``, ``admin_action``) ask every time."""
     if session.status != Session.Status.IDLE:
         raise AhenticError(
-            "ahentic_session_busy", "Actions run only while the session is idle.", 409
+            "ahentic_session_busy",
+            "The agent is busy with this chat: wait for it to finish, then try again.",
+            409,
         )
     require_llm()
     # The pipeline's own checks, in its order; its failure codes map to the API's.
@@ -235,6 +246,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
                 call_id=call_id,
                 input=tool_input,
                 summary=summary,
+                label=tool.human_label,
                 runtime=tool.runtime,
             ).to_json(),
         )
