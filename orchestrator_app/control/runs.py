@@ -15,6 +15,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from sessions_app import agents, db, runstate
 from sessions_app import attachments as attachment_store
@@ -50,8 +51,10 @@ def require_llm() -> None:
     if not llm.llm_available():
         raise AhenticError(
             "ahentic_ai_unavailable",
-            "The agent has no model configured, so it cannot answer yet. Ask the site's "
-            "administrator to set ANTHROPIC_API_KEY (or AHENTIC['BASE_URL']).",
+            gettext(
+                "The agent has no model configured, so it cannot answer yet. Ask the site's "
+                "administrator to set ANTHROPIC_API_KEY (or AHENTIC['BASE_URL'])."
+            ),
             503,
         )
 
@@ -113,7 +116,9 @@ def message_post(
     content = content.strip()
     attachments = list(attachments or [])
     if not content and not attachments:
-        raise AhenticError("ahentic_empty_message", "The message is empty: type something first.")
+        raise AhenticError(
+            "ahentic_empty_message", gettext("The message is empty: type something first.")
+        )
     # Refused before anything changes; taken below, with the message.
     attachment_store.claim(session_id=session.pk, ids=attachments, take=False)
     require_llm()
@@ -121,19 +126,22 @@ def message_post(
     if len(content) > limit:
         raise AhenticError(
             "ahentic_message_too_long",
-            f"The message has {len(content)} characters; the limit is {limit}. Shorten it or "
-            "send it in parts.",
+            gettext(
+                "The message has %(count)s characters; the limit is %(limit)s. Shorten it or "
+                "send it in parts."
+            )
+            % {"count": len(content), "limit": limit},
         )
     if session.job_resumable and session.last_error_code == "ahentic_session_token_budget":
         raise AhenticError(
             "ahentic_session_token_budget",
-            "This chat paused after using a lot of tokens. Continue or stop it first.",
+            gettext("This chat paused after using a lot of tokens. Continue or stop it first."),
             409,
         )
     if daily_limit_reached():
         raise AhenticError(
             "ahentic_daily_token_limit",
-            "The site's daily token limit is reached; try again tomorrow.",
+            gettext("The site's daily token limit is reached; try again tomorrow."),
             429,
         )
     if agents.spend_cap_reached(session):
@@ -142,7 +150,9 @@ def message_post(
             raise spend_cap_refusal(session, session.owner)
         if not _continue_past_cap(session, session.owner):
             raise AhenticError(
-                "ahentic_spend_cap", "The chat's spend cap changed meanwhile: try again.", 409
+                "ahentic_spend_cap",
+                gettext("The chat's spend cap changed meanwhile: try again."),
+                409,
             )
     sticky: dict[str, Any] = {}
     if mode:
@@ -165,14 +175,15 @@ def message_post(
     if (if_busy or ahentic_settings.BUSY_POLICY) == "reject":
         raise AhenticError(
             "ahentic_session_busy",
-            "The agent is busy with this chat. Wait for it to finish, or press Stop.",
+            gettext("The agent is busy with this chat. Wait for it to finish, or press Stop."),
             409,
         )
     queue_limit = int(ahentic_settings.MAX_PENDING_MESSAGES)
     if PendingMessage.objects.filter(session_id=session.pk).count() >= queue_limit:
         raise AhenticError(
             "ahentic_queue_full",
-            f"{queue_limit} messages are already waiting; wait for the agent or recall one.",
+            gettext("%(count)s messages are already waiting; wait for the agent or recall one.")
+            % {"count": queue_limit},
             409,
         )
     if sticky:
@@ -425,12 +436,11 @@ def _streamed_so_far(session: Session) -> str:
 def spend_cap_paused(session: Session) -> str:
     """What the chat says when its run pauses at the spend cap (``loop/step.py``)."""
     cap = agents.spend_cap(session)
-    return (
-        f"This chat reached its spend cap of {usd(cap)} (spent so far: "
-        f"{usd(session.cost_usd or 0)}), so the run paused. To go on, staff can raise the "
-        "chat's cap in the admin and then Continue resumes it; a user allowed to exceed spend "
-        "caps can Continue now."
-    )
+    return gettext(
+        "This chat reached its spend cap of %(cap)s (spent so far: %(spent)s), so the run "
+        "paused. To go on, staff can raise the chat's cap in the admin and then Continue "
+        "resumes it; a user allowed to exceed spend caps can Continue now."
+    ) % {"cap": usd(cap), "spent": usd(session.cost_usd or 0)}
 
 
 def spend_cap_refusal(session: Session, user) -> AhenticError:
@@ -438,15 +448,14 @@ def spend_cap_refusal(session: Session, user) -> AhenticError:
     on: ``user`` when they hold ``agents.EXCEED_SPEND_CAP`` (Continue), else staff."""
     cap = usd(agents.spend_cap(session))
     if user is not None and user.has_perm(agents.EXCEED_SPEND_CAP):
-        how = "Continue (or send “continue”) to raise its cap and go on."
+        how = gettext("Continue (or send “continue”) to raise its cap and go on.")
     else:
-        how = (
+        how = gettext(
             "Staff can raise the chat's cap in the admin (Sessions, this chat, spend cap), or a "
             "user with the permission to exceed spend caps can continue it."
         )
-    return AhenticError(
-        "ahentic_spend_cap", f"This chat reached its spend cap of {cap}. {how}", 409
-    )
+    detail = gettext("This chat reached its spend cap of %(cap)s.") % {"cap": cap}
+    return AhenticError("ahentic_spend_cap", f"{detail} {how}", 409)
 
 
 def _continue_past_cap(session: Session, user) -> bool:
@@ -496,7 +505,7 @@ def run_continue(*, session_id, user=None) -> str:
         if daily_limit_reached():
             raise AhenticError(
                 "ahentic_daily_token_limit",
-                "The site's daily token limit is reached; try again tomorrow.",
+                gettext("The site's daily token limit is reached; try again tomorrow."),
                 429,
             )
         return "resumed" if _resume(session, source="continue_api") else "noop"
