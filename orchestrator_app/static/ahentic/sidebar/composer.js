@@ -156,7 +156,6 @@ export function createComposer(app) {
   }
 
   function wire() {
-    ui.viewMode.addEventListener("change", () => changeViewMode(ui.viewMode.value));
     ui.composer.addEventListener("submit", (event) => {
       event.preventDefault();
       send();
@@ -172,5 +171,5 @@ export function createComposer(app) {
     app.attachments.wire();
   }
 
-  return { decide, recall, sendNow, stop, continueRun, loadEarlier, wire };
+  return { decide, recall, sendNow, stop, continueRun, loadEarlier, changeViewMode, wire };
 }

@@ -3,7 +3,7 @@
  * fill() become text nodes: nothing here ever parses HTML.
  */
 
-import { gettext } from "./i18n.js";
+import { gettext, ngettext } from "./i18n.js";
 
 /** Build an element. Strings among children become text nodes (never HTML). */
 export function el(tag, props, ...children) {
@@ -56,7 +56,7 @@ export function formatBytes(n) {
   n = Number(n) || 0;
   if (n >= 1048576) return (n / 1048576).toFixed(1) + " MB";
   if (n >= 1024) return (n / 1024).toFixed(1) + " KB";
-  return n + " B";
+  return ngettext("%(count)s byte", "%(count)s bytes", n, { count: n });
 }
 
 export function previewJson(value, limit) {

@@ -6,10 +6,11 @@
  *   polling.js        the poll loop's hooks and the live text of a streaming reply
  *   runner.js         the runner's duties (page tools, stall nudges) and the heartbeat
  *   layout.js         fold/unfold (the launcher), dock, Escape
+ *   header.js         the view-mode switch and the "More" menu of secondary buttons
  *   chats.js          a new chat, opening, switching and closing chats, the history list,
  *                     tabs opened by another window, the ?ahentic_session link
  *   composer.js       send, queued messages (send now, recall), Stop, Continue, approvals,
- *                     the view mode, "Load earlier messages"
+ *                     changing the view mode, "Load earlier messages"
  *   session_view.js   renderSession (everything about the shown chat), the error line, the
  *                     context ring and token count, the status line
  *   debugger.js       the trace list and the diagnostics (refresh, download)
@@ -51,6 +52,7 @@ import { createComposer } from "./composer.js";
 import { createConnections } from "./connections.js";
 import { createDebugger } from "./debugger.js";
 import { camel } from "./dom.js";
+import { createHeader } from "./header.js";
 import { createLayout } from "./layout.js";
 import { createMemoryPanel } from "./memory.js";
 import { createPolling } from "./polling.js";
@@ -100,8 +102,9 @@ function boot(root) {
     "createSession", "activate", "closeTab", "openChild",
   ]);
   const composer = provide(app, createComposer(app), [
-    "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier",
+    "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier", "changeViewMode",
   ]);
+  const header = provide(app, createHeader(app), ["renderViewMode", "closeMenu"]);
   const debug = provide(app, createDebugger(app), [
     "renderDebugger", "refreshDiagnosticsWhileLive",
   ]);
@@ -132,6 +135,7 @@ function boot(root) {
 
   store.restore();
   layout.wire();
+  header.wire(); // after the panels added their buttons: it moves them into "More"
   chats.wire();
   debug.wire();
   composer.wire();
