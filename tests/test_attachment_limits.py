@@ -397,8 +397,9 @@ def test_a_users_files_stay_within_their_quota(owner_client, other_client, owner
     assert response.status_code == 409
     body = response.json()
     assert body["code"] == "ahentic_attachment_quota"
-    assert "storage quota of 2.3\xa0KB. Delete chats with files you no longer need." in (
-        body["detail"]
+    assert (
+        "storage quota of 2.3\xa0KB. Delete chats with files you no longer need."
+        in (body["detail"])
     )
     assert not Attachment.objects.filter(session=second).exists()
     # One more file fits, whatever the other user holds.

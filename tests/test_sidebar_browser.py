@@ -148,6 +148,25 @@ def hitl_card(page):
     return page.locator('[data-role="hitl"]')
 
 
+def set_view_mode(page, mode: str):
+    """Choose Basic, Verbose or Debug in the header's view switch (a radio group)."""
+    switch = page.get_by_role("radiogroup", name="View mode")
+    switch.get_by_role("radio", name=mode.capitalize()).click()
+    expect(switch.get_by_role("radio", name=mode.capitalize())).to_be_checked()
+
+
+def menu_item(page, name: str):
+    """Open the header's More menu and return its item ``name`` (a menuitem or a
+    menuitemcheckbox, by accessible name)."""
+    more = page.get_by_role("button", name="More", exact=True)
+    if more.get_attribute("aria-expanded") != "true":
+        more.click()
+    menu = page.get_by_role("menu", name="More")
+    return menu.get_by_role("menuitemcheckbox", name=name).or_(
+        menu.get_by_role("menuitem", name=name)
+    )
+
+
 def status_is(page, status: str):
     expect(sidebar(page)).to_have_attribute("data-status", status)
 
@@ -739,7 +758,7 @@ def test_the_debugger_downloads_the_diagnostics(page, llm):
     send(page, "Hello")
     expect(assistant_messages(page)).to_have_text(["Hi."])
 
-    page.get_by_role("button", name="Show the debugger").click()
+    menu_item(page, "Show the debugger").click()
     download_button = page.get_by_role("button", name="Download JSON")
     expect(download_button).to_be_enabled()
     expect(page.locator('[data-role="trace"]')).to_contain_text("run_start")
@@ -1234,7 +1253,7 @@ def test_the_docked_panel_pushes_the_admin_aside_instead_of_covering_it(
         log_out = page.locator("#logout-form button")
         assert covered(page, log_out), "the floating panel should cover the header's links"
 
-        page.get_by_role("button", name="Dock the panel beside the page").click()
+        menu_item(page, "Dock the panel beside the page").click()
 
         expect(page.get_by_role("button", name="Float the panel over the page")).to_be_visible()
         screenshot(page, "sidebar-docked")

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 
-from .conftest import API, decide, payload_of, post, post_message, result_of, session_url
+from .conftest import API, decide, post, post_message, result_of, session_url
 from .factories import SessionFactory, UserFactory
 from .test_attachment_limits import upload
 

@@ -116,9 +116,7 @@ def message_post(
     content = content.strip()
     attachments = list(attachments or [])
     if not content and not attachments:
-        raise AhenticError(
-            "ahentic_empty_message", gettext("The message is empty: type something first.")
-        )
+        raise AhenticError("ahentic_empty_message", gettext("The message is empty."))
     # Refused before anything changes; taken below, with the message.
     attachment_store.claim(session_id=session.pk, ids=attachments, take=False)
     require_llm()
@@ -126,10 +124,7 @@ def message_post(
     if len(content) > limit:
         raise AhenticError(
             "ahentic_message_too_long",
-            gettext(
-                "The message has %(count)s characters; the limit is %(limit)s. Shorten it or "
-                "send it in parts."
-            )
+            gettext("The message has %(count)s characters; the limit is %(limit)s.")
             % {"count": len(content), "limit": limit},
         )
     if session.job_resumable and session.last_error_code == "ahentic_session_token_budget":
