@@ -32,9 +32,10 @@ def preferences(user) -> dict:
 
 def test_the_settings_panel_turns_a_mail_off_and_the_api_reflects_it(page, llm, owner):  # noqa: F811
     open_home(page)
-    toggle = menu_item(page, "Settings")
+    # The Settings item of the header's More menu (the menu closes once it is chosen).
+    toggle = page.locator('[data-role="settings-toggle"]')
     expect(toggle).to_have_attribute("aria-expanded", "false")
-    toggle.click()
+    menu_item(page, "Settings").click()
     expect(toggle).to_have_attribute("aria-expanded", "true")
     panel = page.get_by_role("region", name="Settings")
     approvals = panel.get_by_label("An approval has waited a while and I have not seen it")

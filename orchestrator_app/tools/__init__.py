@@ -153,7 +153,7 @@ class Tool:
                 return str(self.summary(input))[:SUMMARY_MAX]
             except Exception:  # a summary must never break the pipeline
                 pass
-        return self.name.replace("_", " ")
+        return self.human_label
 
     def describe(self, ctx: ToolContext, input: dict[str, Any]) -> str:
         """The summary the user sees for this call: the approval card, the progress label and
