@@ -252,7 +252,6 @@ export function renderHitl(app, s) {
     basic
       ? null
       : el(
-      "details",
           // Verbose and Debug: the raw call, folded (the summary and the diff say what it does).
           "details",
           { className: "ahentic-hitl-input" },
