@@ -17,6 +17,8 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Agent, Event, Goal, Session
 
 from ..loop.decisions import DECISIONS
+from ..tools import label_for
+from . import words
 from .errors import ApiError, agent_not_found
 
 
@@ -292,6 +294,7 @@ TOOL_RESULT_META_KEYS = (
     "denied",
     "skipped",
     "reason",
+    "unchanged",
 )
 
 
@@ -325,6 +328,10 @@ class MessageSerializer(serializers.Serializer):
             return event.content[:VERBOSE_CUT] + "…"
         if event.kind == Event.Kind.AGENT_MESSAGE and (event.payload or {}).get("blocks"):
             return turn_content(event.payload["blocks"], event.content)
+        if view_mode == Session.ViewMode.BASIC and event.kind == Event.Kind.SYSTEM_MESSAGE:
+            meta = (event.payload or {}).get("meta") or {}
+            if meta.get("type") == "artifact":
+                return words.artifact_sentence(meta) or event.content
         return event.content
 
     def get_meta(self, event: Event) -> dict[str, Any]:
@@ -339,11 +346,16 @@ class MessageSerializer(serializers.Serializer):
         if event.kind == Event.Kind.TOOL_CALL:
             return {
                 "tool": payload.get("tool"),
+                "label": label_for(payload.get("tool") or ""),
                 "callId": event.tool_use_id,
                 "input": payload.get("input"),
             }
         if event.kind == Event.Kind.TOOL_RESPONSE:
-            meta = {"tool": payload.get("tool"), "callId": event.tool_use_id}
+            meta = {
+                "tool": payload.get("tool"),
+                "label": label_for(payload.get("tool") or ""),
+                "callId": event.tool_use_id,
+            }
             meta.update({k: payload[k] for k in TOOL_RESULT_META_KEYS if k in payload})
             return meta
         if event.kind == Event.Kind.SUBAGENT_MESSAGE:
@@ -707,6 +719,9 @@ class ChangeSerializer(serializers.Serializer):
     """A field the pending call changes (the approval card's before -> after diff)."""
 
     field = serializers.CharField()
+    label = serializers.CharField(
+        required=False, help_text="The field as people read it (its verbose_name)."
+    )
     before = serializers.CharField(
         allow_null=True, help_text="The value now, for display; null when creating."
     )
@@ -724,6 +739,7 @@ class PendingToolSerializer(serializers.Serializer):
     the dict ``payload.pending_tool_json`` builds)."""
 
     name = serializers.CharField()
+    label = serializers.CharField(help_text="The tool as people read it (not its registry name).")
     input = serializers.DictField()
     summary = serializers.CharField(allow_blank=True, help_text="What the call does, for people.")
     callId = serializers.CharField()

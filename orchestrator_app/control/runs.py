@@ -52,7 +52,8 @@ def require_llm() -> None:
         raise AhenticError(
             "ahentic_ai_unavailable",
             gettext(
-                "The agent has no model configured: set ANTHROPIC_API_KEY or AHENTIC['BASE_URL']."
+                "The agent has no model configured, so it cannot answer yet. Ask the site's "
+                "administrator to set ANTHROPIC_API_KEY (or AHENTIC['BASE_URL'])."
             ),
             503,
         )
@@ -168,7 +169,9 @@ def message_post(
 
     if (if_busy or ahentic_settings.BUSY_POLICY) == "reject":
         raise AhenticError(
-            "ahentic_session_busy", gettext("The agent is busy with this chat."), 409
+            "ahentic_session_busy",
+            gettext("The agent is busy with this chat. Wait for it to finish, or press Stop."),
+            409,
         )
     queue_limit = int(ahentic_settings.MAX_PENDING_MESSAGES)
     if PendingMessage.objects.filter(session_id=session.pk).count() >= queue_limit:

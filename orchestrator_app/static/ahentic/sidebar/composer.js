@@ -132,12 +132,30 @@ export function createComposer(app) {
     app.pollSoon(s);
   }
 
+  // Quick changes (arrow keys across the view switch) go one at a time, the last one winning:
+  // two PATCHes in flight could be applied in either order.
+  const viewModeWanted = new Map(); // session id -> the mode asked for last, while one is sent
+
   async function changeViewMode(viewMode) {
     const s = app.activeSession();
     if (!s) return;
-    const result = await api("PATCH", sessionPath(s.id), { viewMode });
-    if (result.ok) app.applyPayload(s, result.data, result.etag);
-    else app.setError(s, result.data);
+    const sending = viewModeWanted.has(s.id);
+    viewModeWanted.set(s.id, viewMode);
+    if (sending) return;
+    try {
+      let sent = null;
+      while (viewModeWanted.get(s.id) !== sent) {
+        sent = viewModeWanted.get(s.id);
+        const result = await api("PATCH", sessionPath(s.id), { viewMode: sent });
+        if (!result.ok) {
+          app.setError(s, result.data);
+          break;
+        }
+        app.applyPayload(s, result.data, result.etag);
+      }
+    } finally {
+      viewModeWanted.delete(s.id);
+    }
   }
 
   async function loadEarlier(s) {
@@ -156,7 +174,6 @@ export function createComposer(app) {
   }
 
   function wire() {
-    ui.viewMode.addEventListener("change", () => changeViewMode(ui.viewMode.value));
     ui.composer.addEventListener("submit", (event) => {
       event.preventDefault();
       send();
@@ -172,5 +189,5 @@ export function createComposer(app) {
     app.attachments.wire();
   }
 
-  return { decide, recall, sendNow, stop, continueRun, loadEarlier, wire };
+  return { decide, recall, sendNow, stop, continueRun, loadEarlier, changeViewMode, wire };
 }

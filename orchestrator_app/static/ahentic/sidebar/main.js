@@ -8,13 +8,14 @@
  *   layout.js         fold/unfold (the launcher), dock, Escape; admin_room.js places the
  *                     panel in the Django admin (clear of its header and filters, docked
  *                     only where the admin's content keeps 700 px)
+ *   header.js         the view-mode switch and the "More" menu of secondary buttons
  *   chats.js          a new chat, opening, switching and closing chats, tabs opened by
  *                     another window, the ?ahentic_session link
  *   history_panel.js  History: every chat by day, search, rename, delete with Undo
  *   lightbox.js       a transcript image opened larger in a dialog
  *   shortcuts.js      "/" or Alt+Shift+A: open the sidebar at the message box
  *   composer.js       send, queued messages (send now, recall), Stop, Continue, approvals,
- *                     the view mode, "Load earlier messages"
+ *                     changing the view mode, "Load earlier messages"
  *   session_view.js   renderSession (everything about the shown chat), the error line, the
  *                     context ring and token count, the status line
  *   debugger.js       the trace list and the diagnostics (refresh, download)
@@ -58,6 +59,7 @@ import { createComposer } from "./composer.js";
 import { createConnections } from "./connections.js";
 import { createDebugger } from "./debugger.js";
 import { camel } from "./dom.js";
+import { createHeader } from "./header.js";
 import { createHistoryPanel } from "./history_panel.js";
 import { createLayout } from "./layout.js";
 import { createLightbox } from "./lightbox.js";
@@ -110,8 +112,9 @@ function boot(root) {
     "createSession", "activate", "closeTab", "openChild",
   ]);
   const composer = provide(app, createComposer(app), [
-    "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier",
+    "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier", "changeViewMode",
   ]);
+  const header = provide(app, createHeader(app), ["renderViewMode", "closeMenu"]);
   const debug = provide(app, createDebugger(app), [
     "renderDebugger", "refreshDiagnosticsWhileLive",
   ]);
@@ -153,6 +156,7 @@ function boot(root) {
 
   store.restore();
   layout.wire();
+  header.wire(); // after the panels added their buttons: it moves them into "More"
   chats.wire();
   debug.wire();
   composer.wire();

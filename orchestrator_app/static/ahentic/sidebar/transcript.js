@@ -25,22 +25,37 @@ const DENY_REASONS = {
   user_redirect: gettext("you sent a new message instead"),
 };
 
-/** The decision a tool result records, as a line of text, or null (no user decision). */
-export function decisionText(meta) {
+/**
+ * The decision a tool result records, as a line of text, or null (no user decision). The Basic
+ * view says only the decision ("Allowed once", "Denied: reason"); Verbose and Debug name the
+ * tool after it, by its registry name.
+ */
+export function decisionText(meta, viewMode) {
+  const basic = !viewMode || viewMode === "basic";
   const tool = meta.tool || gettext("tool");
+  if (meta.unchanged) {
+    return basic
+      ? gettext("Nothing to change, so nothing to approve")
+      : gettext("Nothing to change (%(tool)s)", { tool });
+  }
   if (meta.denied) {
     const reason = meta.reason in DENY_REASONS ? DENY_REASONS[meta.reason] : meta.reason;
+    if (basic) return reason ? gettext("Denied: %(reason)s", { reason }) : gettext("Denied");
     return reason
       ? gettext("Denied: %(reason)s (%(tool)s)", { reason, tool })
       : gettext("Denied (%(tool)s)", { tool });
   }
   const label = DECISION_LABELS[meta.approved];
-  return label ? label + " (" + tool + ")" : null;
+  if (!label) return null;
+  return basic ? label : label + " (" + tool + ")";
 }
 
 function decisionNode(message, text) {
   return el("div", {
-    className: "ahentic-msg ahentic-decision" + (message.meta.denied ? " is-denied" : ""),
+    className:
+      "ahentic-msg ahentic-decision" +
+      (message.meta.denied ? " is-denied" : "") +
+      (message.meta.unchanged ? " is-unchanged" : ""),
     "data-role-kind": "decision",
     text,
   });
@@ -103,7 +118,7 @@ export function messageNode(message, viewMode) {
     );
   }
   if (message.kind === "tool_response") {
-    const decision = decisionText(meta);
+    const decision = decisionText(meta, viewMode);
     // A tool's images show in every view mode; the rest of its result is tool traffic.
     const images = viewMode === "basic" ? attachmentsNode(meta.attachments) : null;
     if (images) images.dataset.roleKind = "tool_images";
