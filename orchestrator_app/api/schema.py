@@ -193,6 +193,11 @@ def _strict_requests(schemas: dict) -> None:
             {"properties": {"content": {"pattern": NON_BLANK}}},
             {"required": ["attachments"], "properties": {"attachments": {"minItems": 1}}},
         ]
+    edit = schemas.get("MessageEditRequest")
+    if edit:
+        content = edit["properties"]["content"]
+        content["maxLength"] = int(ahentic_settings.MAX_MESSAGE_CHARS)
+        content["pattern"] = NON_BLANK
     browser = schemas.get("BrowserResultRequest")
     if browser:
         browser["anyOf"] = [
