@@ -91,6 +91,7 @@ def test_copy_retry_and_edit_work_on_the_replies(sized, llm):
         assert opacity(copy) == 1  # a phone has no hover: the actions always show
     else:
         page.mouse.move(0, 0)
+        page.wait_for_timeout(300)
         assert opacity(copy) == 0  # shown on hover and on focus only
     action(page, reply, "Copy the reply").click()
     expect(copy).to_have_text("Copied")
@@ -127,7 +128,12 @@ def test_copy_retry_and_edit_work_on_the_replies(sized, llm):
     expect(page.locator(".ahentic-editing")).to_have_count(0)
     current_user = transcript(page).locator(":scope > .ahentic-user .ahentic-msg-text")
     expect(current_user).to_have_text(["How do I brew tea?"])
-    expect(transcript(page).locator(":scope > .ahentic-attempt")).to_have_count(2)
+    folded = transcript(page).locator(":scope > .ahentic-attempt")
+    expect(folded).to_have_count(1)  # the retried reply and the edited exchange, one fold
+    expect(folded.locator("summary")).to_have_text("2 earlier attempts")
+    expect(folded.locator(".ahentic-msg-text")).to_have_text(
+        ["How do I brew coffee?", "Use fresh beans.", "Grind them just before brewing."]
+    )
     assert [
         (e.content, e.superseded_by is not None)
         for e in Event.objects.filter(kind=Event.Kind.USER_MESSAGE).order_by("seq")

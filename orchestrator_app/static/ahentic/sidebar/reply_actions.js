@@ -10,7 +10,7 @@
  */
 import { sessionPath } from "./api.js";
 import { el } from "./dom.js";
-import { gettext } from "./i18n.js";
+import { gettext, ngettext } from "./i18n.js";
 import { copyText } from "./markdown.js";
 
 const COPIED_MS = 1500;
@@ -44,40 +44,31 @@ export function actionBar(actions, text) {
   return bar;
 }
 
-/** Runs of messages set aside by the same retry or edit (``meta.supersededBy``): each run is
- * one {attempt: run, messages, index, of} item; other messages pass through. ``index`` and
- * ``of`` number consecutive earlier attempts and the current one after them. */
+/** Messages set aside by retries or edits (``meta.supersededBy``) that follow each other
+ * become one {attempt: true, messages, count} item, ``count`` the attempts among them (one per
+ * retry or edit); other messages pass through. */
 export function withAttempts(messages) {
   const items = [];
   for (const message of messages) {
     const run = message.meta && message.meta.supersededBy;
     const last = items[items.length - 1];
-    if (run && last && last.attempt === run) last.messages.push(message);
-    else items.push(run ? { attempt: run, messages: [message] } : message);
+    if (!run) items.push(message);
+    else if (last && last.attempt) last.messages.push(message);
+    else items.push({ attempt: true, messages: [message] });
   }
-  let streak = [];
-  const close = () => {
-    streak.forEach((item, i) => {
-      item.index = i + 1;
-      item.of = streak.length + 1;
-    });
-    streak = [];
-  };
   for (const item of items) {
-    if (item.attempt) streak.push(item);
-    else if (item.role !== "user" || item.kind !== "user_message") {
-      if (streak.length) close();
-    }
+    if (item.attempt) item.count = new Set(item.messages.map((m) => m.meta.supersededBy)).size;
   }
-  close();
   return items;
 }
 
-/** The folded earlier attempt: "Earlier attempt (1 of 2)" with its messages inside. */
+/** The folded earlier attempts ("Earlier attempt", "2 earlier attempts") with their messages. */
 export function attemptNode(item, nodes) {
   const label =
-    item.of > 2
-      ? gettext("Earlier attempt (%(index)s of %(count)s)", { index: item.index, count: item.of })
+    item.count > 1
+      ? ngettext("%(count)s earlier attempt", "%(count)s earlier attempts", item.count, {
+          count: item.count,
+        })
       : gettext("Earlier attempt");
   const box = el(
     "details",
