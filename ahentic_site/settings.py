@@ -45,6 +45,8 @@ SPECTACULAR_SETTINGS = {
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The user's language from the browser's Accept-Language (one of LANGUAGES below).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -99,6 +101,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = []
 LANGUAGE_CODE = "en-us"
+# The languages the app ships (README "Languages"): a German browser gets German.
+LANGUAGES = [("en", "English"), ("de", "Deutsch")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -20,6 +20,7 @@ from rest_framework.routers import SimpleRouter
 from .api import mcp_connections, mcp_server, mcp_tokens, memory, notifications, schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
+from .jsi18n import javascript_catalog
 
 
 class OptionalSlashRouter(SimpleRouter):
@@ -127,6 +128,8 @@ urlpatterns = [
         name="mcp-server-connection",
     ),
     re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
+    # The sidebar's translations (jsi18n.py): a script, not REST, so not in the schema.
+    re_path(r"^jsi18n/?$", javascript_catalog, name="jsi18n"),
     # The site as an MCP server (api/mcp_server.py): JSON-RPC, not REST, so not in the schema.
     re_path(r"^mcp/?$", mcp_server.endpoint, name="mcp"),
     re_path(

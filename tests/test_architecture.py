@@ -54,6 +54,7 @@ APP_LAYERS = {
                 "admin_mcp",  # MCP servers, tool settings, credentials
                 "tasks",
                 "urls",
+                "jsi18n",  # the sidebar's JavaScript catalog
                 "checks",
                 "apps",
                 "ahentic_tools",

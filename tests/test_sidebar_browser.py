@@ -341,6 +341,29 @@ def test_a_non_preallowable_tool_offers_only_allow_once_and_deny(page, llm, side
 # --- (c) browser tools --------------------------------------------------------------------------
 
 
+def test_page_read_sends_at_most_the_page_text_limit(page, llm):
+    llm.enqueue(
+        tool_reply(tool_call("page_read", {}, id="toolu_read")),
+        text_reply("A long page."),
+    )
+    open_home(page)
+    page.evaluate(
+        """() => {
+            const long = document.createElement("p");
+            long.textContent = "lorem ".repeat(3000);
+            document.querySelector("main, body").append(long);
+        }"""
+    )
+    new_chat(page)
+
+    send(page, "What is on this page?")
+
+    expect(assistant_messages(page)).to_have_text(["A long page."])
+    result = tool_result_json(llm.message_requests()[1], "toolu_read")
+    assert len(result["text"]) == 4000
+    assert result["textTruncated"] is True
+
+
 def test_page_read_runs_in_the_page_and_the_model_reads_the_result(page, llm):
     llm.enqueue(
         tool_reply(tool_call("page_read", {}, id="toolu_read")),

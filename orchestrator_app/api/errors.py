@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
+from django.utils.translation import gettext
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -25,12 +26,12 @@ class ApiError(exceptions.APIException):
 
 
 def session_not_found() -> ApiError:
-    return ApiError("ahentic_session_not_found", "Session not found.", 404)
+    return ApiError("ahentic_session_not_found", gettext("Session not found."), 404)
 
 
 def agent_not_found() -> ApiError:
     """An agent (or version) that does not exist, is inactive, or the user may not use."""
-    return ApiError("ahentic_agent_not_found", "Agent not found.", 404)
+    return ApiError("ahentic_agent_not_found", gettext("Agent not found."), 404)
 
 
 # DRF's own exceptions mapped to stable codes.
@@ -58,7 +59,7 @@ def exception_handler(exc, context):
         # Raised where Django reads a form body (the CSRF check of session authentication
         # does, before any parser): its HTML 400, or a 500, otherwise.
         return Response(
-            {"code": "ahentic_upload_malformed", "detail": f"Malformed form: {exc}"}, 400
+            {"code": "ahentic_upload_malformed", "detail": gettext("Malformed form: %s") % exc}, 400
         )
     if isinstance(exc, exceptions.ParseError) and str(exc.detail).startswith("Multipart"):
         return Response({"code": "ahentic_upload_malformed", "detail": str(exc.detail)}, 400)
@@ -77,14 +78,14 @@ def exception_handler(exc, context):
     elif isinstance(exc, exceptions.ValidationError):
         body = {
             "code": "ahentic_invalid_input",
-            "detail": "Invalid input.",
+            "detail": gettext("Invalid input."),
             "fields": camel_keys(exc.detail),
         }
     else:
         code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), None)
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if isinstance(exc, exceptions.ParseError):
-            detail = f"Malformed JSON body: {exc.detail}"
+            detail = gettext("Malformed JSON body: %s") % exc.detail
         body = {"code": code or f"ahentic_{exc.default_code}", "detail": str(detail)}
     return Response(body, status=response.status_code, headers=_keep_headers(response))
 
@@ -106,7 +107,8 @@ def not_found_view(request, *args, **kwargs):
     from django.http import JsonResponse
 
     return JsonResponse(
-        {"code": "ahentic_not_found", "detail": f"No API route at {request.path!r}."}, status=404
+        {"code": "ahentic_not_found", "detail": gettext("No API route at %r.") % request.path},
+        status=404,
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.http import HttpResponse
 from django.urls import reverse
 from django.utils.html import escape
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -81,7 +82,7 @@ disconnect = describe(
 
 
 def server_not_found() -> ApiError:
-    return ApiError("ahentic_mcp_server_not_found", "MCP server not found.", 404)
+    return ApiError("ahentic_mcp_server_not_found", gettext("MCP server not found."), 404)
 
 
 def entry(server: McpServer, credential: McpCredential | None) -> dict:
@@ -127,7 +128,7 @@ class McpConnectionViewSet(AhenticViewSet):
         if server.auth != McpServer.Auth.USER:
             raise ApiError(
                 "ahentic_mcp_not_per_user",
-                f"{server.name} does not take personal connections.",
+                gettext("%(server)s does not take personal connections.") % {"server": server.name},
                 400,
             )
         if body.get("token"):
@@ -158,17 +159,22 @@ class McpOAuthCallbackViewSet(AhenticViewSet):
     def callback(self, request):
         state, code = request.query_params.get("state", ""), request.query_params.get("code", "")
         if request.query_params.get("error"):
-            raise ApiError("ahentic_mcp_oauth_denied", "The authorization was refused.", 400)
+            raise ApiError(
+                "ahentic_mcp_oauth_denied", gettext("The authorization was refused."), 400
+            )
         if not state or not code or len(state) > 64 or len(code) > 2000:
-            raise ApiError("ahentic_invalid_input", "state and code are required.", 400)
+            raise ApiError("ahentic_invalid_input", gettext("state and code are required."), 400)
         try:
             server = credentials.oauth_finish(user=request.user, state=state, code=code)
         except McpFailure as exc:
             raise ApiError("ahentic_mcp_oauth_failed", exc.message, 400) from None
-        name = escape(server.name)
+        title = gettext("Connected")
+        done = gettext("Connected to %(server)s. You can close this window.") % {
+            "server": server.name
+        }
         return HttpResponse(
-            "<!doctype html><title>Connected</title>"
-            f"<p>Connected to {name}. You can close this window.</p>"
+            f"<!doctype html><title>{escape(title)}</title>"
+            f"<p>{escape(done)}</p>"
             # The opener may be cut off (Cross-Origin-Opener-Policy): the sidebar also polls.
             "<script>if (window.opener) { window.opener.postMessage("
             '{type: "ahentic-mcp-connected"}, window.location.origin); } window.close();'

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.utils import timezone
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -74,7 +75,7 @@ mcp_token_revoke = describe(
 
 
 def token_not_found() -> ApiError:
-    return ApiError("ahentic_mcp_token_not_found", "No such token.", 404)
+    return ApiError("ahentic_mcp_token_not_found", gettext("No such token."), 404)
 
 
 class McpTokenViewSet(AhenticViewSet):

@@ -10,6 +10,7 @@ it in the admin).
 
 from __future__ import annotations
 
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -67,11 +68,11 @@ memory_delete = describe(
 
 
 def agent_not_found() -> ApiError:
-    return ApiError("ahentic_agent_not_found", "Agent not found.", 404)
+    return ApiError("ahentic_agent_not_found", gettext("Agent not found."), 404)
 
 
 def memory_not_found() -> ApiError:
-    return ApiError("ahentic_memory_not_found", "No such memory file.", 404)
+    return ApiError("ahentic_memory_not_found", gettext("No such memory file."), 404)
 
 
 class MemoryViewSet(AhenticViewSet):

@@ -22,6 +22,7 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.utils import timezone
 from django.utils.cache import get_conditional_response
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -158,7 +159,8 @@ class AhenticViewSet(viewsets.GenericViewSet):
         if length > limit:
             raise ApiError(
                 "ahentic_body_too_large",
-                f"Request body is {length} bytes; the limit is {limit}.",
+                gettext("Request body is %(size)s bytes; the limit is %(limit)s.")
+                % {"size": length, "limit": limit},
                 status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
             )
 
@@ -173,18 +175,23 @@ class AhenticViewSet(viewsets.GenericViewSet):
     def validated_serializer(self, serializer_class, data, *, strict: bool = False, instance=None):
         """The validated serializer (``get_serializer`` with ``serializer_class``)."""
         if not isinstance(data, dict):
-            raise ApiError("ahentic_invalid_input", "Expected a JSON object.")
+            raise ApiError("ahentic_invalid_input", gettext("Expected a JSON object."))
         serializer = self.get_serializer(instance, data=data, serializer_class=serializer_class)
         if strict:
             fields = {
-                key: ["This field is read-only." if key in READ_ONLY_FIELDS else "Unknown field."]
+                key: [
+                    gettext("This field is read-only.")
+                    if key in READ_ONLY_FIELDS
+                    else gettext("Unknown field.")
+                ]
                 for key in data
                 if key not in serializer.fields
             }
             if fields:
                 raise ApiError(
                     "ahentic_invalid_input",
-                    f"Not accepted here: {', '.join(sorted(fields))}.",
+                    gettext("Not accepted here: %(fields)s.")
+                    % {"fields": ", ".join(sorted(fields))},
                     fields=fields,
                 )
         serializer.is_valid(raise_exception=True)
@@ -408,7 +415,7 @@ class SessionViewSet(AhenticViewSet):
         ):
             raise ApiError(
                 "ahentic_session_busy",
-                "A run is in progress: the chat moves to the latest version once it ends.",
+                gettext("A run is in progress: the chat moves to the latest version once it ends."),
                 409,
             )
         return self.payload_response(session.pk, changes=changes)
@@ -475,7 +482,9 @@ class SessionViewSet(AhenticViewSet):
         session = self.get_object()
         data = self.validated(s.MessageEditSerializer, request.data)
         if not PENDING_ID.fullmatch(seq):
-            raise ApiError("ahentic_message_not_found", "No such message in this chat.", 404)
+            raise ApiError(
+                "ahentic_message_not_found", gettext("No such message in this chat."), 404
+            )
         runs.message_edit(session=session, seq=int(seq), content=data["content"])
         return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
 
@@ -492,7 +501,9 @@ class SessionViewSet(AhenticViewSet):
             session_id=session.pk, pending_id=int(pending_id)
         ):
             raise ApiError(
-                "ahentic_pending_not_found", "No such pending message (it may have been sent).", 404
+                "ahentic_pending_not_found",
+                gettext("No such pending message (it may have been sent)."),
+                404,
             )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -536,7 +547,9 @@ class SessionViewSet(AhenticViewSet):
             Attachment.objects.filter(session_id=session.pk, pk=key).first() if key else None
         )
         if attachment is None:
-            raise ApiError("ahentic_attachment_not_found", "No such attachment in this chat.", 404)
+            raise ApiError(
+                "ahentic_attachment_not_found", gettext("No such attachment in this chat."), 404
+            )
         return attachment
 
     @docs.described(docs.attachment_content)
@@ -553,7 +566,7 @@ class SessionViewSet(AhenticViewSet):
             handle = attachment_store.storage().open(attachment.storage_name, "rb")
         except OSError:
             raise ApiError(
-                "ahentic_attachment_not_found", "The attachment's file is gone.", 404
+                "ahentic_attachment_not_found", gettext("The attachment's file is gone."), 404
             ) from None
         response = FileResponse(handle, content_type=attachment.content_type)
         response["Content-Length"] = str(attachment.size)
@@ -573,7 +586,7 @@ class SessionViewSet(AhenticViewSet):
         if not attachment_store.unsent_delete(session_id=session.pk, attachment_id=attachment.pk):
             raise ApiError(
                 "ahentic_attachment_sent",
-                "This attachment was sent with a message; delete the chat to delete it.",
+                gettext("This attachment was sent with a message; delete the chat to delete it."),
                 409,
             )
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -671,7 +684,9 @@ class SessionViewSet(AhenticViewSet):
     def artifact(self, request, session_id=None, key=""):
         session = self.get_object("id", "owner_id")
         if not ARTIFACT_KEY.fullmatch(key):
-            raise ApiError("artifact_missing", f"No artifact with the key {key[:64]!r}.", 404)
+            raise ApiError(
+                "artifact_missing", gettext("No artifact with the key %r.") % key[:64], 404
+            )
         try:
             artifact = store.get(session.pk, key)
         except store.ArtifactError as exc:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from ..errors import AhenticError
 from ..models import McpToken
@@ -47,10 +48,14 @@ def token_create(
     name = (name or "").strip()
     if not name or len(name) > NAME_MAX:
         raise AhenticError(
-            "ahentic_invalid_input", f"A token needs a name of 1 to {NAME_MAX} characters.", 400
+            "ahentic_invalid_input",
+            gettext("A token needs a name of 1 to %(max)s characters.") % {"max": NAME_MAX},
+            400,
         )
     if expires_at is not None and expires_at <= timezone.now():
-        raise AhenticError("ahentic_invalid_input", "expiresAt must be in the future.", 400)
+        raise AhenticError(
+            "ahentic_invalid_input", gettext("expiresAt must be in the future."), 400
+        )
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = McpToken.objects.create(
         user=user,

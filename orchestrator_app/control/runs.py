@@ -16,6 +16,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from sessions_app import agents, db, runstate
 from sessions_app import attachments as attachment_store
@@ -51,7 +52,9 @@ def require_llm() -> None:
     if not llm.llm_available():
         raise AhenticError(
             "ahentic_ai_unavailable",
-            "The agent has no model configured: set ANTHROPIC_API_KEY or AHENTIC['BASE_URL'].",
+            gettext(
+                "The agent has no model configured: set ANTHROPIC_API_KEY or AHENTIC['BASE_URL']."
+            ),
             503,
         )
 
@@ -113,7 +116,7 @@ def message_post(
     content = content.strip()
     attachments = list(attachments or [])
     if not content and not attachments:
-        raise AhenticError("ahentic_empty_message", "The message is empty.")
+        raise AhenticError("ahentic_empty_message", gettext("The message is empty."))
     # Refused before anything changes; taken below, with the message.
     attachment_store.claim(session_id=session.pk, ids=attachments, take=False)
     require_llm()
@@ -125,7 +128,9 @@ def message_post(
             raise spend_cap_refusal(session, session.owner)
         if not _continue_past_cap(session, session.owner):
             raise AhenticError(
-                "ahentic_spend_cap", "The chat's spend cap changed meanwhile: try again.", 409
+                "ahentic_spend_cap",
+                gettext("The chat's spend cap changed meanwhile: try again."),
+                409,
             )
     sticky: dict[str, Any] = {}
     if mode:
@@ -146,12 +151,15 @@ def message_post(
         session.refresh_from_db()  # lost a race: someone else started a run
 
     if (if_busy or ahentic_settings.BUSY_POLICY) == "reject":
-        raise AhenticError("ahentic_session_busy", "The agent is busy with this chat.", 409)
+        raise AhenticError(
+            "ahentic_session_busy", gettext("The agent is busy with this chat."), 409
+        )
     queue_limit = int(ahentic_settings.MAX_PENDING_MESSAGES)
     if PendingMessage.objects.filter(session_id=session.pk).count() >= queue_limit:
         raise AhenticError(
             "ahentic_queue_full",
-            f"{queue_limit} messages are already waiting; wait for the agent or recall one.",
+            gettext("%(count)s messages are already waiting; wait for the agent or recall one.")
+            % {"count": queue_limit},
             409,
         )
     if sticky:
@@ -172,13 +180,13 @@ def _refuse_while_paused(session: Session) -> None:
     if session.job_resumable and session.last_error_code == "ahentic_session_token_budget":
         raise AhenticError(
             "ahentic_session_token_budget",
-            "This chat paused after using a lot of tokens. Continue or stop it first.",
+            gettext("This chat paused after using a lot of tokens. Continue or stop it first."),
             409,
         )
     if daily_limit_reached():
         raise AhenticError(
             "ahentic_daily_token_limit",
-            "The site's daily token limit is reached; try again tomorrow.",
+            gettext("The site's daily token limit is reached; try again tomorrow."),
             429,
         )
 
@@ -188,7 +196,8 @@ def _refuse_too_long(content: str) -> None:
     if len(content) > limit:
         raise AhenticError(
             "ahentic_message_too_long",
-            f"The message has {len(content)} characters; the limit is {limit}.",
+            gettext("The message has %(count)s characters; the limit is %(limit)s.")
+            % {"count": len(content), "limit": limit},
         )
 
 
@@ -196,7 +205,7 @@ def _message_checked(content: str) -> str:
     """A message's text, stripped; refused when empty or too long."""
     content = content.strip()
     if not content:
-        raise AhenticError("ahentic_empty_message", "The message is empty.")
+        raise AhenticError("ahentic_empty_message", gettext("The message is empty."))
     _refuse_too_long(content)
     return content
 
@@ -227,7 +236,7 @@ def attempt_start(*, session: Session, edit_seq: int | None = None, content: str
     if session.parent_id is not None:
         raise AhenticError(
             "ahentic_read_only_chat",
-            "This is a sub-agent's chat: it is read-only. Retry or edit in the main chat.",
+            gettext("This is a sub-agent's chat: it is read-only. Retry or edit in the main chat."),
             409,
         )
     require_llm()
@@ -244,18 +253,22 @@ def attempt_start(*, session: Session, edit_seq: int | None = None, content: str
             browser_paused_at=None,
         )
         if run_seq is None:
-            raise AhenticError("ahentic_session_busy", "The agent is busy with this chat.", 409)
+            raise AhenticError(
+                "ahentic_session_busy", gettext("The agent is busy with this chat."), 409
+            )
         last = _last_user_message(session.pk)
         if edit_seq is not None:
             _check_editable(session.pk, edit_seq, last)
         if last is None:
             raise AhenticError(
-                "ahentic_nothing_to_retry", "This chat has no message of yours to retry.", 409
+                "ahentic_nothing_to_retry",
+                gettext("This chat has no message of yours to retry."),
+                409,
             )
         if any(call.seq > last.seq for call in unanswered_tool_calls(session.pk)):
             raise AhenticError(
                 "ahentic_session_busy",
-                "A tool of the last run is still finishing; try again in a moment.",
+                gettext("A tool of the last run is still finishing; try again in a moment."),
                 409,
             )
         first = last.seq if edit_seq is not None else last.seq + 1
@@ -302,9 +315,15 @@ def _check_editable(session_id, seq: int, last: Event | None) -> None:
     if last is not None and last.seq == seq:
         return
     if not Event.objects.filter(session_id=session_id, seq=seq).exists():
-        raise AhenticError("ahentic_message_not_found", f"This chat has no message #{seq}.", 404)
+        raise AhenticError(
+            "ahentic_message_not_found",
+            gettext("This chat has no message #%(seq)s.") % {"seq": seq},
+            404,
+        )
     raise AhenticError(
-        "ahentic_message_not_editable", "Only your last message can be edited and resent.", 409
+        "ahentic_message_not_editable",
+        gettext("Only your last message can be edited and resent."),
+        409,
     )
 
 
@@ -556,12 +575,11 @@ def _common_prefix_length(a: str, b: str) -> int:
 def spend_cap_paused(session: Session) -> str:
     """What the chat says when its run pauses at the spend cap (``loop/step.py``)."""
     cap = agents.spend_cap(session)
-    return (
-        f"This chat reached its spend cap of {usd(cap)} (spent so far: "
-        f"{usd(session.cost_usd or 0)}), so the run paused. To go on, staff can raise the "
-        "chat's cap in the admin and then Continue resumes it; a user allowed to exceed spend "
-        "caps can Continue now."
-    )
+    return gettext(
+        "This chat reached its spend cap of %(cap)s (spent so far: %(spent)s), so the run "
+        "paused. To go on, staff can raise the chat's cap in the admin and then Continue "
+        "resumes it; a user allowed to exceed spend caps can Continue now."
+    ) % {"cap": usd(cap), "spent": usd(session.cost_usd or 0)}
 
 
 def spend_cap_refusal(session: Session, user) -> AhenticError:
@@ -569,15 +587,14 @@ def spend_cap_refusal(session: Session, user) -> AhenticError:
     on: ``user`` when they hold ``agents.EXCEED_SPEND_CAP`` (Continue), else staff."""
     cap = usd(agents.spend_cap(session))
     if user is not None and user.has_perm(agents.EXCEED_SPEND_CAP):
-        how = "Continue (or send “continue”) to raise its cap and go on."
+        how = gettext("Continue (or send “continue”) to raise its cap and go on.")
     else:
-        how = (
+        how = gettext(
             "Staff can raise the chat's cap in the admin (Sessions, this chat, spend cap), or a "
             "user with the permission to exceed spend caps can continue it."
         )
-    return AhenticError(
-        "ahentic_spend_cap", f"This chat reached its spend cap of {cap}. {how}", 409
-    )
+    detail = gettext("This chat reached its spend cap of %(cap)s.") % {"cap": cap}
+    return AhenticError("ahentic_spend_cap", f"{detail} {how}", 409)
 
 
 def _continue_past_cap(session: Session, user) -> bool:
@@ -627,7 +644,7 @@ def run_continue(*, session_id, user=None) -> str:
         if daily_limit_reached():
             raise AhenticError(
                 "ahentic_daily_token_limit",
-                "The site's daily token limit is reached; try again tomorrow.",
+                gettext("The site's daily token limit is reached; try again tomorrow."),
                 429,
             )
         return "resumed" if _resume(session, source="continue_api") else "noop"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.utils.translation import gettext
+
 from artifacts_app import store
 from sessions_app import db, runstate
 from sessions_app import services as session_services
@@ -39,10 +41,13 @@ ACTION_ERRORS = {
 def _require_pending(session: Session, status: str) -> PendingTool:
     pending = PendingTool.from_json(session.pending_tool)
     if pending is None:
-        raise AhenticError("ahentic_no_pending", "There is no pending tool call.", 409)
+        raise AhenticError("ahentic_no_pending", gettext("There is no pending tool call."), 409)
     if session.status != status:
         raise AhenticError(
-            "ahentic_not_awaiting", f"The session is {session.status}, not {status}.", 409
+            "ahentic_not_awaiting",
+            gettext("The session is %(status)s, not %(wanted)s.")
+            % {"status": session.status, "wanted": status},
+            409,
         )
     return pending
 
@@ -53,14 +58,20 @@ def approval_decide(
     """Record the user's decision on the pending call; the worker runs the tool (not this request)."""
     if decision not in DECISIONS:
         raise AhenticError(
-            "ahentic_bad_decision", f"decision must be one of {', '.join(DECISIONS)}.", 400
+            "ahentic_bad_decision",
+            gettext("decision must be one of %(choices)s.") % {"choices": ", ".join(DECISIONS)},
+            400,
         )
     pending = _require_pending(session, Session.Status.AWAITING_HUMAN)
     tool = get_tool(pending.name)
     if edited_input is not None and decision != "deny":
         problem = tool.validate(edited_input) if tool else "unknown tool"
         if problem:
-            raise AhenticError("ahentic_invalid_input", f"Edited input is invalid: {problem}", 400)
+            raise AhenticError(
+                "ahentic_invalid_input",
+                gettext("Edited input is invalid: %(problem)s") % {"problem": problem},
+                400,
+            )
     # What an allow covers: the tool, or the narrower scope its call names (one admin model);
     # the input that will run decides, edited or not.
     grant_key = (
@@ -73,7 +84,7 @@ def approval_decide(
     ):
         raise AhenticError(
             "ahentic_hitl_not_preallowable",
-            f"{pending.name} must be approved every time.",
+            gettext("%(tool)s must be approved every time.") % {"tool": pending.name},
             400,
         )
     with db.atomic():
@@ -97,7 +108,9 @@ def approval_decide(
                 **extra,
             )
         if not won:  # a concurrent decision got there first
-            raise AhenticError("ahentic_not_awaiting", "This call was already decided.", 409)
+            raise AhenticError(
+                "ahentic_not_awaiting", gettext("This call was already decided."), 409
+            )
         if decision == "always_allow":
             ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=grant_key)
         if decision == "deny":
@@ -126,7 +139,7 @@ def browser_result_record(
     pending = _require_pending(session, Session.Status.AWAITING_BROWSER)
     if call_id != pending.call_id:
         raise AhenticError(
-            "ahentic_call_mismatch", "callId does not match the pending browser call.", 409
+            "ahentic_call_mismatch", gettext("callId does not match the pending browser call."), 409
         )
     if error is not None:
         result, ok = (
@@ -155,7 +168,7 @@ def browser_result_record(
             **refreshed,
         ):
             raise AhenticError(
-                "ahentic_not_awaiting", "This browser call was already answered.", 409
+                "ahentic_not_awaiting", gettext("This browser call was already answered."), 409
             )
         calls = [c for c in unanswered_tool_calls(session.pk) if c.tool_use_id == call_id]
         meta: dict[str, Any] = {"browser": True}
@@ -194,7 +207,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
     covers it; ``non_preallowable`` tools (``admin_delete``, ``admin_action``) ask every time."""
     if session.status != Session.Status.IDLE:
         raise AhenticError(
-            "ahentic_session_busy", "Actions run only while the session is idle.", 409
+            "ahentic_session_busy", gettext("Actions run only while the session is idle."), 409
         )
     require_llm()
     # The pipeline's own checks, in its order; its failure codes map to the API's.
@@ -202,7 +215,9 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
     if problem:
         code = ACTION_ERRORS.get(problem["error"], "ahentic_invalid_input")
         if code == "ahentic_unknown_action":
-            raise AhenticError(code, f"There is no action named {name!r}.", 400)
+            raise AhenticError(
+                code, gettext("There is no action named %(name)s.") % {"name": repr(name)}, 400
+            )
         raise AhenticError(code, problem["message"], 400)
     assert tool is not None
     call_id = f"toolu_action_{uuid.uuid4().hex[:20]}"
@@ -239,7 +254,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
             ).to_json(),
         )
         if run_seq is None:
-            raise AhenticError("ahentic_session_busy", "The session is busy.", 409)
+            raise AhenticError("ahentic_session_busy", gettext("The session is busy."), 409)
         send_after_commit(run_started, session.pk, run=run_seq)
         session_services.events_append(
             session_id=session.pk,

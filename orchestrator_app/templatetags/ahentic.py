@@ -17,6 +17,7 @@ from django.urls import reverse
 from sessions_app.conf import ahentic_settings
 
 from ..api.permissions import may_use_agent as agent_may_use
+from ..jsi18n import catalog_url
 from ..tools.browser_tools import SENSITIVE_AUTOCOMPLETE_PATTERN, SENSITIVE_FIELD_PATTERN
 
 register = template.Library()
@@ -53,6 +54,7 @@ def ahentic_sidebar(context, admin: bool = False) -> str:
         "ahentic/sidebar.html",
         {
             "api_base_url": api_base_url(),
+            "catalog_url": catalog_url(),
             "csrf_token": get_token(request),
             "poll_interval_ms": POLL_INTERVAL_MS,
             "browser_timeout_s": int(ahentic_settings.BROWSER_TIMEOUT_S),

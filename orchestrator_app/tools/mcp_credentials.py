@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from django.db import IntegrityError
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from sessions_app import db
 
@@ -127,7 +128,7 @@ def _require_vault() -> None:
     if not vault.configured() or vault.key_problem():
         raise AhenticError(
             "ahentic_vault_not_configured",
-            "Credentials cannot be stored: the site has no AHENTIC['VAULT_KEYS'].",
+            gettext("Credentials cannot be stored: the site has no AHENTIC['VAULT_KEYS']."),
             503,
         )
 
@@ -144,7 +145,9 @@ def _store(server: McpServer, user, **fields) -> McpCredential:
             return McpCredential.objects.create(server=server, user=user, **fields)
     except IntegrityError:
         raise AhenticError(
-            "ahentic_mcp_connect_conflict", "Another connection was saved at the same time.", 409
+            "ahentic_mcp_connect_conflict",
+            gettext("Another connection was saved at the same time."),
+            409,
         ) from None
 
 
@@ -154,7 +157,7 @@ def bearer_save(*, server: McpServer, user, token: str) -> McpCredential:
     token = token.strip()
     if not token or len(token) > TOKEN_MAX_CHARS or any(c.isspace() for c in token):
         raise AhenticError(
-            "ahentic_invalid_input", "A token is one line of at most 8000 characters.", 400
+            "ahentic_invalid_input", gettext("A token is one line of at most 8000 characters."), 400
         )
     _require_vault()
     return _store(
@@ -226,11 +229,15 @@ def oauth_finish(*, user, state: str, code: str) -> McpServer:
         .first()
     )
     if pending is None:
-        raise AhenticError("ahentic_mcp_oauth_state", "This authorization is unknown or expired.")
+        raise AhenticError(
+            "ahentic_mcp_oauth_state", gettext("This authorization is unknown or expired.")
+        )
     # Used once: whoever deletes the row goes on.
     deleted, _ = McpAuthorization.objects.filter(pk=pending.pk).delete()
     if not deleted:
-        raise AhenticError("ahentic_mcp_oauth_state", "This authorization was already used.")
+        raise AhenticError(
+            "ahentic_mcp_oauth_state", gettext("This authorization was already used.")
+        )
     client_secret = vault.unseal(pending.client_secret)
     tokens = oauth.exchange_code(
         pending.token_endpoint,

@@ -10,6 +10,7 @@
  */
 import { sessionPath } from "./api.js";
 import { changed, el, fill, previewJson, show } from "./dom.js";
+import { gettext } from "./i18n.js";
 
 const COLOUR = /^#[0-9a-fA-F]{6}$/;
 const VALUE_LIMIT = 160;
@@ -21,14 +22,14 @@ function dot(colour) {
 }
 
 function valueText(value) {
-  if (value === null || value === undefined) return "(site default: none)";
+  if (value === null || value === undefined) return gettext("(site default: none)");
   const text = typeof value === "string" ? value : previewJson(value, VALUE_LIMIT);
   return text.length > VALUE_LIMIT ? text.slice(0, VALUE_LIMIT) + "…" : text;
 }
 
 /** The changes between two versions, one item each: the setting, before -> after. */
 export function changeList(changes) {
-  if (!changes.length) return el("p", { className: "ahentic-muted", text: "No setting changes." });
+  if (!changes.length) return el("p", { className: "ahentic-muted", text: gettext("No setting changes.") });
   return el(
     "ul",
     { className: "ahentic-agent-changes" },
@@ -200,7 +201,7 @@ export function createAgents(app, actions) {
     const agent = p && p.agent;
     if (!changed(ui.brand, JSON.stringify(agent || null))) return;
     if (!agent) {
-      fill(ui.brand, "Agent");
+      fill(ui.brand, gettext("Agent"));
       ui.brand.removeAttribute("title");
       return;
     }
@@ -211,7 +212,10 @@ export function createAgents(app, actions) {
       " ",
       el("span", { className: "ahentic-agent-version", text: "v" + agent.version }),
     );
-    ui.brand.title = "This chat is with " + agent.name + ", version " + agent.version;
+    ui.brand.title = gettext("This chat is with %(agent)s, version %(version)s", {
+      agent: agent.name,
+      version: agent.version,
+    });
   }
 
   async function loadChanges(s) {
@@ -264,13 +268,16 @@ export function createAgents(app, actions) {
         ui.agentUpdate,
         el("p", {
           className: "ahentic-agent-update-text",
-          text: `This chat now uses ${p.agent.name} v${moved.version}.`,
+          text: gettext("This chat now uses %(agent)s v%(version)s.", {
+            agent: p.agent.name,
+            version: moved.version,
+          }),
         }),
         changeList(moved.changes),
         el("button", {
           type: "button",
           className: "ahentic-link",
-          text: "Dismiss",
+          text: gettext("Dismiss"),
           onclick: () => {
             s.agentMoved = null;
             renderUpdate(s);
@@ -284,11 +291,11 @@ export function createAgents(app, actions) {
     const details = el(
       "details",
       { className: "ahentic-agent-preview", open: !!preview },
-      el("summary", { text: "What changes" }),
+      el("summary", { text: gettext("What changes") }),
       !preview || preview.loading
-        ? el("p", { className: "ahentic-muted", text: "Loading…" })
+        ? el("p", { className: "ahentic-muted", text: gettext("Loading…") })
         : preview.error
-          ? el("p", { className: "ahentic-muted", text: preview.error.detail || "Not available." })
+          ? el("p", { className: "ahentic-muted", text: preview.error.detail || gettext("Not available.") })
           : changeList(preview.changes),
     );
     details.addEventListener("toggle", () => {
@@ -299,15 +306,21 @@ export function createAgents(app, actions) {
       ui.agentUpdate,
       el("p", {
         className: "ahentic-agent-update-text",
-        text: `This chat uses ${p.agent.name} v${p.agent.version}; v${latest} is available.`,
+        text: gettext("This chat uses %(agent)s v%(version)s; v%(latest)s is available.", {
+          agent: p.agent.name,
+          version: p.agent.version,
+          latest,
+        }),
       }),
       details,
       el("button", {
         type: "button",
         className: "ahentic-button",
-        text: s.agentMoving ? "Moving…" : `Move this chat to v${latest}`,
+        text: s.agentMoving
+          ? gettext("Moving…")
+          : gettext("Move this chat to v%(latest)s", { latest }),
         disabled: live || !!s.agentMoving,
-        title: live ? "Wait for the run to end" : null,
+        title: live ? gettext("Wait for the run to end") : null,
         onclick: () => moveToLatest(s),
       }),
     );

@@ -7,6 +7,8 @@
  * callbacks the sidebar gives it.
  */
 
+import { gettext } from "./i18n.js";
+
 export const LIVE = ["running", "awaiting_human", "awaiting_browser"];
 
 export function isLive(payload) {
@@ -48,7 +50,7 @@ export function createClient(config) {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
-      return { ok: false, status: 0, data: { code: "ahentic_network", detail: "Network error." } };
+      return { ok: false, status: 0, data: { code: "ahentic_network", detail: gettext("Network error.") } };
     }
     noteServerClock(response);
     let data = null;
@@ -59,7 +61,7 @@ export function createClient(config) {
     if (!ok && !(data && data.code)) {
       data = {
         code: "ahentic_http_" + response.status,
-        detail: "Request failed (" + response.status + ").",
+        detail: gettext("Request failed (%(status)s).", { status: response.status }),
       };
     }
     return {

@@ -6,17 +6,14 @@
  * a removable thumbnail above the text box; Send posts the uploads' ids with the message. The
  * transcript shows a message's attachments as thumbnails (images, from the owner-only URL) or
  * file chips (PDFs). The server decides what a file is from its bytes; its refusals
- * (type, size, count) show as the chat's error.
+ * (type, size, count) show as the chat's error. The uploads themselves (each chat's list, the
+ * upload calls) are in uploads.js; this module has the widgets.
  */
-import { sessionPath } from "./api.js";
 import { el, fill, show } from "./dom.js";
+import { gettext } from "./i18n.js";
+import { createUploads } from "./uploads.js";
 
 export const ACCEPT = "image/png,image/jpeg,image/gif,image/webp,application/pdf";
-
-function csrfToken(app) {
-  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : app.config.csrf;
-}
 
 /** Thumbnails of attachments ({name, contentType, url, width, height}); null when none. */
 export function attachmentsNode(attachments) {
@@ -37,120 +34,40 @@ export function attachmentsNode(attachments) {
         },
         isImage
           ? el("img", { src: item.url, alt: item.name, loading: "lazy" })
-          : el("span", { className: "ahentic-attachment-name", text: "PDF · " + item.name }),
+          : el("span", {
+              className: "ahentic-attachment-name",
+              text: gettext("PDF · %(name)s", { name: item.name }),
+            }),
       );
     }),
   );
 }
 
 /**
- * The composer's attachments. ``hooks``: ``session()`` resolves to the chat to upload into
+ * The composer's attachment widgets: the attach button, paste, drop, and the strip of removable
+ * thumbnails above the text box. ``hooks``: ``session()`` resolves to the chat to upload into
  * (creating one when none is open), ``error(s, data)`` shows a refusal, ``render()`` redraws.
+ * Returns the widgets' ``wire``/``render`` and the uploads' ``ids``, ``uploaded``,
+ * ``uploading``, ``sent`` for the message being sent.
  */
 export function createAttachments(app, hooks) {
-  const bySession = new Map(); // session id -> [{localId, name, preview, status, attachment}]
   const ui = {};
-  let counter = 0;
-
-  function items(s) {
-    if (!s) return [];
-    if (!bySession.has(s.id)) bySession.set(s.id, []);
-    return bySession.get(s.id);
-  }
-
-  function forget(item) {
-    if (item.preview) URL.revokeObjectURL(item.preview);
-  }
+  const uploads = createUploads(app, () => render());
 
   async function add(files) {
     files = Array.from(files || []).filter(Boolean);
     if (!files.length) return;
     const s = await hooks.session();
     if (!s) return;
-    const added = files.map((file) => ({
-      localId: "att_" + ++counter,
-      name: file.name || "pasted image",
-      preview: /^image\//.test(file.type) ? URL.createObjectURL(file) : null,
-      status: "uploading",
-      attachment: null,
-    }));
-    items(s).push(...added);
-    render();
-    const form = new FormData();
-    files.forEach((file, i) => form.append("file", file, added[i].name));
-    let response = null;
-    let data = null;
-    try {
-      response = await fetch(app.config.api + sessionPath(s.id, "attachments"), {
-        method: "POST",
-        headers: { Accept: "application/json", "X-CSRFToken": csrfToken(app) },
-        credentials: "same-origin",
-        body: form,
-      });
-      data = await response.json().catch(() => null);
-    } catch (err) {
-      data = { code: "ahentic_network", detail: "Network error." };
-    }
-    const list = items(s);
-    if (response && response.ok && data && Array.isArray(data.attachments)) {
-      added.forEach((item, i) => {
-        item.attachment = data.attachments[i];
-        item.status = "ready";
-      });
-    } else {
-      added.forEach((item) => {
-        forget(item);
-        list.splice(list.indexOf(item), 1);
-      });
-      const status = response ? response.status : 0;
-      hooks.error(
-        s,
-        data && data.code ? data : { code: "ahentic_http_" + status, detail: "Upload failed." },
-      );
-    }
+    const refusal = await uploads.upload(s, files);
+    if (refusal) hooks.error(s, refusal);
     hooks.render();
-  }
-
-  function remove(s, item) {
-    const list = items(s);
-    const index = list.indexOf(item);
-    if (index === -1) return;
-    list.splice(index, 1);
-    forget(item);
-    if (item.attachment) {
-      app.client.api("DELETE", sessionPath(s.id, "attachments/" + item.attachment.id));
-    }
-    render();
-  }
-
-  /** The ids of the active chat's uploads, for the message being sent. */
-  function ids(s) {
-    return items(s)
-      .filter((item) => item.status === "ready")
-      .map((item) => item.attachment.id);
-  }
-
-  function uploaded(s) {
-    return items(s)
-      .filter((item) => item.status === "ready")
-      .map((item) => item.attachment);
-  }
-
-  function uploading(s) {
-    return items(s).some((item) => item.status === "uploading");
-  }
-
-  /** The message took the uploads: clear the strip (the transcript shows them now). */
-  function sent(s) {
-    items(s).forEach(forget);
-    bySession.set(s.id, []);
-    render();
   }
 
   function render() {
     if (!ui.strip) return;
     const s = app.state.active ? { id: app.state.active } : null;
-    const list = items(s);
+    const list = uploads.items(s);
     show(ui.strip, list.length > 0);
     fill(
       ui.strip,
@@ -164,13 +81,16 @@ export function createAttachments(app, hooks) {
           },
           item.preview
             ? el("img", { src: item.preview, alt: item.name })
-            : el("span", { className: "ahentic-attachment-name", text: "PDF · " + item.name }),
+            : el("span", {
+                className: "ahentic-attachment-name",
+                text: gettext("PDF · %(name)s", { name: item.name }),
+              }),
           el("button", {
             type: "button",
             className: "ahentic-attachment-remove",
-            "aria-label": "Remove " + item.name,
+            "aria-label": gettext("Remove %(name)s", { name: item.name }),
             text: "×",
-            onclick: () => remove(s, item),
+            onclick: () => uploads.remove(s, item),
           }),
         ),
       ),
@@ -194,9 +114,9 @@ export function createAttachments(app, hooks) {
       type: "button",
       className: "ahentic-button ahentic-attach",
       "data-role": "attach",
-      "aria-label": "Attach images or PDFs",
-      title: "Attach images or PDFs (or paste, or drop them here)",
-      text: "Attach",
+      "aria-label": gettext("Attach images or PDFs"),
+      title: gettext("Attach images or PDFs (or paste, or drop them here)"),
+      text: gettext("Attach"),
       onclick: () => ui.file.click(),
     });
     ui.strip = el("div", {
@@ -227,5 +147,6 @@ export function createAttachments(app, hooks) {
     });
   }
 
+  const { ids, uploaded, uploading, sent } = uploads;
   return { wire, render, ids, uploaded, uploading, sent, add };
 }

@@ -316,7 +316,7 @@ export function createRunnerClaim(storage, config, windowId) {
  */
 export function createBrowserRunner(app) {
   root = app.root;
-  pageTextLimit = app.pageTextLimit;
+  pageTextLimit = app.config.pageTextLimit;
   const handled = new Set(); // "sessionId:callId" already run in this window
 
   async function run(s, pendingTool) {

@@ -5,6 +5,7 @@
  */
 import { isLive, sessionPath } from "./api.js";
 import { button, changed, el, fill, formatBytes, formatTokens, previewJson, shortened, show } from "./dom.js";
+import { gettext, ngettext } from "./i18n.js";
 import { renderInlineMarkdown, renderMarkdown } from "./markdown.js";
 import { revealRequest } from "./transcript.js";
 
@@ -12,12 +13,12 @@ const TOKEN_BUDGET_CODE = "ahentic_session_token_budget";
 const SUMMARY_LIMIT = 180;
 
 export const STATUS_TEXT = {
-  idle: "idle",
-  running: "running",
-  awaiting_human: "waiting for approval",
-  awaiting_browser: "running a page tool",
-  error: "failed",
-  cancelled: "stopped",
+  idle: gettext("idle"),
+  running: gettext("running"),
+  awaiting_human: gettext("waiting for approval"),
+  awaiting_browser: gettext("running a page tool"),
+  error: gettext("failed"),
+  cancelled: gettext("stopped"),
 };
 
 // ------------------------------------------------------------------ banner
@@ -30,25 +31,28 @@ function bannerState(app, s) {
   const quiet = p.status === "running" ? app.client.ageMs(p.heartbeatAt || p.modifiedAt) : null;
   if (quiet != null && p.claimed === false && quiet >= app.config.unclaimedMs) {
     // The step waits in the queue and no worker took it: say so long before "may be stuck".
-    const text =
+    const text = gettext(
       "No worker has picked up this run. Is a worker running? Start one with " +
-      "python manage.py qcluster: the run starts as soon as a worker is up.";
+        "python manage.py qcluster: the run starts as soon as a worker is up.",
+    );
     return { kind: "no-worker", text, stop: true };
   }
   if (quiet != null && quiet >= app.config.stuckMs) {
-    const text =
-      "This run may be stuck: no worker has reported progress for over " +
-      Math.round(app.config.stuckMs / 1000) +
-      " s. Check that a worker is running (python manage.py qcluster), then press Continue.";
+    const text = gettext(
+      "This run may be stuck: no worker has reported progress for over %(seconds)s s. " +
+        "Check that a worker is running (python manage.py qcluster), then press Continue.",
+      { seconds: Math.round(app.config.stuckMs / 1000) },
+    );
     return { kind: "stuck", text, continue: true, stop: true };
   }
   if (resumable && p.lastErrorCode === TOKEN_BUDGET_CODE) {
-    const text =
-      "This chat is using a lot of tokens (" + formatTokens(p.tokensUsed) + "). Continue?";
+    const text = gettext("This chat is using a lot of tokens (%(tokens)s). Continue?", {
+      tokens: formatTokens(p.tokensUsed),
+    });
     return { kind: "budget", text, continue: true, stop: true };
   }
   if (resumable) {
-    const text = "This job can be continued." + (p.lastError ? " " + p.lastError : "");
+    const text = gettext("This job can be continued.") + (p.lastError ? " " + p.lastError : "");
     return { kind: "resumable", text, continue: true };
   }
   if (p.status === "error" && p.lastError) return { kind: "error", text: p.lastError };
@@ -72,9 +76,9 @@ export function renderBanner(app, s) {
       ? [
           el("span", { className: "ahentic-banner-text", text: banner.text }),
           banner.continue
-            ? button("Continue", () => app.continueRun(s), "ahentic-button ahentic-primary")
+            ? button(gettext("Continue"), () => app.continueRun(s), "ahentic-button ahentic-primary")
             : null,
-          banner.stop ? button("Stop", app.stop) : null,
+          banner.stop ? button(gettext("Stop"), app.stop) : null,
         ]
       : []),
   );
@@ -84,6 +88,12 @@ export function renderBanner(app, s) {
 // ------------------------------------------------------------------ plan
 
 const STEP_MARKS = { completed: "✓", in_progress: "▸", pending: "○", cancelled: "✕" };
+const STEP_STATUS_TEXT = {
+  completed: gettext("completed"),
+  in_progress: gettext("in progress"),
+  pending: gettext("pending"),
+  cancelled: gettext("cancelled"),
+};
 
 export function renderPlan(app, s) {
   const { ui } = app;
@@ -96,7 +106,7 @@ export function renderPlan(app, s) {
   }
   fill(
     ui.plan,
-    el("div", { className: "ahentic-card-title", text: plan.title || "Plan" }),
+    el("div", { className: "ahentic-card-title", text: plan.title || gettext("Plan") }),
     el(
       "ol",
       { className: "ahentic-plan-steps" },
@@ -114,7 +124,7 @@ export function renderPlan(app, s) {
           content,
           el("span", {
             className: "ahentic-visually-hidden",
-            text: " (" + String(step.status).replace("_", " ") + ")",
+            text: " (" + (STEP_STATUS_TEXT[step.status] || String(step.status).replace("_", " ")) + ")",
           }),
         );
       }),
@@ -138,19 +148,19 @@ function hitlHeadline(pendingTool, changes) {
 function diffTable(changes) {
   return el(
     "dl",
-    { className: "ahentic-hitl-diff", "aria-label": "Changes" },
+    { className: "ahentic-hitl-diff", "aria-label": gettext("Changes") },
     changes.flatMap((change) => [
       el("dt", { text: change.field }),
       el(
         "dd",
         {},
         change.hidden
-          ? el("span", { className: "ahentic-diff-hidden", text: "changed (you cannot see this field)" })
+          ? el("span", { className: "ahentic-diff-hidden", text: gettext("changed (you cannot see this field)") })
           : [
               change.before == null
                 ? null
                 : el("del", { className: "ahentic-diff-before", text: change.before }),
-              change.before == null ? null : el("span", { className: "ahentic-diff-arrow", "aria-label": "becomes", text: " → " }),
+              change.before == null ? null : el("span", { className: "ahentic-diff-arrow", "aria-label": gettext("becomes"), text: " → " }),
               el("ins", { className: "ahentic-diff-after", text: change.after == null ? "" : change.after }),
             ],
       ),
@@ -180,26 +190,33 @@ export function renderHitl(app, s) {
     type: "text",
     className: "ahentic-input",
     "data-role-hitl": "reason",
-    placeholder: "Reason (optional, sent with Deny)",
-    "aria-label": "Reason for denying",
+    placeholder: gettext("Reason (optional, sent with Deny)"),
+    "aria-label": gettext("Reason for denying"),
     maxlength: "2000",
   });
   const memory = pendingTool.memory;
   const changes = Array.isArray(pendingTool.changes) ? pendingTool.changes : [];
   const primary = "ahentic-button ahentic-primary";
   const buttons = [
-    button("Allow once", () => app.decide(s, "allow_once"), primary),
-    pendingTool.nonPreallowable ? null : button("Allow for this chat", () => app.decide(s, "allow_session")),
-    pendingTool.nonPreallowable ? null : button("Always allow", () => app.decide(s, "always_allow")),
-    button("Deny", () => app.decide(s, "deny", reason.value.trim())),
+    button(gettext("Allow once"), () => app.decide(s, "allow_once"), primary),
+    pendingTool.nonPreallowable
+      ? null
+      : button(gettext("Allow for this chat"), () => app.decide(s, "allow_session")),
+    pendingTool.nonPreallowable
+      ? null
+      : button(gettext("Always allow"), () => app.decide(s, "always_allow")),
+    button(gettext("Deny"), () => app.decide(s, "deny", reason.value.trim())),
   ].filter(Boolean);
   buttons.forEach((b) => {
-    b.setAttribute("aria-label", b.textContent + ": " + pendingTool.name);
+    b.setAttribute(
+      "aria-label",
+      gettext("%(action)s: %(tool)s", { action: b.textContent, tool: pendingTool.name }),
+    );
     b.disabled = busy;
   });
   fill(
     ui.hitl,
-    el("div", { className: "ahentic-card-title", text: "Approval needed" }),
+    el("div", { className: "ahentic-card-title", text: gettext("Approval needed") }),
     el(
       "div",
       { className: "ahentic-hitl-summary" },
@@ -211,18 +228,24 @@ export function renderHitl(app, s) {
     memory
       ? el("div", {
           className: "ahentic-hitl-memory",
-          text:
-            "Artifact: " +
-            [memory.title || memory.key, memory.kind, formatBytes(memory.bytes), memory.excerpt]
+          text: gettext("Artifact: %(details)s", {
+            details: [memory.title || memory.key, memory.kind, formatBytes(memory.bytes), memory.excerpt]
               .filter(Boolean)
               .join(" · "),
+          }),
         })
       : null,
     el(
       "details",
       // The raw call stays available, folded: the summary and the diff say what it does.
       { className: "ahentic-hitl-input" },
-      el("summary", {}, "Details: ", el("code", { text: pendingTool.name }), " input (JSON)"),
+      el(
+        "summary",
+        {},
+        gettext("Details:") + " ",
+        el("code", { text: pendingTool.name }),
+        " " + gettext("input (JSON)"),
+      ),
       el("pre", { text: previewJson(pendingTool.input, 2000) }),
     ),
     el("div", { className: "ahentic-hitl-actions" }, reason, el("div", { className: "ahentic-hitl-buttons" }, buttons)),
@@ -245,13 +268,13 @@ export function renderPending(app, s) {
     fill(ui.pending);
     return;
   }
-  const title = waiting ? "Not sent yet" : "Queued until the agent is free";
+  const title = waiting ? gettext("Not sent yet") : gettext("Queued until the agent is free");
   const note = waiting
-    ? "The run stopped before " +
-      (items.length === 1 ? "this message was" : "these messages were") +
-      " sent. " +
-      (items.length === 1 ? "It goes" : "They go") +
-      " with your next message, or send now."
+    ? ngettext(
+        "The run stopped before this message was sent. It goes with your next message, or send now.",
+        "The run stopped before these messages were sent. They go with your next message, or send now.",
+        items.length,
+      )
     : null;
   fill(
     ui.pending,
@@ -269,14 +292,14 @@ export function renderPending(app, s) {
           el("span", {
             className: "ahentic-pending-text",
             title: item.content,
-            text: (mine ? "" : "[sub-agent] ") + item.content,
+            text: (mine ? "" : gettext("[sub-agent]") + " ") + item.content,
           }),
           mine && waiting
             ? el("button", {
                 type: "button",
                 className: "ahentic-link",
-                text: "Send now",
-                "aria-label": "Send now: " + short,
+                text: gettext("Send now"),
+                "aria-label": gettext("Send now: %(message)s", { message: short }),
                 onclick: () => app.sendNow(s, item),
               })
             : null,
@@ -284,8 +307,8 @@ export function renderPending(app, s) {
             ? el("button", {
                 type: "button",
                 className: "ahentic-link",
-                text: "Recall",
-                "aria-label": "Recall queued message: " + short,
+                text: gettext("Recall"),
+                "aria-label": gettext("Recall queued message: %(message)s", { message: short }),
                 onclick: () => app.recall(s, item.id),
               })
             : null,
@@ -315,11 +338,11 @@ async function openArtifact(app, s, key) {
   const { ui } = app;
   const box = ui.artifactPreview;
   s.previewKey = key;
-  const body = el("div", { className: "ahentic-artifact-body", text: "Loading…" });
+  const body = el("div", { className: "ahentic-artifact-body", text: gettext("Loading…") });
   const closeButton = el("button", {
     type: "button",
     className: "ahentic-icon-button",
-    "aria-label": "Close the preview",
+    "aria-label": gettext("Close the preview"),
     text: "×",
     onclick: () => closeArtifact(app, s),
   });
@@ -331,7 +354,7 @@ async function openArtifact(app, s, key) {
   const result = await app.client.api("GET", sessionPath(s.id, "artifacts/" + encodeURIComponent(key)));
   if (s.previewKey !== key || box.dataset.key !== key) return; // closed or replaced meanwhile
   if (!result.ok) {
-    body.textContent = (result.data && result.data.detail) || "The artifact could not be loaded.";
+    body.textContent = (result.data && result.data.detail) || gettext("The artifact could not be loaded.");
     return;
   }
   const artifact = result.data;
@@ -372,8 +395,8 @@ export function renderArtifacts(app, s) {
         el("button", {
           type: "button",
           className: "ahentic-link",
-          text: "Open",
-          "aria-label": "Open artifact " + a.key,
+          text: gettext("Open"),
+          "aria-label": gettext("Open artifact %(key)s", { key: a.key }),
           onclick: () => openArtifact(app, s, a.key),
         }),
         a.title ? el("div", { className: "ahentic-artifact-title", text: a.title }) : null,
@@ -401,13 +424,16 @@ export function renderChildren(app, s) {
         el("span", { className: "ahentic-child-title", text: child.title }),
         el("span", {
           className: "ahentic-artifact-meta",
-          text: (STATUS_TEXT[child.status] || child.status) + " · " + formatTokens(child.tokensUsed) + " tokens",
+          text:
+            (STATUS_TEXT[child.status] || child.status) +
+            " · " +
+            gettext("%(tokens)s tokens", { tokens: formatTokens(child.tokensUsed) }),
         }),
         el("button", {
           type: "button",
           className: "ahentic-link",
-          text: "Open",
-          "aria-label": "Open sub-agent " + child.title,
+          text: gettext("Open"),
+          "aria-label": gettext("Open sub-agent %(title)s", { title: child.title }),
           onclick: () => app.openChild(child),
         }),
       ),

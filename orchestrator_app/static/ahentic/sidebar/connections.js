@@ -7,6 +7,7 @@
  * The header button shows only when some server is listed; the list reloads when it opens.
  */
 import { el, fill, show } from "./dom.js";
+import { gettext } from "./i18n.js";
 
 const PATH = "mcp-servers";
 const CONNECTED_MESSAGE = "ahentic-mcp-connected";
@@ -14,11 +15,14 @@ const WAIT_MS = 5 * 60 * 1000; // how long an OAuth window is waited for
 const WAIT_STEP_MS = 2000;
 
 function stateText(server) {
-  if (server.auth === "none") return "No sign-in needed";
-  if (server.auth === "site") return server.connected ? "Connected by the site" : "Not set up by the site yet";
-  if (!server.connected) return "Not connected";
-  const how = server.kind === "oauth" ? "OAuth" : "token " + (server.hint || "");
-  return "Connected (" + how.trim() + ")";
+  if (server.auth === "none") return gettext("No sign-in needed");
+  if (server.auth === "site") {
+    return server.connected ? gettext("Connected by the site") : gettext("Not set up by the site yet");
+  }
+  if (!server.connected) return gettext("Not connected");
+  if (server.kind === "oauth") return gettext("Connected (OAuth)");
+  if (server.hint) return gettext("Connected (token %(hint)s)", { hint: server.hint });
+  return gettext("Connected (token)");
 }
 
 export function createConnections(app) {
@@ -28,18 +32,18 @@ export function createConnections(app) {
     className: "ahentic-icon-button",
     "data-role": "connections-toggle",
     "aria-pressed": "false",
-    "aria-label": "Connections",
-    title: "Connections",
+    "aria-label": gettext("Connections"),
+    title: gettext("Connections"),
     text: "⚯",
   });
   const box = el("section", {
     className: "ahentic-connections",
     "data-role": "connections",
-    "aria-label": "Connections",
+    "aria-label": gettext("Connections"),
   });
   const list = el("ul", { className: "ahentic-connection-list" });
   const message = el("p", { className: "ahentic-artifact-meta", role: "status" });
-  box.append(el("strong", { text: "Connections" }), list, message);
+  box.append(el("strong", { text: gettext("Connections") }), list, message);
   show(box, false);
   show(button, false);
   const header = ui.debugToggle || (ui.panel && ui.panel.querySelector("header"));
@@ -69,13 +73,13 @@ export function createConnections(app) {
     const result = await client.api("POST", PATH + "/" + encodeURIComponent(server.slug) + "/connect", body);
     if (!result.ok) {
       if (popup) popup.close();
-      say((result.data && result.data.detail) || "Could not connect.");
+      say((result.data && result.data.detail) || gettext("Could not connect."));
       return;
     }
     if (result.data && result.data.authorizationUrl) {
       if (popup) popup.location.href = result.data.authorizationUrl;
       else window.open(result.data.authorizationUrl, "ahentic-mcp-oauth", "width=600,height=700");
-      say("Finish signing in in the window that opened.");
+      say(gettext("Finish signing in in the window that opened."));
       waitFor(server.slug);
       return;
     }
@@ -100,9 +104,12 @@ export function createConnections(app) {
   }
 
   async function revoke(server) {
-    if (!window.confirm(`Disconnect ${server.name}? The agent can no longer use it as you.`)) return;
+    const question = gettext("Disconnect %(name)s? The agent can no longer use it as you.", {
+      name: server.name,
+    });
+    if (!window.confirm(question)) return;
     const result = await client.api("DELETE", PATH + "/" + encodeURIComponent(server.slug) + "/connection");
-    if (!result.ok) say((result.data && result.data.detail) || "Could not disconnect.");
+    if (!result.ok) say((result.data && result.data.detail) || gettext("Could not disconnect."));
     await load();
   }
 
@@ -110,28 +117,28 @@ export function createConnections(app) {
     const controls = [];
     if (server.auth === "user" && server.connected) {
       controls.push(
-        el("button", { type: "button", className: "ahentic-link", text: "Revoke", onclick: () => revoke(server) }),
+        el("button", { type: "button", className: "ahentic-link", text: gettext("Revoke"), onclick: () => revoke(server) }),
       );
     } else if (server.auth === "user") {
       const input = el("input", {
         type: "password",
         className: "ahentic-input",
         autocomplete: "off",
-        placeholder: "Paste a personal token",
-        "aria-label": "Personal token for " + server.name,
+        placeholder: gettext("Paste a personal token"),
+        "aria-label": gettext("Personal token for %(name)s", { name: server.name }),
       });
       controls.push(
         input,
         el("button", {
           type: "button",
           className: "ahentic-button",
-          text: "Save token",
+          text: gettext("Save token"),
           onclick: () => input.value.trim() && connect(server, input.value.trim()),
         }),
         el("button", {
           type: "button",
           className: "ahentic-button",
-          text: "Connect with OAuth",
+          text: gettext("Connect with OAuth"),
           onclick: () => connect(server, null),
         }),
       );
@@ -146,7 +153,7 @@ export function createConnections(app) {
   }
 
   function draw() {
-    fill(list, servers.length ? servers.map(row) : el("li", { className: "ahentic-artifact-meta", text: "No servers." }));
+    fill(list, servers.length ? servers.map(row) : el("li", { className: "ahentic-artifact-meta", text: gettext("No servers.") }));
   }
 
   button.addEventListener("click", () => {

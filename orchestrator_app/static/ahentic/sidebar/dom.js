@@ -3,6 +3,8 @@
  * fill() become text nodes: nothing here ever parses HTML.
  */
 
+import { gettext } from "./i18n.js";
+
 /** Build an element. Strings among children become text nodes (never HTML). */
 export function el(tag, props, ...children) {
   const node = document.createElement(tag);
@@ -95,7 +97,7 @@ export function shortened(text, limit, options) {
   const toggle = el("button", { type: "button", className: "ahentic-link ahentic-more" });
   const paint = () => {
     render(body, box.value ? text : text.slice(0, limit).trimEnd() + "…");
-    toggle.textContent = box.value ? "Show less" : "Show more";
+    toggle.textContent = box.value ? gettext("Show less") : gettext("Show more");
     toggle.setAttribute("aria-expanded", String(box.value));
   };
   toggle.addEventListener("click", () => {

@@ -12,6 +12,7 @@ import markdownit from "../vendor/markdown-it/markdown-it.esm.min.js";
 import createDOMPurify from "../vendor/dompurify/purify.es.js";
 
 import { el } from "./dom.js";
+import { gettext } from "./i18n.js";
 
 const SAFE_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
 
@@ -100,17 +101,17 @@ function copyButton(code) {
   const button = el("button", {
     type: "button",
     className: "ahentic-copy",
-    "aria-label": "Copy code",
-    text: "Copy",
+    "aria-label": gettext("Copy code"),
+    text: gettext("Copy"),
   });
   button.addEventListener("click", async () => {
     try {
       await copyText(code.textContent);
-      button.textContent = "Copied";
+      button.textContent = gettext("Copied");
     } catch (err) {
-      button.textContent = "Copy failed";
+      button.textContent = gettext("Copy failed");
     }
-    setTimeout(() => (button.textContent = "Copy"), 1500);
+    setTimeout(() => (button.textContent = gettext("Copy")), 1500);
   });
   return button;
 }

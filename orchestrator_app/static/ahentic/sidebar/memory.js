@@ -7,6 +7,7 @@
  */
 import { isLive } from "./api.js";
 import { el, fill, formatBytes, show } from "./dom.js";
+import { gettext } from "./i18n.js";
 
 const ROOT = "/memories/";
 
@@ -24,9 +25,9 @@ export function createMemoryPanel(app) {
     type: "button",
     className: "ahentic-link",
     "data-role": "memory-clear",
-    text: "Forget everything",
+    text: gettext("Forget everything"),
   });
-  box.append(el("summary", {}, "What I remember (", count, ")"), list, clear);
+  box.append(el("summary", {}, gettext("What I remember") + " (", count, ")"), list, clear);
   box.hidden = true;
   const anchor = app.ui.childrenBox || app.ui.artifactsBox;
   anchor.after(box);
@@ -66,25 +67,26 @@ export function createMemoryPanel(app) {
               el("button", {
                 type: "button",
                 className: "ahentic-link",
-                text: "Delete",
-                "aria-label": "Forget " + name,
+                text: gettext("Delete"),
+                "aria-label": gettext("Forget %(name)s", { name }),
                 onclick: () => forget(name),
               }),
             );
           })
-        : el("li", { className: "ahentic-artifact-meta", text: "Nothing yet." }),
+        : el("li", { className: "ahentic-artifact-meta", text: gettext("Nothing yet.") }),
     );
   }
 
   async function forget(name) {
-    if (!window.confirm(`Forget "${name}"? The agent will no longer remember it.`)) return;
+    const question = gettext("Forget \"%(name)s\"? The agent will no longer remember it.", { name });
+    if (!window.confirm(question)) return;
     const encoded = name.split("/").map(encodeURIComponent).join("/");
     await client.api("DELETE", path(encoded));
     await load();
   }
 
   clear.addEventListener("click", async () => {
-    if (!window.confirm("Forget everything this agent remembers about you?")) return;
+    if (!window.confirm(gettext("Forget everything this agent remembers about you?"))) return;
     await client.api("DELETE", path());
     await load();
   });

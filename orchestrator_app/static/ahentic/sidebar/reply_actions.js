@@ -92,12 +92,9 @@ export function markLast(box) {
   if (mine) mine.dataset.last = "mine";
 }
 
-/**
- * The actions' behaviour. ``hooks``: session() the shown chat, readOnly(s), apply(s, result)
- * a mutating call's payload, error(s, data), render(), claim(s) (this window runs the chat's
- * browser tools).
- */
-export function createReplyActions(app, hooks) {
+/** Uses app.activeSession, app.isReadOnly, app.applyPayload, app.renderSession,
+ * app.pollSoon, app.setError and app.runner. */
+export function createReplyActions(app) {
   const { ui } = app;
   const { api } = app.client;
 
@@ -111,11 +108,17 @@ export function createReplyActions(app, hooks) {
     setTimeout(() => (button.textContent = gettext("Copy")), COPIED_MS);
   }
 
+  function applied(s, result) {
+    if (result.ok) app.applyPayload(s, result.data, result.etag);
+    else app.setError(s, result.data);
+    app.renderSession();
+    app.pollSoon(s);
+  }
+
   async function retry(s) {
-    hooks.claim(s);
-    const result = await api("POST", sessionPath(s.id, "retry"), {});
-    if (result.ok) hooks.apply(s, result);
-    else hooks.error(s, result.data);
+    app.clearError();
+    app.runner.claim(s.id, true); // the user is on this page: its window runs the page tools
+    applied(s, await api("POST", sessionPath(s.id, "retry"), {}));
   }
 
   /** The user's last message (not an earlier attempt), from the shown transcript. */
@@ -130,10 +133,10 @@ export function createReplyActions(app, hooks) {
 
   function takesMessages(s) {
     const status = s && s.payload && s.payload.status;
-    return !!status && ["idle", "error", "cancelled"].includes(status) && !hooks.readOnly(s);
+    return ["idle", "error", "cancelled"].includes(status) && !app.isReadOnly(s) && !s.stopping;
   }
 
-  /** Put the user's last message in the box to edit it; Send resends it (``send``). */
+  /** Put the user's last message in the box to edit it; Send resends it (``sendEdit``). */
   function startEdit(s) {
     const message = takesMessages(s) ? lastOwnMessage(s) : null;
     if (!message) return false;
@@ -145,33 +148,29 @@ export function createReplyActions(app, hooks) {
     return true;
   }
 
-  function cancelEdit(s, keepText) {
+  /** Leave editing; the box gets back what it held before. */
+  function cancelEdit(s) {
     if (!s || !s.editing) return;
-    const draft = s.editing.draft;
+    ui.input.value = s.editing.draft;
     s.editing = null;
-    if (!keepText) ui.input.value = draft;
     renderEditing(s);
   }
 
-  /** Send the edited message; false when the chat is not being edited (a plain send). */
-  async function send(s, content) {
-    if (!s || !s.editing) return false;
+  /** Resend the edited message. */
+  async function sendEdit(s, content) {
     const seq = s.editing.seq;
-    hooks.claim(s);
+    app.runner.claim(s.id, true);
     const result = await api("POST", sessionPath(s.id, "messages/" + seq + "/edit"), { content });
     if (result.ok) {
       s.editing = null;
       ui.input.value = "";
-      hooks.apply(s, result);
-    } else {
-      hooks.error(s, result.data);
     }
-    renderEditing(s);
-    return true;
+    applied(s, result);
   }
 
-  /** The "Editing your message" line above the box, with Cancel. */
+  /** The "Editing your last message" line above the box, with Cancel (``s``: the shown chat). */
   function renderEditing(s) {
+    if (s && s.editing && !takesMessages(s)) s.editing = null; // a run started meanwhile
     const editing = !!(s && s.editing);
     let line = ui.composer.querySelector(".ahentic-editing");
     if (editing && !line) {
@@ -185,7 +184,7 @@ export function createReplyActions(app, hooks) {
           text: gettext("Cancel"),
           "aria-label": gettext("Cancel editing"),
           onclick: () => {
-            cancelEdit(hooks.session());
+            cancelEdit(app.activeSession());
             ui.input.focus();
           },
         }),
@@ -197,27 +196,27 @@ export function createReplyActions(app, hooks) {
     ui.composer.classList.toggle("is-editing", editing);
   }
 
-  ui.transcript.addEventListener("click", (event) => {
-    const button = event.target.closest("[data-action]");
-    if (!button || !ui.transcript.contains(button)) return;
-    const s = hooks.session();
-    if (!s) return;
-    const action = button.dataset.action;
-    if (action === "copy") copy(button, button.parentElement.copyText || "");
-    else if (action === "retry" && takesMessages(s)) retry(s);
-    else if (action === "edit") startEdit(s);
-  });
+  function wire() {
+    ui.transcript.addEventListener("click", (event) => {
+      const button = event.target.closest("[data-action]");
+      const s = app.activeSession();
+      if (!button || !s || !ui.transcript.contains(button)) return;
+      const action = button.dataset.action;
+      if (action === "copy") copy(button, button.parentElement.copyText || "");
+      else if (action === "retry" && takesMessages(s)) retry(s);
+      else if (action === "edit") startEdit(s);
+    });
+    ui.input.addEventListener("keydown", (event) => {
+      const s = app.activeSession();
+      if (event.key === "ArrowUp" && !ui.input.value && !event.shiftKey && !event.isComposing) {
+        if (startEdit(s)) event.preventDefault();
+      } else if (event.key === "Escape" && s && s.editing && !event.isComposing) {
+        // Leaves editing only; the panel's Escape (layout.js) waits for the next one.
+        cancelEdit(s);
+        event.preventDefault();
+      }
+    });
+  }
 
-  ui.input.addEventListener("keydown", (event) => {
-    const s = hooks.session();
-    if (event.key === "ArrowUp" && !ui.input.value && !event.shiftKey && !event.isComposing) {
-      if (startEdit(s)) event.preventDefault();
-    } else if (event.key === "Escape" && s && s.editing) {
-      cancelEdit(s);
-      event.stopPropagation();
-      event.preventDefault();
-    }
-  });
-
-  return { send, startEdit, cancelEdit, renderEditing, takesMessages };
+  return { sendEdit, renderEditing, wire };
 }

@@ -5,11 +5,12 @@
  * to the first checkbox on open and back to the button on close (Close, Escape, the button).
  */
 import { el, show } from "./dom.js";
+import { gettext } from "./i18n.js";
 
 const PATH = "me/notifications";
 const OPTIONS = [
-  ["approvalsMail", "An approval has waited a while and I have not seen it"],
-  ["schedulesMail", "A scheduled run finishes or fails"],
+  ["approvalsMail", gettext("An approval has waited a while and I have not seen it")],
+  ["schedulesMail", gettext("A scheduled run finishes or fails")],
 ];
 
 export function createSettingsPanel(app) {
@@ -20,8 +21,8 @@ export function createSettingsPanel(app) {
     "data-role": "settings-toggle",
     "aria-expanded": "false",
     "aria-controls": "ahentic-settings",
-    "aria-label": "Settings",
-    title: "Settings",
+    "aria-label": gettext("Settings"),
+    title: gettext("Settings"),
     text: "✉",
   });
   const status = el("p", { className: "ahentic-settings-status", role: "status" });
@@ -32,7 +33,7 @@ export function createSettingsPanel(app) {
     boxes[field].addEventListener("change", () => save(field));
     return el("div", { className: "ahentic-settings-row" }, boxes[field], el("label", { for: id, text: label }));
   });
-  const close = el("button", { type: "button", className: "ahentic-button", text: "Close" });
+  const close = el("button", { type: "button", className: "ahentic-button", text: gettext("Close") });
   const panel = el(
     "section",
     {
@@ -42,8 +43,8 @@ export function createSettingsPanel(app) {
       role: "region",
       "aria-labelledby": "ahentic-settings-title",
     },
-    el("h2", { id: "ahentic-settings-title", className: "ahentic-settings-title", text: "Settings" }),
-    el("fieldset", {}, el("legend", { text: "Email me when" }), rows),
+    el("h2", { id: "ahentic-settings-title", className: "ahentic-settings-title", text: gettext("Settings") }),
+    el("fieldset", {}, el("legend", { text: gettext("Email me when") }), rows),
     status,
     close,
   );
@@ -62,10 +63,10 @@ export function createSettingsPanel(app) {
   }
 
   async function load() {
-    status.textContent = "Loading…";
+    status.textContent = gettext("Loading…");
     const result = await client.api("GET", PATH);
     if (!result.ok) {
-      status.textContent = result.data.detail || "Could not load the settings.";
+      status.textContent = result.data.detail || gettext("Could not load the settings.");
       return;
     }
     draw(result.data);
@@ -75,14 +76,14 @@ export function createSettingsPanel(app) {
   async function save(field) {
     // The box stays enabled while it saves: disabling it would drop the keyboard focus.
     const value = boxes[field].checked;
-    status.textContent = "Saving…";
+    status.textContent = gettext("Saving…");
     const result = await client.api("PATCH", PATH, { [field]: value });
     if (result.ok) {
       draw(result.data);
-      status.textContent = "Saved.";
+      status.textContent = gettext("Saved.");
     } else {
       draw(saved); // the server's value stays
-      status.textContent = result.data.detail || "Could not save the setting.";
+      status.textContent = result.data.detail || gettext("Could not save the setting.");
     }
   }
 

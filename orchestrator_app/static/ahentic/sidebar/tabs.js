@@ -5,6 +5,7 @@
  */
 import { STATUS_TEXT } from "./cards.js";
 import { changed, el, fill, show } from "./dom.js";
+import { gettext, locale } from "./i18n.js";
 
 export function statusOf(app, s) {
   if (!s || !s.payload) return "none";
@@ -57,7 +58,7 @@ export function renderTabs(app) {
     const tabs = state.tabs.map((tab) => {
       const s = state.sessions.get(tab.id);
       const selected = tab.id === state.active;
-      const title = (s && s.payload && s.payload.title) || tab.title || "New Agent";
+      const title = (s && s.payload && s.payload.title) || tab.title || gettext("New Agent");
       return el(
         "div",
         {
@@ -83,7 +84,7 @@ export function renderTabs(app) {
         el("button", {
           type: "button",
           className: "ahentic-tab-close",
-          "aria-label": "Close chat " + title,
+          "aria-label": gettext("Close chat %(title)s", { title }),
           tabindex: selected ? "0" : "-1",
           text: "×",
           onclick: () => app.closeTab(tab.id),
@@ -104,15 +105,16 @@ export function renderTabs(app) {
   show(ui.launcherDot, attention);
 }
 
-/** When a chat last changed, short: "14:05" today, "Dec 1, 14:05" this year, else with the year. */
+/** When a chat last changed, short, in the page's language: "today 14:05", "Dec 1, 14:05" this
+ * year, else with the year. */
 export function formatWhen(iso, now = new Date()) {
   const at = new Date(iso);
   if (Number.isNaN(at.getTime())) return "";
-  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  if (at.toDateString() === now.toDateString()) return "today " + time;
+  const time = at.toLocaleTimeString(locale(), { hour: "2-digit", minute: "2-digit" });
+  if (at.toDateString() === now.toDateString()) return gettext("today %(time)s", { time });
   const date = { month: "short", day: "numeric" };
   if (at.getFullYear() !== now.getFullYear()) date.year = "numeric";
-  return at.toLocaleDateString([], date) + ", " + time;
+  return at.toLocaleDateString(locale(), date) + ", " + time;
 }
 
 export function renderHistory(app) {
@@ -124,8 +126,8 @@ export function renderHistory(app) {
       const when = formatWhen(item.modifiedAt);
       const status = STATUS_TEXT[item.status] || item.status;
       const agent = item.agent ? item.agent.name : "";
-      const text = [item.title || "New Agent", agent, when, status].filter(Boolean).join(" · ");
+      const text = [item.title || gettext("New Agent"), agent, when, status].filter(Boolean).join(" · ");
       return el("option", { value: item.id, text, title: item.modifiedAt || "" });
     });
-  fill(ui.history, el("option", { value: "", text: "History…" }), ...options);
+  fill(ui.history, el("option", { value: "", text: gettext("History…") }), ...options);
 }

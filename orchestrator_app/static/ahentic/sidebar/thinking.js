@@ -13,6 +13,7 @@
  * (body: the reply's text element, or one part of a bubble that holds a turn's replies).
  */
 import { el } from "./dom.js";
+import { gettext } from "./i18n.js";
 
 const SAFE_SCHEMES = /^https?:\/\//i;
 const MARKER = /\[(\d+)\]/g;
@@ -25,7 +26,7 @@ function thinkingNode(meta, viewMode) {
     lines.push(el("div", { className: "ahentic-thinking-text", text: thinking.text }));
   }
   if (thinking.redacted) {
-    const note = "Part of the reasoning is withheld.";
+    const note = gettext("Part of the reasoning is withheld.");
     lines.push(el("div", { className: "ahentic-thinking-note", text: note }));
   }
   if (viewMode === "debug" && meta.blocks) {
@@ -38,7 +39,7 @@ function thinkingNode(meta, viewMode) {
   return el(
     "details",
     { className: "ahentic-thinking", open: viewMode === "debug" },
-    el("summary", { text: "Thought for " + seconds + " s" }),
+    el("summary", { text: gettext("Thought for %(seconds)s s", { seconds }) }),
     lines,
   );
 }
@@ -82,7 +83,7 @@ function linkMarkers(body, sources) {
 function sourcesNode(sources) {
   return el(
     "ol",
-    { className: "ahentic-sources", "aria-label": "Sources" },
+    { className: "ahentic-sources", "aria-label": gettext("Sources") },
     [...sources.values()].map((source) =>
       el(
         "li",

@@ -5,16 +5,17 @@
  * and can be revoked (confirmed). Every text is textContent.
  */
 import { el, fill, show } from "./dom.js";
+import { gettext, locale, ngettext } from "./i18n.js";
 
 const EXPIRY_CHOICES = [
-  ["30", "30 days"],
-  ["90", "90 days"],
-  ["365", "1 year"],
-  ["", "Never"],
+  ["30", ngettext("%(count)s day", "%(count)s days", 30, { count: 30 })],
+  ["90", ngettext("%(count)s day", "%(count)s days", 90, { count: 90 })],
+  ["365", gettext("1 year")],
+  ["", gettext("Never")],
 ];
 
 function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : "never";
+  return iso ? new Date(iso).toLocaleString(locale()) : gettext("never");
 }
 
 export function createMcpTokens(app) {
@@ -26,8 +27,8 @@ export function createMcpTokens(app) {
     "data-role": "mcp-toggle",
     "aria-pressed": "false",
     "aria-controls": "ahentic-mcp",
-    "aria-label": "MCP access",
-    title: "MCP access",
+    "aria-label": gettext("MCP access"),
+    title: gettext("MCP access"),
     text: "MCP",
   });
   ui.debugToggle.before(toggle);
@@ -37,12 +38,12 @@ export function createMcpTokens(app) {
     className: "ahentic-input",
     "data-role": "mcp-name",
     maxLength: 100,
-    placeholder: "Name, e.g. Laptop",
-    "aria-label": "Token name",
+    placeholder: gettext("Name, e.g. Laptop"),
+    "aria-label": gettext("Token name"),
   });
   const expiry = el(
     "select",
-    { className: "ahentic-select", "data-role": "mcp-expiry", "aria-label": "Expires after" },
+    { className: "ahentic-select", "data-role": "mcp-expiry", "aria-label": gettext("Expires after") },
     ...EXPIRY_CHOICES.map(([value, label]) =>
       el("option", { value, text: label, selected: value === "90" }),
     ),
@@ -51,15 +52,15 @@ export function createMcpTokens(app) {
     type: "submit",
     className: "ahentic-button",
     "data-role": "mcp-create",
-    text: "Create token",
+    text: gettext("Create token"),
   });
   const form = el("form", { className: "ahentic-mcp-form" }, name, expiry, create);
   const secret = el("code", { "data-role": "mcp-secret" });
-  const copy = el("button", { type: "button", className: "ahentic-link", text: "Copy" });
+  const copy = el("button", { type: "button", className: "ahentic-link", text: gettext("Copy") });
   const issued = el(
     "div",
     { className: "ahentic-mcp-issued", "data-role": "mcp-issued", role: "status" },
-    el("p", { text: "Copy this token now: it is not shown again." }),
+    el("p", { text: gettext("Copy this token now: it is not shown again.") }),
     secret,
     copy,
   );
@@ -67,14 +68,20 @@ export function createMcpTokens(app) {
   const list = el("ul", { "data-role": "mcp-tokens" });
   const panel = el(
     "section",
-    { className: "ahentic-mcp", id: "ahentic-mcp", "data-role": "mcp-panel", "aria-label": "MCP access" },
-    el("strong", { text: "MCP access" }),
+    {
+      className: "ahentic-mcp",
+      id: "ahentic-mcp",
+      "data-role": "mcp-panel",
+      "aria-label": gettext("MCP access"),
+    },
+    el("strong", { text: gettext("MCP access") }),
     el("p", {
       className: "ahentic-artifact-meta",
-      text:
+      text: gettext(
         "Let an MCP client (Claude Code, Claude Desktop...) use this site's tools as you. " +
-        "Changes still wait for your approval here. Endpoint: " +
-        endpoint,
+          "Changes still wait for your approval here. Endpoint: %(endpoint)s",
+        { endpoint },
+      ),
     }),
     form,
     issued,
@@ -87,7 +94,7 @@ export function createMcpTokens(app) {
   ui.error.before(panel);
 
   function fail(result) {
-    error.textContent = (result.data && result.data.detail) || "Request failed.";
+    error.textContent = (result.data && result.data.detail) || gettext("Request failed.");
     show(error, true);
   }
 
@@ -105,28 +112,32 @@ export function createMcpTokens(app) {
               el("span", { className: "ahentic-child-title", text: token.name }),
               el("span", {
                 className: "ahentic-artifact-meta",
-                text:
-                  token.prefix +
-                  "… · " +
-                  (token.expired ? "expired" : "expires " + when(token.expiresAt)) +
-                  " · last used " +
-                  when(token.lastUsedAt),
+                text: [
+                  token.prefix + "…",
+                  token.expired
+                    ? gettext("expired")
+                    : gettext("expires %(when)s", { when: when(token.expiresAt) }),
+                  gettext("last used %(when)s", { when: when(token.lastUsedAt) }),
+                ].join(" · "),
               }),
               el("button", {
                 type: "button",
                 className: "ahentic-link",
-                text: "Revoke",
-                "aria-label": "Revoke " + token.name,
+                text: gettext("Revoke"),
+                "aria-label": gettext("Revoke %(name)s", { name: token.name }),
                 onclick: () => revoke(token),
               }),
             ),
           )
-        : el("li", { className: "ahentic-artifact-meta", text: "No tokens yet." }),
+        : el("li", { className: "ahentic-artifact-meta", text: gettext("No tokens yet.") }),
     );
   }
 
   async function revoke(token) {
-    if (!window.confirm(`Revoke "${token.name}"? Clients using it lose access at once.`)) return;
+    const question = gettext("Revoke \"%(name)s\"? Clients using it lose access at once.", {
+      name: token.name,
+    });
+    if (!window.confirm(question)) return;
     const result = await client.api("DELETE", "mcp-tokens/" + token.id);
     if (!result.ok) fail(result);
     await load();

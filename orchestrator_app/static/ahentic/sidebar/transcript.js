@@ -9,6 +9,7 @@
 import { isLive } from "./api.js";
 import { attachmentsNode } from "./attachments.js";
 import { el, fill, changed, previewJson } from "./dom.js";
+import { gettext } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
 import { actionBar, attemptNode, markLast, withAttempts } from "./reply_actions.js";
 import { decorateReply } from "./thinking.js";
@@ -16,21 +17,23 @@ import { decorateReply } from "./thinking.js";
 const NEAR_BOTTOM_PX = 60;
 
 const DECISION_LABELS = {
-  allow_once: "Allowed once",
-  allow_session: "Allowed for this chat",
-  always_allow: "Always allowed",
+  allow_once: gettext("Allowed once"),
+  allow_session: gettext("Allowed for this chat"),
+  always_allow: gettext("Always allowed"),
 };
 const DENY_REASONS = {
   user_denied: "",
-  user_redirect: "you sent a new message instead",
+  user_redirect: gettext("you sent a new message instead"),
 };
 
 /** The decision a tool result records, as a line of text, or null (no user decision). */
 export function decisionText(meta) {
-  const tool = meta.tool || "tool";
+  const tool = meta.tool || gettext("tool");
   if (meta.denied) {
     const reason = meta.reason in DENY_REASONS ? DENY_REASONS[meta.reason] : meta.reason;
-    return "Denied" + (reason ? ": " + reason : "") + " (" + tool + ")";
+    return reason
+      ? gettext("Denied: %(reason)s (%(tool)s)", { reason, tool })
+      : gettext("Denied (%(tool)s)", { tool });
   }
   const label = DECISION_LABELS[meta.approved];
   return label ? label + " (" + tool + ")" : null;
@@ -70,10 +73,13 @@ function textBubble(from, text, className, role) {
 function toolResultNode(message) {
   const meta = message.meta;
   const failed = meta.ok === false;
-  const label =
-    "← " +
-    (meta.tool || "tool") +
-    (failed ? " failed" + (meta.error ? " (" + meta.error + ")" : "") : " ok");
+  const tool = meta.tool || gettext("tool");
+  const outcome = !failed
+    ? gettext("%(tool)s ok", { tool })
+    : meta.error
+      ? gettext("%(tool)s failed (%(error)s)", { tool, error: meta.error })
+      : gettext("%(tool)s failed", { tool });
+  const label = "← " + outcome;
   return el(
     "details",
     {
@@ -93,7 +99,7 @@ export function messageNode(message, viewMode) {
     return el(
       "details",
       { className: "ahentic-msg ahentic-tool-call", "data-role-kind": "tool_call" },
-      el("summary", { text: "→ " + (meta.tool || "tool") }),
+      el("summary", { text: "→ " + (meta.tool || gettext("tool")) }),
       el("pre", { text: previewJson(meta.input, 4000) }),
     );
   }
@@ -120,10 +126,11 @@ export function messageNode(message, viewMode) {
     });
   }
   if (meta.source === "subagent") {
-    return replyBubble("Sub-agent " + (meta.name || ""), message.content, "ahentic-subagent");
+    const from = gettext("Sub-agent %(name)s", { name: meta.name || "" }).trim();
+    return replyBubble(from, message.content, "ahentic-subagent");
   }
   if (role === "user") {
-    const bubble = textBubble("You", message.content, "ahentic-user", "user");
+    const bubble = textBubble(gettext("You"), message.content, "ahentic-user", "user");
     const attached = attachmentsNode(meta.attachments);
     if (attached) bubble.append(attached);
     if (message.kind === "user_message") bubble.append(actionBar(["edit"], message.content));
@@ -144,7 +151,7 @@ function agentBubble(messages, viewMode) {
   const stopped = messages.some((m) => m.meta && m.meta.stopped);
   const error = messages.some((m) => m.meta && m.meta.error);
   const node = replyBubble(
-    "Agent",
+    gettext("Agent"),
     messages[0].content,
     "ahentic-assistant" + (error ? " is-error" : "") + (stopped ? " is-stopped" : ""),
   );
@@ -162,7 +169,7 @@ function agentBubble(messages, viewMode) {
   } else {
     decorateReply(node, messages[0], viewMode);
   }
-  if (stopped) node.append(el("div", { className: "ahentic-msg-note", text: "Stopped" }));
+  if (stopped) node.append(el("div", { className: "ahentic-msg-note", text: gettext("Stopped") }));
   // Copy takes the reply's Markdown as the model wrote it (all parts of the turn).
   node.append(actionBar(["copy", "retry"], messages.map((m) => m.content).join("\n\n")));
   return node;
@@ -180,7 +187,7 @@ function grouped(messages) {
 }
 
 function localMessageNode(local) {
-  const node = textBubble("You", local.content, "ahentic-user is-local", "user");
+  const node = textBubble(gettext("You"), local.content, "ahentic-user is-local", "user");
   node.dataset.localId = local.localId;
   const attached = attachmentsNode(local.attachments);
   if (attached) node.append(attached);
@@ -271,7 +278,7 @@ export function renderTranscript(app, s, options) {
   // The reply being streamed keeps its node while it grows (Markdown rendered each time).
   const liveText = s && s.live && s.live.text ? s.live.text : "";
   if (liveText) {
-    if (!s.liveNode) s.liveNode = replyBubble("Agent", "", "ahentic-assistant ahentic-live");
+    if (!s.liveNode) s.liveNode = replyBubble(gettext("Agent"), "", "ahentic-assistant ahentic-live");
     s.liveNode.setText(liveText);
   } else if (s) {
     s.liveNode = null;
@@ -297,7 +304,7 @@ export function renderTranscript(app, s, options) {
       el("button", {
         type: "button",
         className: "ahentic-link ahentic-earlier",
-        text: "Load earlier messages",
+        text: gettext("Load earlier messages"),
         onclick: () => app.loadEarlier(s),
       }),
     );
