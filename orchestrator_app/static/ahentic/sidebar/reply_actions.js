@@ -44,22 +44,22 @@ export function actionBar(actions, text) {
   return bar;
 }
 
-/** Messages set aside by retries or edits (``meta.supersededBy``) that follow each other
- * become one {attempt: true, messages, count} item, ``count`` the attempts among them (one per
- * retry or edit); other messages pass through. */
+/** ``messages`` cut into parts: {attempt: false, messages} for the current conversation and
+ * {attempt: true, messages, count} for messages set aside by retries or edits
+ * (``meta.supersededBy``) that follow each other, ``count`` the attempts among them (one per
+ * retry or edit). */
 export function withAttempts(messages) {
-  const items = [];
+  const parts = [];
   for (const message of messages) {
-    const run = message.meta && message.meta.supersededBy;
-    const last = items[items.length - 1];
-    if (!run) items.push(message);
-    else if (last && last.attempt) last.messages.push(message);
-    else items.push({ attempt: true, messages: [message] });
+    const attempt = !!(message.meta && message.meta.supersededBy);
+    const last = parts[parts.length - 1];
+    if (last && last.attempt === attempt) last.messages.push(message);
+    else parts.push({ attempt, messages: [message] });
   }
-  for (const item of items) {
-    if (item.attempt) item.count = new Set(item.messages.map((m) => m.meta.supersededBy)).size;
+  for (const part of parts) {
+    if (part.attempt) part.count = new Set(part.messages.map((m) => m.meta.supersededBy)).size;
   }
-  return items;
+  return parts;
 }
 
 /** The folded earlier attempts ("Earlier attempt", "2 earlier attempts") with their messages. */

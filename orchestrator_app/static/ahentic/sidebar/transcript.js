@@ -324,7 +324,7 @@ export function renderTranscript(app, s, options) {
         ),
       );
     } else {
-      nodes.push(...messageNodes(s, [item], p.viewMode, ""));
+      nodes.push(...messageNodes(s, item.messages, p.viewMode, ""));
     }
   }
   for (const local of locals) {
