@@ -257,7 +257,8 @@ export function revealRequest(box) {
         box.scrollTop = bottom;
         return;
       }
-      const top = box.scrollTop + request.getBoundingClientRect().top - box.getBoundingClientRect().top;
+      const offset = request.getBoundingClientRect().top - box.getBoundingClientRect().top;
+      const top = box.scrollTop + offset;
       const target = Math.min(bottom, Math.max(0, top - 4));
       box.scrollTop = target;
       box.dataset.pinned = target >= bottom - 1 ? "1" : "";
