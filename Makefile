@@ -1,6 +1,7 @@
 # Two commands: `make demo` starts the demo site, `make test` runs the tests.
 # Both create .venv and install the project with its dev extras from pyproject.toml.
 # `make demo DEMO_ADDR=127.0.0.1:8001` serves the demo on another address or port.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) into site/ in strict mode.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_ADDR ?= 127.0.0.1:8000
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint docs clean
 
 $(STAMP): pyproject.toml
 	@echo "Creating $(VENV) and installing django-ahentic with its dev extras..."
@@ -27,5 +28,9 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
+docs: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) var .pytest_cache site

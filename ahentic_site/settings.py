@@ -1,6 +1,6 @@
 """Settings of the demo site (and the base of the test settings).
 
-Not part of the installable app: a host site copies the few lines it needs (see README).
+Not part of the installable app: a host site copies the few lines it needs (see docs/install.md).
 """
 
 import os
@@ -95,7 +95,7 @@ def sqlite_database(path):
 
 DATABASES = {"default": sqlite_database(VAR_DIR / "demo.sqlite3")}
 # Keep connections between requests and django-q2 tasks: a reconnect per task cost a third of
-# the step throughput on PostgreSQL (see the README's production setup).
+# the step throughput on PostgreSQL (see docs/howto/production.md).
 DATABASES["default"]["CONN_MAX_AGE"] = 60
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -131,7 +131,7 @@ Q_CLUSTER = {
     "label": "Task queue",
 }
 
-# The agent's mails (README "Email notifications") are printed by the demo's processes.
+# The agent's mails (docs/howto/notifications.md) are printed by the demo's processes.
 EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
 DEFAULT_FROM_EMAIL = "Ahentic demo <agent@localhost>"
 

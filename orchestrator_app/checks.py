@@ -226,7 +226,7 @@ def check_stale_form_guard(app_configs=None, **kwargs):
                     "StaleChangeFormMixin: a change form opened before the agent edited the "
                     "object writes the old values back when saved.",
                     hint="Add orchestrator_app.admin_mixins.StaleChangeFormMixin first in its "
-                    "bases (README: admin tools).",
+                    "bases (docs/howto/admin-tools.md).",
                     obj=type(model_admin),
                     id="ahentic.W005",
                 )
@@ -582,7 +582,7 @@ def mcp_server_problems(conf) -> list[str]:
 
 @register()
 def check_mcp(app_configs=None, **kwargs):
-    """The MCP client (README "MCP servers (the agent as a client)"): E034 credentials exist or
+    """The MCP client (docs/howto/mcp-client.md): E034 credentials exist or
     a server takes per-user or site credentials and ``VAULT_KEYS`` is empty; E035
     ``VAULT_KEYS`` is not a list of Fernet keys; E036 a vault key is the ``SECRET_KEY``;
     W017 ``MCP_SERVERS`` (the settings' or an agent's latest version) names no registered
@@ -875,7 +875,7 @@ def check_notification_cache(app_configs=None, **kwargs):
 
 @register()
 def check_mcp_server(app_configs=None, **kwargs):
-    """The MCP endpoint's settings (README "The site as an MCP server"): ``MCP_SERVER`` a bool
+    """The MCP endpoint's settings (docs/howto/mcp-server.md): ``MCP_SERVER`` a bool
     (E038), ``MCP_CALL_WAIT_S`` a number of seconds >= 0 (E039); over 60 s a tools/call holds a
     web worker that long (W020)."""
     errors = []

@@ -207,7 +207,7 @@ class WebhookDelivery(models.Model):
 
 
 class NotificationPreference(models.Model):
-    """A user's choice of the agent's mails (README "Email notifications"). No row: every
+    """A user's choice of the agent's mails (docs/howto/notifications.md). No row: every
     mail on. Written by ``notifications.preference_update`` only."""
 
     user = models.OneToOneField(
@@ -502,7 +502,7 @@ class McpCall(models.Model):
 
 class McpServer(models.Model):
     """A remote MCP server (Streamable HTTP) whose tools an agent may use
-    (README "MCP servers (the agent as a client)"). An agent lists the servers it uses by slug
+    (docs/howto/mcp-client.md). An agent lists the servers it uses by slug
     (``MCP_SERVERS``); its tools reach the model as ``mcp__<slug>__<tool>``."""
 
     class Auth(models.TextChoices):

@@ -1,4 +1,4 @@
-"""Email notifications: reaching a user who is not watching (README "Email notifications").
+"""Email notifications: reaching a user who is not watching (docs/howto/notifications.md).
 
 Two mails, through Django's mail (the site's ``EMAIL_BACKEND``):
 

@@ -34,7 +34,7 @@ class SchemaView(SpectacularAPIView):
     mount point as its server URL; same access as the API.
 
     Every policy is set here, none read from the host's REST_FRAMEWORK or
-    SPECTACULAR_SETTINGS: a host that only followed the README serves it (the viewsets set
+    SPECTACULAR_SETTINGS: a host that only followed the install steps serves it (the viewsets set
     drf-spectacular's ``AutoSchema`` themselves)."""
 
     authentication_classes = [SessionAuthentication401]

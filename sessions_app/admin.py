@@ -9,7 +9,7 @@ artifacts table, orchestrator_app the run actions: cancel, continue, heal, expor
 since this app cannot import them.
 
 Pending messages, goals and memory snapshots have no admin of their own: they are tables on the
-session page, next to the event timeline and the trace.
+session page, before its runs (``admin_runs``: the events and the trace, one section per run).
 
 Agents are edited here (``AgentAdmin``, the one admin that writes through a form): a save whose
 configuration changed makes a new version; versions are listed, compared and rolled back to on
@@ -40,6 +40,7 @@ from django.utils.safestring import SafeString
 
 from . import agents, runstate, services
 from .admin_caps import SpendCapAdminMixin
+from .admin_runs import session_runs
 from .models import Agent, Event, Goal, Session, TraceEvent
 
 EXCERPT_CHARS = 200
@@ -268,9 +269,8 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         ("Sub-agents", {"fields": ["children_table"]}),
         ("Goals", {"fields": ["goals_table"]}),
         ("Pending messages", {"fields": ["pending_messages_table"]}),
-        ("Timeline", {"fields": ["events_table"]}),
-        ("Trace", {"fields": ["trace_table"]}),
         ("Memory", {"fields": ["snapshots_table"]}),
+        # The events and the trace follow, one section per run (``admin_runs``).
     ]
 
     def get_queryset(self, request):
@@ -307,6 +307,17 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
             ),
         }
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None:  # the events and trace by run, as the query string pages them
+            site = self.admin_site.name
+            context = {
+                **context,
+                "session_runs": session_runs(
+                    obj, request.GET, lambda row, text: admin_link(row, text, site)
+                ),
+            }
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def run_actions(self, request) -> list[tuple[str, str]]:
         return [
@@ -536,33 +547,6 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
             ),
         )
 
-    @admin.display(description="events")
-    def events_table(self, obj: Session) -> SafeString:
-        return html_table(
-            ["seq", "kind", "content", "tool", "run", "created"],
-            (
-                (
-                    admin_link(e, e.seq, self.admin_site.name),
-                    e.kind,
-                    excerpt(e.content),
-                    (e.payload or {}).get("tool") or "-",
-                    e.run,
-                    e.created_at,
-                )
-                for e in obj.events.order_by("seq")
-            ),
-        )
-
-    @admin.display(description="trace")
-    def trace_table(self, obj: Session) -> SafeString:
-        return html_table(
-            ["seq", "type", "step", "summary", "run", "at"],
-            (
-                (admin_link(t, t.seq, self.admin_site.name), t.type, t.step, t.summary, t.run, t.at)
-                for t in obj.trace_events.order_by("seq").defer("data")
-            ),
-        )
-
     @admin.display(description="memory snapshots")
     def snapshots_table(self, obj: Session) -> SafeString:
         return html_table(
@@ -589,8 +573,8 @@ def extend_session_admin(
     """The hook the apps above this one use to add to the Session admin, from their admin.py.
 
     ``actions``: admin actions (declare ``allowed_permissions``). ``sections``: read-only
-    sections ``(name, title, render(session, site_name))`` shown before the event timeline
-    (``site_name``: the admin site's, for ``admin_link``).
+    sections ``(name, title, render(session, site_name))`` shown before the memory snapshots
+    (``site_name``: the admin site's, for ``admin_link``), so before the runs.
     ``before_delete``: called with a session id before the session is deleted.
     """
     SessionAdmin.actions = [*SessionAdmin.actions, *actions]
@@ -602,7 +586,7 @@ def extend_session_admin(
                 lambda model_admin, obj, render=render: render(obj, model_admin.admin_site.name)
             ),
         )
-        at = next(i for i, s in enumerate(SessionAdmin.fieldsets) if s[0] == "Timeline")
+        at = next(i for i, s in enumerate(SessionAdmin.fieldsets) if s[0] == "Memory")
         SessionAdmin.fieldsets = [
             *SessionAdmin.fieldsets[:at],
             (title, {"fields": [name]}),

@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "ADMIN_SIDEBAR": False,
     # None (off), "all", or ["app_label.model", ...]: ModelAdmins the agent may use.
     "ADMIN_TOOLS": None,
-    # Attachments (README "Attachments"): a STORAGES alias (None: default_storage), the largest
+    # Attachments (docs/howto/attachments.md): a STORAGES alias (None: default_storage), the largest
     # image (its base64 must stay under the API's 5 MB) and PDF, how many a message and a
     # session may hold, and the Files API for PDFs (not built yet: must stay False).
     "ATTACHMENT_STORAGE": None,
@@ -83,18 +83,18 @@ DEFAULTS: dict[str, Any] = {
     # The bytes of attachments one user may hold over all their chats (None: no quota); an upload
     # past it is a 409 ahentic_attachment_quota.
     "ATTACHMENT_QUOTA_BYTES": 256 * 1024 * 1024,
-    # The site as an MCP server (README "The site as an MCP server"): the endpoint on or off,
+    # The site as an MCP server (docs/howto/mcp-server.md): the endpoint on or off,
     # and how long a tools/call waits for its answer before telling the client to call again.
     "MCP_SERVER": True,
     "MCP_CALL_WAIT_S": 20,
     "FILES_API": False,
-    # Scheduled runs (README "Scheduled runs"): how late a due time may still fire (a due time
+    # Scheduled runs (docs/howto/schedules.md): how late a due time may still fire (a due time
     # older than this when a tick sees it is missed, never backfilled), and how many firings in
     # a row refused for good (user, permission, agent) pause a schedule.
     "SCHEDULE_GRACE_S": 120,
     "SCHEDULE_MAX_FAILURES": 3,
     "FILES_API_MIN_BYTES": 1024 * 1024,
-    # Outbound webhooks (README "Webhooks"): seconds one attempt may take (connect, and each
+    # Outbound webhooks (docs/howto/webhooks.md): seconds one attempt may take (connect, and each
     # read); attempts per delivery; deliveries that give up in a row before the endpoint is
     # disabled; the first retry's delay (each next one is 4 times longer); whether a URL may
     # reach a private, loopback or link-local address (off: no requests into the site's own
@@ -105,13 +105,13 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_S": 60,
     "WEBHOOK_ALLOW_PRIVATE": False,
     "WEBHOOK_LOG_DAYS": 30,
-    # Email notifications (README "Email notifications"): a run waiting this many seconds for
+    # Email notifications (docs/howto/notifications.md): a run waiting this many seconds for
     # an approval the owner has not seen (no poll of the chat since) mails them once; 0 is off.
     "NOTIFY_APPROVAL_AFTER_S": 300,
     # The absolute URL of a page that shows the sidebar, for the links in mails (the chat opens
     # with ?ahentic_session=<id>). "" : https:// and the current django.contrib.sites domain.
     "SITE_URL": "",
-    # MCP servers the agent uses as a client (README "MCP servers (the agent as a client)").
+    # MCP servers the agent uses as a client (docs/howto/mcp-client.md).
     # Slugs of the registered servers (orchestrator_app.McpServer) agents use; an agent
     # version overrides it with its own MCP_SERVERS ([] for none), like every site key.
     "MCP_SERVERS": [],

@@ -41,7 +41,7 @@ class SessionStatus(models.TextChoices):
 
 
 # Every status transition, from -> the statuses it may go to (SPEC section 3). The run-state
-# writers (``sessions_app.runstate``) refuse any other; README shows this table.
+# writers (``sessions_app.runstate``) refuse any other; docs/concepts/runs.md shows this table.
 STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
     # A message, queued messages or an action start a run.
     SessionStatus.IDLE: frozenset({SessionStatus.RUNNING}),

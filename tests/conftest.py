@@ -327,3 +327,14 @@ def clear_caches():
     for alias in settings.CACHES:
         caches[alias].clear()
     agents.clear_cache()  # agent versions by id: ids come again in rolled-back tests
+
+
+@pytest.fixture(autouse=True)
+def site_language():
+    """Every test starts in the site's language: a request through LocaleMiddleware leaves its
+    language active on the thread, which would otherwise carry into the next test."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()

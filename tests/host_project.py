@@ -322,16 +322,17 @@ class StepFailed(Exception):
     pass
 
 
-def install_snippets(readme: Path) -> dict[str, str]:
-    """The install section's file snippets, keyed by the file named on their first line."""
+def install_snippets(readme: Path, section: str = INSTALL_SECTION) -> dict[str, str]:
+    """The install section's file snippets, keyed by the file named on their first line
+    (``section``: the heading of the steps; the docs' install page calls it "## Steps")."""
     text = readme.read_text(encoding="utf-8")
-    start = text.find(INSTALL_SECTION)
+    start = text.find(section)
     if start < 0:
-        raise StepFailed(f"README has no {INSTALL_SECTION!r} section")
-    end = text.find("\n## ", start + len(INSTALL_SECTION))
-    section = text[start : end if end > 0 else len(text)]
+        raise StepFailed(f"{readme.name} has no {section!r} section")
+    end = text.find("\n## ", start + len(section))
+    steps = text[start : end if end > 0 else len(text)]
     snippets: dict[str, str] = {}
-    for match in re.finditer(r"^( *)```[a-z]*\n(.*?)^\1```", section, re.M | re.S):
+    for match in re.finditer(r"^( *)```[a-z]*\n(.*?)^\1```", steps, re.M | re.S):
         body = textwrap.dedent(match.group(2))
         first, _, rest = body.partition("\n")
         name = re.fullmatch(r"(?:#|\{#)\s*(\S+)\s*(?:#\})?", first.strip())

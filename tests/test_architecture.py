@@ -11,7 +11,7 @@ from .conftest import APP_DIRS, ROOT, SESSION_WRITER, payload_of
 APPS = ("sessions_app", "artifacts_app", "orchestrator_app")
 LAYER = {"sessions_app": 0, "artifacts_app": 1, "orchestrator_app": 2}
 
-# The layers inside each app, lowest first (the README's Layout section shows them). A module
+# The layers inside each app, lowest first (docs/development/layout.md shows them). A module
 # imports modules of its own layer and of the layers below it, never one above; every module
 # falls in one. An entry names a module or a package (and so its submodules); the app's own
 # package (its __init__) is the app's base.
@@ -23,7 +23,7 @@ APP_LAYERS = {
             "writers and readers",
             ("runstate", "services", "attachments", "window", "agents", "memory"),
         ),
-        ("Django hooks", ("admin", "admin_caps", "admin_memory", "apps")),
+        ("Django hooks", ("admin", "admin_caps", "admin_memory", "admin_runs", "apps")),
     ),
     "artifacts_app": (
         ("models", ("models",)),

@@ -1,6 +1,6 @@
 """Content work: a run that stages a long body gets the raised step cap and output budget.
 
-The rule (README): a run is content work once it stages an artifact larger than
+The rule (docs/concepts/decisions.md): a run is content work once it stages an artifact larger than
 ``AUTO_STAGE_BYTES``, with ``stage_artifact`` (appended chunks count together) or by
 auto-staging a long inline body given to a tool's artifact field. It lasts until the run ends.
 """

@@ -6,7 +6,6 @@ the test client, system checks, the management commands and the demo's pages.
 """
 
 import ast
-import inspect
 import json
 import re
 import subprocess
@@ -175,7 +174,7 @@ def test_a_readonly_action_runs_at_once(agent_for, editor, page):
     assert (answer["ok"], answer["repr"]) == (True, str(page))
 
 
-# --- 2. a host tool written from the README ---------------------------------------------------------
+# --- 2. a host tool written from the docs -----------------------------------------------------------
 
 
 @pytest.fixture
@@ -264,21 +263,7 @@ def test_a_permission_function_keeps_a_host_tool_from_a_non_staff_user(
     assert calls == []
 
 
-def readme_section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(title)
-    end = text.find("\n## ", start + len(title))
-    return text[start : end if end > 0 else len(text)]
-
-
-def test_the_readmes_tool_example_shows_permission_and_its_table_lists_every_option():
-    section = readme_section("## Installing into a host site")
-    [example] = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "@tool(" in b]
-    assert re.search(r"^\s+permission=", example, re.M)
-    documented = set(re.findall(r"^\| `(\w+)` \|", section, re.M))
-    options = set(inspect.signature(tool).parameters)
-    assert options - documented == set()
-    assert "ahentic.W003" in section
+# The @tool example and its table of options: tests/test_docs.py (docs/howto/tools.md).
 
 
 # --- 11. check --deploy: the model's base URL is this machine --------------------------------------
@@ -608,6 +593,13 @@ def test_make_demo_serves_on_the_address_demo_addr_names():
 
     assert demo_command().endswith("manage.py ahentic_demo --addrport 127.0.0.1:8000")
     assert demo_command("DEMO_ADDR=127.0.0.1:8123").endswith("--addrport 127.0.0.1:8123")
+
+
+def readme_section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
+    return text[start : end if end > 0 else len(text)]
 
 
 def test_the_readme_refers_to_no_file_outside_the_repository_and_installs_by_a_real_name():

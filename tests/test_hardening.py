@@ -668,9 +668,7 @@ def test_every_timestamp_in_the_payload_ends_with_z(owner_client, session, llm, 
 # --- the contract: viewsets, schema ------------------------------------------------------------
 
 
-def test_the_schema_is_served_valid_and_matches_the_readme(owner_client):
-    from pathlib import Path
-
+def test_the_schema_is_served_valid(owner_client):
     from drf_spectacular.validation import validate_schema
 
     response = owner_client.get(f"{API}/schema?format=json")
@@ -678,14 +676,7 @@ def test_the_schema_is_served_valid_and_matches_the_readme(owner_client):
     assert response.status_code == 200
     schema = response.json()
     validate_schema(schema)
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    table = readme.split("## REST API", 1)[1].split("\n## ", 1)[0]
-    documented = {
-        (cells[1].strip("` ").lower(), "/" + cells[2].strip("` "))
-        for cells in (line.split("|") for line in table.splitlines() if line.startswith("| `"))
-    }
-    served = {(method, path) for path, item in schema["paths"].items() for method in item}
-    assert documented == served
+    # The routes and payload keys against docs/reference/api.md: tests/test_docs.py.
     payload = schema["components"]["schemas"]["SessionPayload"]["properties"]
     assert {"messages", "pendingMessages", "goals", "lastError", "version"} <= set(payload)
     for operation in (op for item in schema["paths"].values() for op in item.values()):

@@ -732,6 +732,18 @@ def test_it_exports_diagnostics_with_the_full_trace(owner_client, session):
     assert payload["traceCount"] == 5
 
 
+def test_the_payloads_trace_is_the_newest_rows_oldest_first(owner_client, session):
+    # The sidebar's debugger shows the window as it comes: in the order things happened.
+    for i in range(5):
+        services.trace_record(session_id=session.pk, type="step", summary=f"step {i}")
+
+    with override_settings(AHENTIC={**settings.AHENTIC, "TRACE_POLL_WINDOW": 3}):
+        trace = owner_client.get(f"{API}/sessions/{session.pk}").json()["trace"]
+
+    assert [t["summary"] for t in trace] == ["step 2", "step 3", "step 4"]
+    assert [t["at"] for t in trace] == sorted(t["at"] for t in trace)
+
+
 def test_it_refuses_unknown_skills_and_workflows(owner_client, session):
     url = f"{API}/sessions/{session.pk}"
     skill = owner_client.patch(url, {"activeSkills": ["no_such_skill"]}, format="json")

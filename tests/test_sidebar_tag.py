@@ -4,6 +4,9 @@
 needs ``AHENTIC["ADMIN_SIDEBAR"]``. The browser behaviour is in test_sidebar_browser.py.
 """
 
+import re
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import AnonymousUser, Permission
 from django.template import Context, Template
@@ -181,3 +184,17 @@ def test_a_host_listing_the_app_before_the_admin_gets_the_sidebar_without_own_te
 
     assert SIDEBAR_MARK in html
     assert "Django administration" in html
+
+
+def test_the_sidebar_stylesheet_closes_every_rule():
+    """An unclosed rule nests everything after it (CSS nesting) and silently turns it off."""
+    css = Path(__file__).resolve().parent.parent / "orchestrator_app/static/ahentic/sidebar.css"
+    depth = 0
+    for number, line in enumerate(
+        re.sub(r"/\*.*?\*/", "", css.read_text(), flags=re.S).splitlines(), 1
+    ):
+        depth += line.count("{") - line.count("}")
+        assert depth >= 0, f"sidebar.css:{number}: a '}}' closes nothing"
+        if re.match(r"^[.#a-z@:]", line) and line.rstrip().endswith("{"):
+            assert depth == 1, f"sidebar.css:{number}: a rule opens inside an unclosed one"
+    assert depth == 0, "sidebar.css ends inside an unclosed rule"

@@ -96,7 +96,7 @@ def unauthorized(request, message: str) -> JsonResponse:
 
 def resource_metadata(request):
     """OAuth 2.0 Protected Resource Metadata (RFC 9728) of the endpoint. No authorization
-    server is listed: the endpoint takes the users' personal tokens only (README)."""
+    server is listed: the endpoint takes the users' personal tokens only (docs/howto/mcp-server.md)."""
     if request.method not in ("GET", "HEAD"):
         return refusal(405, mcp_types.INVALID_REQUEST, "Use GET.", Allow="GET, HEAD")
     return JsonResponse(

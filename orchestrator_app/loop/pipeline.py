@@ -194,7 +194,7 @@ STAGE_ARTIFACT = "stage_artifact"
 
 
 def note_content_work(lease: Lease, tracer: TraceBuffer, session: Session) -> None:
-    """The content-work rule (README): a run that stages an artifact larger than
+    """The content-work rule (docs/concepts/decisions.md): a run that stages an artifact larger than
     ``AUTO_STAGE_BYTES``, with ``stage_artifact`` (appended chunks count together) or by
     auto-staging a long body given to a tool's artifact field, is content work from its next
     step on: the raised step cap and output budget apply until the run ends."""

@@ -1,5 +1,4 @@
-"""Remote MCP servers' tools as tools of the registry (README "MCP servers (the agent as a
-client)").
+"""Remote MCP servers' tools as tools of the registry (docs/howto/mcp-client.md).
 
 A server's tools are listed (``tools_refresh``, through the seam ``mcp_client``), kept on its
 row for ``MCP_TOOLS_TTL_S`` and offered to a session whose agent lists the server

@@ -1,10 +1,25 @@
 /*
  * The debugger: the last trace events of the shown chat and its diagnostics (refreshed while a
- * run is live, downloadable as JSON).
+ * run is live, downloadable as JSON). The trace reads in the order things happened: the
+ * payload's window is the newest rows, oldest first, and the list keeps that order (the newest
+ * at the bottom), each row with its time; a caption says how many of the chat's rows it shows.
  */
 import { isLive, sessionPath } from "./api.js";
 import { changed, el, fill, previewJson, show } from "./dom.js";
-import { gettext } from "./i18n.js";
+import { gettext, locale, ngettext } from "./i18n.js";
+
+const TRACE_SHOWN = 20;
+
+/** A trace row's time: the local clock time shown, the exact ISO time kept. */
+function traceTime(at) {
+  const date = new Date(at);
+  if (Number.isNaN(date.getTime())) return null;
+  return el("time", {
+    datetime: at,
+    title: date.toLocaleString(locale()),
+    text: date.toLocaleTimeString(locale()),
+  });
+}
 
 export function createDebugger(app) {
   const { config, client, state, ui } = app;
@@ -14,20 +29,30 @@ export function createDebugger(app) {
     if (!state.debugOpen) return;
     const s = app.activeSession();
     const p = s && s.payload;
-    const trace = p ? p.trace.slice(-20) : [];
-    if (changed(ui.trace, JSON.stringify(trace.map((t) => t.id)))) {
+    const trace = p ? p.trace.slice(-TRACE_SHOWN) : [];
+    if (changed(ui.trace, JSON.stringify([trace.map((t) => t.id), p && p.traceCount]))) {
       fill(
         ui.trace,
         ...trace.map((t) =>
           el(
             "li",
             {},
+            traceTime(t.at),
+            " ",
             el("code", { text: t.type }),
             " ",
             el("span", { text: (t.step != null ? "#" + t.step + " " : "") + (t.summary || "") }),
           ),
         ),
       );
+      ui.traceCaption.textContent = trace.length
+        ? ngettext(
+            "The newest %(shown)s of %(count)s trace event, oldest first.",
+            "The newest %(shown)s of %(count)s trace events, oldest first.",
+            p.traceCount,
+            { shown: trace.length, count: p.traceCount },
+          )
+        : "";
     }
     const diagnostics =
       state.diagnostics && p && state.diagnostics.id === p.id ? state.diagnostics : null;

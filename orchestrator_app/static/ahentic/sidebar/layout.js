@@ -1,7 +1,9 @@
 /*
  * The panel's layout: folded behind the launcher or open, docked beside the page or floating
  * over it, the debugger toggle's state, and Escape (the artifact preview first, then the panel).
+ * In the Django admin, admin_room.js places the panel clear of the admin's header and filters.
  */
+import { placeInAdmin, watchAdmin } from "./admin_room.js";
 import { closeArtifact } from "./cards.js";
 import { show } from "./dom.js";
 import { gettext } from "./i18n.js";
@@ -9,7 +11,7 @@ import { renderTabs } from "./tabs.js";
 
 /** Uses app.saveUi, app.renderSession, app.activeSession. */
 export function createLayout(app) {
-  const { state, ui } = app;
+  const { config, root, state, ui } = app;
 
   function setCollapsed(collapsed) {
     state.collapsed = collapsed;
@@ -21,8 +23,11 @@ export function createLayout(app) {
     show(ui.panel, !state.collapsed);
     ui.launcher.setAttribute("aria-expanded", String(!state.collapsed));
     show(ui.launcher, state.collapsed);
-    // Docked: the page gives the panel its width (html.ahentic-docked in sidebar.css).
-    document.documentElement.classList.toggle("ahentic-docked", state.docked && !state.collapsed);
+    // Docked: the page gives the panel its width (html.ahentic-docked in sidebar.css). In the
+    // admin only where the admin's content keeps its room; otherwise it floats meanwhile.
+    const wanted = state.docked && !state.collapsed;
+    const docked = config.inAdmin ? placeInAdmin(root, wanted) : wanted;
+    if (!config.inAdmin) document.documentElement.classList.toggle("ahentic-docked", docked);
     ui.dock.setAttribute("aria-pressed", String(state.docked));
     ui.dock.setAttribute(
       "aria-label",
@@ -30,6 +35,12 @@ export function createLayout(app) {
         ? gettext("Float the panel over the page")
         : gettext("Dock the panel beside the page"),
     );
+    ui.dock.title =
+      wanted && !docked
+        ? gettext("Too narrow to dock beside this page: the panel floats until the window is wider")
+        : state.docked
+          ? gettext("Float over the page")
+          : gettext("Dock beside the page");
     ui.debugToggle.setAttribute("aria-pressed", String(state.debugOpen));
     ui.debugToggle.setAttribute(
       "aria-label",
@@ -71,6 +82,7 @@ export function createLayout(app) {
       app.saveUi();
       renderLayout();
     });
+    if (config.inAdmin) watchAdmin(renderLayout);
   }
 
   return { setCollapsed, renderAll, wire };

@@ -5,7 +5,9 @@
  *                     applying a session payload (newer versions only)
  *   polling.js        the poll loop's hooks and the live text of a streaming reply
  *   runner.js         the runner's duties (page tools, stall nudges) and the heartbeat
- *   layout.js         fold/unfold (the launcher), dock, Escape
+ *   layout.js         fold/unfold (the launcher), dock, Escape; admin_room.js places the
+ *                     panel in the Django admin (clear of its header and filters, docked
+ *                     only where the admin's content keeps 700 px)
  *   chats.js          a new chat, opening, switching and closing chats, the history list,
  *                     tabs opened by another window, the ?ahentic_session link
  *   composer.js       send, queued messages (send now, recall), Stop, Continue, approvals,
@@ -26,6 +28,7 @@
  *   tokens.js         "MCP access": the user's tokens for the site's MCP endpoint
  *   connections.js    Connections: the user's accounts on the agents' MCP servers
  *   thinking.js       the model's summarized thinking, folded
+ *   announce.js       what a screen reader hears: finished replies and approval requests, once
  *   browser_tools.js  page tools run in this page and the one-runner-window claim
  *   i18n.js           gettext/ngettext over Django's JavaScript catalog
  *   dom.js, storage.js small helpers
@@ -44,6 +47,7 @@
  *   window.AhenticSidebar.registerBrowserTool("editor_insert", async (input) => ({ok: true}));
  */
 import { createAgents } from "./agents.js";
+import { createAnnouncer } from "./announce.js";
 import { createClient, isLive } from "./api.js";
 import { createAttachments } from "./attachments.js";
 import { browserTools, createRunnerClaim } from "./browser_tools.js";
@@ -111,6 +115,7 @@ function boot(root) {
   // The panels: renderSession draws memory, attachments and agents; the others keep to
   // their header buttons.
   app.memory = createMemoryPanel(app); // "What I remember"
+  app.announcer = createAnnouncer(ui.announcer); // the polite live region
   createSettingsPanel(app); // the mail opt-outs
   createMcpTokens(app); // "MCP access"
   createConnections(app); // Connections to MCP servers

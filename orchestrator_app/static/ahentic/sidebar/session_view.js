@@ -27,7 +27,8 @@ function statusLabel(status) {
   return undefined;
 }
 
-/** Uses app.agents, app.memory, app.attachments (their render) and app.renderDebugger. */
+/** Uses app.agents, app.memory, app.attachments, app.announcer (their render) and
+ * app.renderDebugger. */
 export function createSessionView(app) {
   const { root, state, ui } = app;
 
@@ -46,6 +47,7 @@ export function createSessionView(app) {
     renderPlan(app, s);
     renderTranscript(app, s);
     renderHitl(app, s);
+    app.announcer.render(s);
     renderPending(app, s);
     renderArtifacts(app, s);
     renderChildren(app, s);

@@ -1,7 +1,9 @@
 /*
  * Chat tabs and the history picker. Tabs are a WAI-ARIA tablist: one tab in the focus order,
- * arrow keys (and Home/End) move between tabs and open them. The active tab is always scrolled
- * into view, whatever the number of open chats.
+ * arrow keys (and Home/End) move between tabs and open them, Delete closes the focused one (the
+ * APG tabs pattern). A tablist may own only tabs, so each tab's × button is for the pointer and
+ * hidden from assistive technology; the keyboard closes with Delete. The active tab is always
+ * scrolled into view, whatever the number of open chats.
  */
 import { STATUS_TEXT } from "./cards.js";
 import { changed, el, fill, show } from "./dom.js";
@@ -24,9 +26,16 @@ function revealActive(strip) {
 
 function onKeydown(app, event) {
   const { state } = app;
-  const keys = { ArrowLeft: -1, ArrowRight: 1, Home: "first", End: "last" };
+  const keys = { ArrowLeft: -1, ArrowRight: 1, Home: "first", End: "last", Delete: 0 };
   if (!(event.key in keys) || !state.tabs.length) return;
   if (!event.target.matches('[role="tab"]')) return;
+  if (event.key === "Delete") {
+    event.preventDefault();
+    app.closeTab(event.target.closest(".ahentic-tab").dataset.session);
+    const next = app.ui.tabs.querySelector(".ahentic-tab.is-active [role='tab']");
+    (next || app.ui.input).focus(); // the last chat closed: the message box starts a new one
+    return;
+  }
   event.preventDefault();
   const index = state.tabs.findIndex((tab) => tab.id === state.active);
   const step = keys[event.key];
@@ -74,6 +83,7 @@ export function renderTabs(app) {
             className: "ahentic-tab-title",
             "aria-selected": String(selected),
             "aria-controls": "ahentic-panel",
+            "aria-keyshortcuts": "Delete",
             tabindex: selected ? "0" : "-1",
             title,
             onclick: () => app.activate(tab.id),
@@ -85,7 +95,8 @@ export function renderTabs(app) {
           type: "button",
           className: "ahentic-tab-close",
           "aria-label": gettext("Close chat %(title)s", { title }),
-          tabindex: selected ? "0" : "-1",
+          "aria-hidden": "true",
+          tabindex: "-1",
           text: "×",
           onclick: () => app.closeTab(tab.id),
         }),
