@@ -250,6 +250,24 @@ class ActionSerializer(serializers.Serializer):
     input = JSONObjectField(required=False, allow_null=True)
 
 
+class MessageEditSerializer(serializers.Serializer):
+    content = StrictCharField(
+        allow_blank=True, trim_whitespace=True, help_text="The message's new text."
+    )
+
+
+class CancelSerializer(serializers.Serializer):
+    # Stop keeps what the user saw: the reply being streamed is kept up to this text (its
+    # common start with what was streamed), not whatever the model streamed after it.
+    shown = StrictCharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=1_000_000,
+        help_text="The streamed reply's text the client showed when Stop was pressed.",
+    )
+
+
 # --- output: what the routes answer, rendered and documented by the same classes -----------------
 #
 # Every timestamp is ISO 8601 in UTC with a ``Z`` and every policy is explicit, so a host's
@@ -339,6 +357,9 @@ class MessageSerializer(serializers.Serializer):
         attached = (event.payload or {}).get("attachments")
         if attached:
             meta["attachments"] = attachments_json(self, attached, event.session_id)
+        if event.superseded_by is not None:
+            # An earlier attempt, set aside by the retry or edit that started this run.
+            meta["supersededBy"] = event.superseded_by
         return meta
 
     def kind_meta(self, event: Event) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import { isLive, sessionPath } from "./api.js";
 import { button, changed, el, fill, formatBytes, formatTokens, previewJson, shortened, show } from "./dom.js";
 import { gettext, ngettext } from "./i18n.js";
 import { renderInlineMarkdown, renderMarkdown } from "./markdown.js";
+import { revealRequest } from "./transcript.js";
 
 const TOKEN_BUDGET_CODE = "ahentic_session_token_budget";
 const SUMMARY_LIMIT = 180;
@@ -267,6 +268,7 @@ export function renderHitl(app, s) {
     el("div", { className: "ahentic-hitl-actions" }, reason, el("div", { className: "ahentic-hitl-buttons" }, buttons)),
   );
   show(ui.hitl, true);
+  revealRequest(ui.transcript); // the request and the lead-in stay in view above the card
 }
 
 // ------------------------------------------------------------------ queued messages

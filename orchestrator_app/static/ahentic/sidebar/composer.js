@@ -46,6 +46,12 @@ export function createComposer(app) {
   async function send() {
     const content = ui.input.value.trim();
     const existing = app.activeSession();
+    if (existing && existing.editing) {
+      // Editing the last message (reply_actions.js): Send resends it through the edit route.
+      app.clearError();
+      if (content) await app.sendEdit(existing, content);
+      return;
+    }
     if (existing && app.attachments.uploading(existing)) {
       app.setError(existing, {
         code: "ahentic_uploading",
@@ -85,7 +91,10 @@ export function createComposer(app) {
     s.stopping = true;
     s.stoppedAt = Date.now();
     app.renderSession();
-    const result = await api("POST", sessionPath(s.id, "cancel"), {});
+    // The streamed reply stays as it is on screen (pollLive no longer grows it while Stop is
+    // on its way): the server keeps that much of it, not what the model streamed after.
+    const shown = s.live && s.live.text;
+    const result = await api("POST", sessionPath(s.id, "cancel"), shown ? { shown } : {});
     s.stopping = false;
     if (result.ok) app.applyPayload(s, result.data, result.etag);
     else app.setError(s, result.data);

@@ -21,6 +21,7 @@
  *   debugger.js       the trace list and the diagnostics (refresh, download)
  *   api.js            the API client and the poll loop (ETag + If-None-Match)
  *   transcript.js     messages, decisions, the reply bubble; markdown.js renders model text
+ *   reply_actions.js  Copy, Retry and Edit on the replies, earlier attempts folded, Up edits
  *   cards.js          banner, plan, approval card, queued messages, artifacts, sub-agents
  *   tabs.js           chat tabs (keyboard too)
  *   agents.js         the new-chat agent picker, the chat's agent, "move to the latest version"
@@ -65,6 +66,7 @@ import { createLayout } from "./layout.js";
 import { createLightbox } from "./lightbox.js";
 import { createMemoryPanel } from "./memory.js";
 import { createPolling } from "./polling.js";
+import { createReplyActions } from "./reply_actions.js";
 import { createRunnerDuties } from "./runner.js";
 import { createSessionView } from "./session_view.js";
 import { createSettingsPanel } from "./settings.js";
@@ -115,6 +117,7 @@ function boot(root) {
     "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier", "changeViewMode",
   ]);
   const header = provide(app, createHeader(app), ["renderViewMode", "closeMenu"]);
+  const replyActions = provide(app, createReplyActions(app), ["sendEdit", "renderEditing"]);
   const debug = provide(app, createDebugger(app), [
     "renderDebugger", "refreshDiagnosticsWhileLive",
   ]);
@@ -160,6 +163,7 @@ function boot(root) {
   chats.wire();
   debug.wire();
   composer.wire();
+  replyActions.wire();
   wireTabs(app);
   keepPinned(ui.transcript);
   layout.renderAll();

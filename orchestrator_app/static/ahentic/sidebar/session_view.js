@@ -46,6 +46,7 @@ export function createSessionView(app) {
     const s = app.activeSession();
     const p = s && s.payload;
     root.dataset.status = statusOf(app, s);
+    app.renderEditing(s);
     app.renderViewMode(p);
     const readOnly = app.isReadOnly(s);
     show(ui.composer, !readOnly);
