@@ -105,6 +105,17 @@ def english_left(page) -> list[str]:
 PATTERNS = english_patterns()
 
 
+def german_menu_item(page, name: str):
+    """Open the header's More menu ("Mehr") and return its item ``name``."""
+    more = page.get_by_role("button", name="Mehr", exact=True)
+    if more.get_attribute("aria-expanded") != "true":
+        more.click()
+    menu = page.get_by_role("menu", name="Mehr")
+    return menu.get_by_role("menuitemcheckbox", name=name, exact=True).or_(
+        menu.get_by_role("menuitem", name=name, exact=True)
+    )
+
+
 def sidebar_root(page):
     return page.locator("#ahentic-sidebar")
 
@@ -239,7 +250,7 @@ def test_the_german_sidebar_shows_no_english_in_any_state(
     assert sidebar_calls == [{"tool": "sidebar_publish_note", "input": {"title": "Bohnen"}}]
 
     # The History panel: the earlier chat under "Heute", the open one marked.
-    page.get_by_role("button", name="Verlauf", exact=True).click()
+    german_menu_item(page, "Verlauf").click()
     panel = page.locator('[data-role="history-panel"]')
     expect(panel).to_be_visible()
     expect(panel.locator(".ahentic-history-title", has_text="Bohnen")).to_have_count(1)
@@ -251,10 +262,7 @@ def test_the_german_sidebar_shows_no_english_in_any_state(
     expect(panel).to_be_hidden()
 
     # The settings (an item of the More menu).
-    more.click()
-    menu.get_by_role("menuitem", name="Einstellungen").or_(
-        menu.get_by_role("menuitemcheckbox", name="Einstellungen")
-    ).click()
+    german_menu_item(page, "Einstellungen").click()
     expect(page.locator('[data-role="settings"]')).to_be_visible()
     expect(page.locator(".ahentic-settings-status")).to_have_text("")
     screenshot(page, f"sidebar-german-settings-{page.viewport_name}")
