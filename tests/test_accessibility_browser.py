@@ -40,6 +40,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, page, pag
     browser,
     expect,
     hitl_card,
+    menu_item,
     new_chat,
     open_from_history,
     open_history,
@@ -47,6 +48,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, page, pag
     page_errors,
     screenshot,
     send,
+    set_view_mode,
     sidebar,
     status_is,
 )
@@ -381,13 +383,14 @@ def tab_stops_in_sidebar(page, limit: int = 150) -> list[dict]:
 
 def test_every_control_shows_a_focus_ring_that_stands_out(page, llm, settings, viewport):
     state_approval_card(page, llm, settings)
+    set_view_mode(page, "verbose")  # the card's raw input shows in Verbose and Debug
     hitl_card(page).locator("summary").click()  # the input's JSON: a <pre> in the card
-    page.get_by_role("button", name="Show the debugger").click()
+    menu_item(page, "Show the debugger").click()
 
     stops = tab_stops_in_sidebar(page)
 
     names = [stop["control"] for stop in stops]
-    for expected in ("Message the agent", "Deny: sidebar_publish_note", "Hide the debugger"):
+    for expected in ("Message the agent", "Deny: Publish a note", "Refresh diagnostics"):
         assert any(expected in name for name in names), (expected, names)
     weak = [
         stop
