@@ -906,3 +906,18 @@ def check_mcp_server(app_configs=None, **kwargs):
             )
         )
     return errors
+
+
+@register()
+def check_history(app_configs=None, **kwargs):
+    """E042: HISTORY_UNDO_S is not a whole number of seconds >= 0."""
+    window = ahentic_settings.HISTORY_UNDO_S
+    if _at_least(window, 0):
+        return []
+    return [
+        Error(
+            f"AHENTIC['HISTORY_UNDO_S'] must be a whole number of seconds >= 0, not {window!r}.",
+            hint="60 lets a deleted chat be restored for a minute; 0 deletes at once.",
+            id="ahentic.E042",
+        )
+    ]

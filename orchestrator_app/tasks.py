@@ -7,7 +7,7 @@ from datetime import datetime
 from django.utils.dateparse import parse_datetime
 
 from . import notifications
-from .control import brain, runs, schedules
+from .control import brain, history, runs, schedules
 from .loop import files, step
 from .webhooks import delivery
 
@@ -26,6 +26,12 @@ def schedule_tick(now: str | None = None) -> int:
     """The ``ahentic_schedule_tick`` schedule, every minute: settle ended scheduled runs and
     fire the schedules that came due. ``now`` (ISO 8601, aware) stands for the clock."""
     return schedules.tick(datetime.fromisoformat(now) if now else None)
+
+
+def purge_deleted_chats(now: str | None = None) -> int:
+    """Purge the chats deleted longer ago than ``HISTORY_UNDO_S`` (a one-off schedule made by
+    each deletion). ``now`` (ISO 8601, aware) stands for the clock."""
+    return history.purge_due(datetime.fromisoformat(now) if now else None)
 
 
 def remember(session_id: str) -> None:

@@ -301,7 +301,8 @@ def _limits(session_id, owner_id, adding: int, count: int, *, per_session: bool)
 
 
 def _owner_of(session_id, *, lock: bool):
-    rows = Session.objects.filter(pk=session_id)
+    # A chat its owner deleted takes no more files (it is purged after the undo window).
+    rows = Session.objects.filter(pk=session_id, deleted_at__isnull=True)
     if lock:
         rows = rows.select_for_update()
     owner = list(rows.values_list("owner_id", flat=True))

@@ -105,6 +105,10 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_S": 60,
     "WEBHOOK_ALLOW_PRIVATE": False,
     "WEBHOOK_LOG_DAYS": 30,
+    # History (docs: the sidebar's History panel): seconds a deleted chat can be restored (the
+    # sidebar's "Undo"; POST sessions/<id>/restore) before it is purged with all it holds;
+    # 0 purges at once.
+    "HISTORY_UNDO_S": 60,
     # Email notifications (docs/howto/notifications.md): a run waiting this many seconds for
     # an approval the owner has not seen (no poll of the chat since) mails them once; 0 is off.
     "NOTIFY_APPROVAL_AFTER_S": 300,

@@ -15,8 +15,14 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Greatest, Lower, StrIndex, Substr
 
 from . import db
+
+# What a search shows of a matching message (``SessionQuerySet.search``): this many characters
+# before the match, and this many in all.
+MATCH_LEAD = 60
+MATCH_LENGTH = 180
 
 
 class SessionQuerySet(models.QuerySet):
@@ -24,10 +30,34 @@ class SessionQuerySet(models.QuerySet):
         """The only way views and tools read sessions: the user's own, nothing else."""
         if user is None or not user.is_authenticated:
             return self.none()
-        return self.filter(owner=user)
+        return self.filter(owner=user, deleted_at__isnull=True)
+
+    def deleted_for_user(self, user) -> SessionQuerySet:
+        """The user's chats deleted and not yet purged (what an undo may restore)."""
+        if user is None or not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user, deleted_at__isnull=False)
 
     def roots(self) -> SessionQuerySet:
         return self.filter(parent__isnull=True)
+
+    def search(self, text: str) -> SessionQuerySet:
+        """The sessions whose title or a conversation message (the user's or the agent's)
+        holds ``text``, case-insensitively, each annotated with ``match``: the text around it
+        in its newest such message (None when only the title matched). One query: the message
+        test is a correlated subquery, not a join, so a chat matching in many messages is
+        listed once."""
+        messages = Event.objects.filter(
+            session=models.OuterRef("pk"),
+            kind__in=(Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE),
+            content__icontains=text,
+        )
+        at = StrIndex(Lower("content"), Lower(models.Value(text)))
+        snippet = Substr("content", Greatest(at - MATCH_LEAD, models.Value(1)), MATCH_LENGTH)
+        first = messages.order_by("-seq").annotate(snippet=snippet).values("snippet")[:1]
+        return self.filter(Q(title__icontains=text) | models.Exists(messages)).annotate(
+            match=models.Subquery(first)
+        )
 
 
 class SessionStatus(models.TextChoices):
@@ -202,6 +232,9 @@ class Session(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Conversation messages counted when the brain last named the session (0 = never).
     named_at_messages = models.PositiveIntegerField(default=0)
+    # Set when the owner deleted the chat: hidden from every route at once, restorable for
+    # HISTORY_UNDO_S seconds, then purged with all it holds (``control.history``).
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     # Accounting (running sums of orchestrator_app.UsageRecord)
     tokens_in = models.BigIntegerField(default=0)
@@ -241,6 +274,8 @@ class Session(models.Model):
             models.Index(fields=["owner", "-updated_at"], name="ahentic_session_owner_upd"),
             # ahentic_recover: running sessions whose lease expired.
             models.Index(fields=["status", "lease_expires_at"], name="ahentic_session_lease"),
+            # The purge: chats deleted before the undo window's start.
+            models.Index(fields=["deleted_at"], name="ahentic_session_deleted"),
         ]
         constraints = [
             models.CheckConstraint(

@@ -186,21 +186,42 @@ def parent_bump(session_id) -> None:
     Session.objects.filter(children__pk=session_id).update(version=F("version") + 1)
 
 
-def session_rows_delete(session_id) -> None:
+def session_trash(session_id, *, at) -> bool:
+    """Mark the chat deleted at ``at`` (hidden from its owner's routes, restorable until the
+    purge). Not a visible change: the payload does not show it, and a restore puts the chat
+    back in its place in the list. False when it is gone or deleted already."""
+    rows = Session.objects.filter(pk=session_id, deleted_at__isnull=True)
+    return _write(rows, session_id, {"deleted_at": at}, visible=False)
+
+
+def session_untrash(session_id, *, deleted_since) -> bool:
+    """Undo ``session_trash`` if the chat was deleted at or after ``deleted_since`` (inside the
+    undo window). False when it is not deleted, gone, or deleted before that."""
+    rows = Session.objects.filter(pk=session_id, deleted_at__gte=deleted_since)
+    return _write(rows, session_id, {"deleted_at": None}, visible=False)
+
+
+def session_rows_delete(session_id, *, deleted_before=None) -> bool:
     """Delete the session's row with its sub-agents and all that grows with them (cascade).
     Here because it writes the session table: on MySQL, Django's collector first clears the
     sub-agents' ``parent`` (an UPDATE) before it deletes them.
 
     The rows are locked first, in the same transaction: a write that adds a row pointing at
     the session under its lock (an upload's attachments) waits for the delete and then finds
-    no session, instead of inserting a row the collector did not see (a foreign-key error)."""
+    no session, instead of inserting a row the collector did not see (a foreign-key error).
+
+    ``deleted_before``: only a chat its owner deleted before then (the purge; a restore that
+    won the lock keeps it). Returns whether the row was deleted."""
     with db.atomic():
-        list(
+        locked = list(
             Session.objects.select_for_update()
             .filter(Q(pk=session_id) | Q(parent_id=session_id))
             .values_list("pk", flat=True)
         )
-        Session.objects.filter(pk=session_id).delete()
+        rows = Session.objects.filter(pk=session_id)
+        if deleted_before is not None:
+            rows = rows.filter(deleted_at__lt=deleted_before)
+        return bool(locked) and rows.delete()[0] > 0
 
 
 def session_update(*, session_id, **fields: Any) -> bool:

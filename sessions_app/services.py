@@ -404,6 +404,25 @@ def session_delete(*, session_id) -> None:
     runstate.session_rows_delete(session_id)
 
 
+def session_trash(*, session_id, at: datetime) -> bool:
+    """The owner deleted the chat: hidden at once, its rows kept until ``session_purge``
+    (an undo restores it). False when it is gone or deleted already."""
+    return runstate.session_trash(session_id, at=at)
+
+
+def session_restore(*, session_id, deleted_since: datetime) -> bool:
+    """Undo ``session_trash`` for a chat deleted at or after ``deleted_since``."""
+    return runstate.session_untrash(session_id, deleted_since=deleted_since)
+
+
+def sessions_purge(*, deleted_before: datetime) -> int:
+    """Delete, with all they hold, the chats their owners deleted before ``deleted_before``.
+    Each is deleted under its row lock only if it is still deleted then (a restore may win).
+    Returns how many went."""
+    ids = list(Session.objects.filter(deleted_at__lt=deleted_before).values_list("pk", flat=True))
+    return sum(runstate.session_rows_delete(pk, deleted_before=deleted_before) for pk in ids)
+
+
 def event_edit(*, event_id, content: str) -> bool:
     """A staff repair of what an event says (the admin's Event change form): its text and
     token estimate, and a visible change of its session (clients and the payload cache see a

@@ -495,7 +495,7 @@ def test_a_chat_deleted_during_an_upload_is_a_404_and_keeps_nothing(owner_client
     assert deleted[0].status_code == 204
     assert response.status_code == 404
     assert response.json()["code"] == "ahentic_session_not_found"
-    assert not Session.objects.filter(pk=session.pk).exists()
+    assert owner_client.get(session_url(session)).status_code == 404
     assert not Attachment.objects.exists()
     assert stored_files(session) == []
 

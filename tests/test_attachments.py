@@ -7,10 +7,13 @@ The model is the strict local Messages API server, reached through the real SDK.
 """
 
 import base64
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
+from orchestrator_app.tasks import purge_deleted_chats
 from orchestrator_app.testing.localapi import count_request_tokens, text_reply
 from sessions_app import attachments as attachment_store
 from sessions_app import media
@@ -304,6 +307,7 @@ def test_deleting_the_session_deletes_its_files(owner_client, session, llm, run_
     assert len(names) == 2 and all(attachment_store.storage().exists(n) for n in names)
 
     response = run_tasks(owner_client.delete, session_url(session))
+    run_tasks(purge_deleted_chats, (timezone.now() + timedelta(days=1)).isoformat())
 
     assert response.status_code == 204
     assert not Attachment.objects.exists()
@@ -516,6 +520,7 @@ def test_a_configured_storage_holds_the_files(owner_client, session, settings, r
     assert not default_storage.exists(name)
     assert b"".join(owner_client.get(item["url"]).streaming_content) == data
     run_tasks(owner_client.delete, session_url(session))
+    run_tasks(purge_deleted_chats, (timezone.now() + timedelta(days=1)).isoformat())
     assert not attachment_store.storage().exists(name)
 
 

@@ -9,9 +9,12 @@ The model is the strict local Messages API server, reached through the real SDK.
 """
 
 import base64
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
+from orchestrator_app.tasks import purge_deleted_chats
 from orchestrator_app.testing.localapi import (
     FILES_BETA,
     count_request_tokens,
@@ -198,6 +201,7 @@ def test_deleting_the_session_deletes_the_uploaded_file(
     [file_id] = llm.files
 
     response = run_tasks(owner_client.delete, session_url(session))
+    run_tasks(purge_deleted_chats, (timezone.now() + timedelta(days=1)).isoformat())
 
     assert response.status_code == 204
     assert llm.files == {}

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from orchestrator_app import tasks
 from sessions_app import runstate, services
 from sessions_app.models import Event, Session, TraceEvent
 
@@ -282,11 +283,13 @@ def test_it_deletes_a_session_with_its_children_and_events(owner_client, session
     add_events(child, 2)
 
     response = owner_client.delete(f"{API}/sessions/{session.pk}")
-
+    # The chat is gone for its owner at once; its rows go when the undo window is over.
     assert response.status_code == 204
+    assert owner_client.get(f"{API}/sessions/{session.pk}").status_code == 404
+    tasks.purge_deleted_chats((timezone.now() + timedelta(days=1)).isoformat())
+
     assert not Session.objects.exists()
     assert not Event.objects.exists()
-    assert owner_client.get(f"{API}/sessions/{session.pk}").status_code == 404
 
 
 def test_it_lists_root_sessions_newest_first_with_a_status_filter(owner_client, owner):
@@ -310,7 +313,9 @@ def test_it_lists_root_sessions_newest_first_with_a_status_filter(owner_client, 
         "tokensUsed",
         "parentId",
         "modifiedAt",
+        "createdAt",
         "agent",
+        "match",
     }
     assert [s["title"] for s in errors] == ["Older"]
     assert [s["title"] for s in limited] == ["Newer"]

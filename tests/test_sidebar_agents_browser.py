@@ -25,6 +25,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, context, 
     browser,
     context,
     expect,
+    open_history,
     open_home,
     page,
     page_errors,
@@ -108,10 +109,11 @@ def test_a_chat_started_with_the_second_agent_shows_it_in_the_header_and_history
     assert session.agent_version.agent.slug == "writer"
 
     page.locator(".ahentic-tab.is-active .ahentic-tab-close").click()
-    history = page.get_by_label("Open an earlier chat")
-    history.focus()  # refreshes the list
-    expect(history.locator("option")).to_have_count(2)
-    expect(history.locator("option").nth(1)).to_contain_text("New Agent · Writer · ")
+    open_history(page)
+    rows = page.locator(".ahentic-history-item")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator(".ahentic-history-title")).to_have_text("New Agent")
+    expect(rows.first.locator(".ahentic-history-meta")).to_contain_text("Writer · ")
 
 
 def test_the_picker_works_from_the_keyboard(page, roster):
@@ -156,7 +158,8 @@ def test_a_chat_on_an_older_version_moves_to_the_latest_and_says_what_changed(pa
     expect(update).to_be_hidden()
 
     agents.version_save(roster["writer"], config={"MODEL": "claude-haiku-4-5"})
-    page.get_by_label("Open an earlier chat").focus()  # reads the agents again
+    open_history(page)  # reads the agents again
+    page.keyboard.press("Escape")
 
     expect(update).to_contain_text("v2 is available")
     update.get_by_text("What changes").click()

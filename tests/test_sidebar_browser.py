@@ -136,6 +136,20 @@ def send(page, text: str):
     box.press("Enter")
 
 
+def open_history(page):
+    """Open the History panel (its header button) and wait for its first page."""
+    page.get_by_role("button", name="History", exact=True).click()
+    panel = page.locator('[data-role="history-panel"]')
+    expect(panel).to_be_visible()
+    expect(panel.locator('[role="status"]')).not_to_have_text("Loading…")
+
+
+def open_from_history(page, session_id):
+    """Open a chat from the History panel."""
+    open_history(page)
+    page.locator(f'.ahentic-history-open[data-session="{session_id}"]').click()
+
+
 def assistant_messages(page):
     return page.locator(".ahentic-assistant .ahentic-msg-text")
 
@@ -683,7 +697,7 @@ def test_a_stalled_run_opened_from_history_is_nudged_and_finishes(page, llm, own
     llm.enqueue(text_reply("Finished after the nudge."))
     open_home(page)
 
-    page.get_by_label("Open an earlier chat").select_option(str(session.pk))
+    open_from_history(page, session.pk)
 
     expect(page.locator(".ahentic-tab.is-active")).to_contain_text("Stalled chat")
     expect(assistant_messages(page)).to_have_text(["Finished after the nudge."])
@@ -706,7 +720,7 @@ def test_the_soft_budget_pause_offers_continue_and_stop(page, llm, owner):
         tokens_out=1_000,
     )
     open_home(page)
-    page.get_by_label("Open an earlier chat").select_option(str(session.pk))
+    open_from_history(page, session.pk)
 
     banner = page.locator('[data-role="banner"]')
     expect(banner).to_contain_text("This chat is using a lot of tokens (201.0k)")
@@ -1021,7 +1035,7 @@ def test_the_stuck_banner_says_what_to_check_and_keeps_the_newest_message_in_vie
         heartbeat_at=timezone.now() - timedelta(minutes=2),
     )
     open_home(page)
-    page.get_by_label("Open an earlier chat").select_option(str(session.pk))
+    open_from_history(page, session.pk)
 
     banner = page.locator('[data-role="banner"]')
     expect(banner).to_contain_text("This run may be stuck")
@@ -1074,7 +1088,7 @@ def test_long_summaries_and_status_lines_are_shortened_with_show_more(
         heartbeat_at=timezone.now(),
         progress={"label": label, "updatedAt": timezone.now().isoformat()},
     )
-    page.get_by_label("Open an earlier chat").select_option(str(busy.pk))
+    open_from_history(page, busy.pk)
     progress = page.locator('[data-role="progress"]')
     expect(progress).to_contain_text("Reading the whole catalogue")
     expect(progress).not_to_contain_text("LAST PAGE")
@@ -1201,7 +1215,7 @@ def test_a_sub_agent_shows_under_its_parent_and_opens_read_only(page, llm, owner
     )
     Session.objects.filter(pk=child.pk).update(status=Session.Status.RUNNING)
     open_home(page)
-    page.get_by_label("Open an earlier chat").select_option(str(parent.pk))
+    open_from_history(page, parent.pk)
 
     children = page.locator('[data-role="children-box"]')
     expect(children).to_contain_text("Sub-agents (1)")

@@ -34,6 +34,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, context, 
     gate,
     hitl_card,
     new_chat,
+    open_history,
     open_home,
     page,
     page_errors,
@@ -295,14 +296,14 @@ def test_history_shows_when_and_a_readable_status(page, llm, owner):
     Session.objects.create(owner=owner, title="Old failed chat", status=Session.Status.ERROR)
     open_home(page)
 
-    history = page.get_by_label("Open an earlier chat")
-    history.focus()  # refreshes the list
-    options = history.locator("option")
-    expect(options).to_have_count(3)
-    texts = options.all_inner_texts()
-    when = r"today \d\d?:\d\d(\s?[AP]M)?"
-    assert any(re.fullmatch(rf"Old stopped chat · {when} · stopped", t) for t in texts), texts
-    assert any(re.fullmatch(rf"Old failed chat · {when} · failed", t) for t in texts), texts
+    open_history(page)
+    rows = page.locator(".ahentic-history-item")
+    expect(rows).to_have_count(2)
+    expect(page.locator('[data-role="history-panel"] h3')).to_have_text(["Today"])
+    texts = page.locator(".ahentic-history-meta").all_inner_texts()
+    when = r"\d\d?:\d\d(\s?[AP]M)?"
+    assert any(re.fullmatch(rf"{when} · stopped", t) for t in texts), texts
+    assert any(re.fullmatch(rf"{when} · failed", t) for t in texts), texts
     assert not any("cancelled" in text or "(error)" in text for text in texts), texts
 
 

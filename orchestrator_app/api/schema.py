@@ -28,6 +28,7 @@ ERROR_TEXT = {
     ),
     405: "Method not allowed (ahentic_method_not_allowed).",
     409: "Conflict with the session's state (busy, queue full, not awaiting, ...).",
+    410: "Deleted too long ago to be restored (ahentic_restore_expired).",
     413: "Body over 2 MiB (ahentic_body_too_large).",
     415: "Body is not JSON (ahentic_unsupported_media_type).",
     429: "Throttled (ahentic_throttled, Retry-After) or the daily token limit.",
@@ -292,6 +293,18 @@ session_destroy = describe(
     "Delete a session (cancels a live run first)",
     {204: OpenApiResponse(description="Deleted.")},
     parameters=[SESSION_ID],
+    description="The chat is gone from every route at once and restorable with POST "
+    "sessions/{session_id}/restore for HISTORY_UNDO_S seconds, then purged with all it holds.",
+)
+session_restore = describe(
+    "session_restore",
+    "Restore a chat deleted less than HISTORY_UNDO_S seconds ago",
+    PAYLOAD,
+    (*WRITE_ERRORS, 410),
+    request=None,
+    parameters=[SESSION_ID],
+    description="Answers the chat's payload (also for a chat that is not deleted). 410 "
+    "ahentic_restore_expired once the undo window is over; 404 once it is purged.",
 )
 messages_list = describe(
     "messages_list",

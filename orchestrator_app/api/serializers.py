@@ -167,6 +167,13 @@ class SessionListQuerySerializer(serializers.Serializer):
         max_length=200,
         help_text="nextCursor of the previous page (older); blank: the first page.",
     )
+    q = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="Only the chats whose title or a message (the user's or the agent's) holds "
+        "this text, case-insensitively; blank: all.",
+    )
 
 
 class AgentListQuerySerializer(serializers.Serializer):
@@ -618,13 +625,24 @@ class SessionRowSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=Session.Mode.choices)
     tokensUsed = serializers.IntegerField(source="tokens_used")
     parentId = serializers.UUIDField(source="parent_id", allow_null=True)
-    modifiedAt = IsoDateTimeField(source="updated_at")
+    modifiedAt = IsoDateTimeField(
+        source="updated_at", help_text="The last visible change: the chat's last activity."
+    )
+    createdAt = IsoDateTimeField(source="created_at")
     agent = serializers.SerializerMethodField(
         help_text="The agent and version the chat pins; null for a chat pinned to none."
+    )
+    match = serializers.SerializerMethodField(
+        help_text="With ?q: the text around it in the newest message holding it; null when "
+        "only the title matched, or without ?q."
     )
 
     class Meta:
         ref_name = "SessionRow"
+
+    def get_match(self, row) -> str | None:
+        text = row.get("match")
+        return " ".join(text.split()) if text else None
 
     @extend_schema_field(AgentRefSerializer(allow_null=True))
     def get_agent(self, row) -> dict | None:

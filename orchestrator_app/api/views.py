@@ -39,7 +39,7 @@ from sessions_app import services as session_services
 from sessions_app.models import Agent, AgentVersion, Attachment, LiveText, Session
 
 from .. import notifications, skills
-from ..control import runs
+from ..control import history, runs
 from ..ledger.diagnostics import iso, session_diagnostics
 from ..loop import decisions
 from ..models import UsageRecord
@@ -301,17 +301,13 @@ class SessionViewSet(AhenticViewSet):
             sessions = sessions.filter(status=query["status"])
         if query.get("agent"):
             sessions = sessions.filter(agent_version__agent__slug=query["agent"])
+        columns = ["id", "title", "status", "mode", "tokens_used", "parent_id"]
+        columns += ["updated_at", "created_at", *SESSION_ROW_AGENT]
+        if query.get("q"):
+            sessions = sessions.search(query["q"])
+            columns.append("match")
         rows = self.paginate_queryset(
-            sessions.annotate(tokens_used=F("tokens_in") + F("tokens_out")).values(
-                "id",
-                "title",
-                "status",
-                "mode",
-                "tokens_used",
-                "parent_id",
-                "updated_at",
-                *SESSION_ROW_AGENT,
-            )
+            sessions.annotate(tokens_used=F("tokens_in") + F("tokens_out")).values(*columns)
         )
         return self.get_paginated_response(s.SessionRowSerializer(rows, many=True).data)
 
@@ -342,7 +338,9 @@ class SessionViewSet(AhenticViewSet):
         try:
             # The user's own sessions (``Session.objects.for_user``'s scope), on the queryset
             # built once: building it per poll cost as much again as running it.
-            rows = list(POLL_ROWS.filter(pk=pk, owner=self.request.user.pk))
+            rows = list(
+                POLL_ROWS.filter(pk=pk, owner=self.request.user.pk, deleted_at__isnull=True)
+            )
         except DjangoValidationError:  # not a UUID
             rows = []
         if not rows:
@@ -367,9 +365,27 @@ class SessionViewSet(AhenticViewSet):
     @docs.described(docs.session_destroy)
     def destroy(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        runs.run_cancel(session_id=session.pk)
-        session_services.session_delete(session_id=session.pk)
+        history.chat_delete(session_id=session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @docs.described(docs.session_restore)
+    @action(detail=True, methods=["post"], url_path="restore", url_name="restore")
+    def restore(self, request, session_id=None):
+        pk = self.kwargs[self.lookup_url_kwarg]
+        try:
+            deleted = Session.objects.deleted_for_user(request.user).filter(pk=pk).first()
+        except DjangoValidationError:  # not a UUID
+            raise session_not_found() from None
+        if deleted is not None:
+            self.check_object_permissions(request, deleted)
+            if not history.chat_restore(session_id=deleted.pk):
+                raise ApiError(
+                    "ahentic_restore_expired",
+                    gettext("This chat was deleted too long ago to be restored."),
+                    status.HTTP_410_GONE,
+                )
+        # A chat that is not deleted answers its payload (a second undo changes nothing).
+        return self.payload_response(pk)
 
     # --- the agent version the chat pins ----------------------------------------------------
 

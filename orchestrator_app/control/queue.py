@@ -36,3 +36,20 @@ def enqueue_naming(session_id) -> None:
     db.on_commit(
         lambda: async_task("orchestrator_app.tasks.name_session", str(session_id), group="ahentic")
     )
+
+
+def enqueue_purge(at) -> None:
+    """Purge the chats deleted before the undo window at ``at`` (a one-off django-q2
+    schedule, made on commit; each run purges every chat that is due, so a missed one is
+    caught by the next)."""
+    from django_q.models import Schedule
+    from django_q.tasks import schedule
+
+    db.on_commit(
+        lambda: schedule(
+            "orchestrator_app.tasks.purge_deleted_chats",
+            schedule_type=Schedule.ONCE,
+            repeats=-1,  # a ONCE schedule with negative repeats is deleted after it ran
+            next_run=at,
+        )
+    )

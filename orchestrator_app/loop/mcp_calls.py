@@ -138,6 +138,7 @@ def call_begin(
             mcp_calls__token=token,
             mcp_calls__created_at__gte=since,
             agent_version=version,
+            deleted_at__isnull=True,  # a chat the user deleted takes no new call
         )
         .distinct()
         .order_by("created_at")

@@ -15,7 +15,7 @@ import { gettext } from "./i18n.js";
 const COLOUR = /^#[0-9a-fA-F]{6}$/;
 const VALUE_LIMIT = 160;
 
-function dot(colour) {
+export function dot(colour) {
   const node = el("span", { className: "ahentic-agent-dot", "aria-hidden": "true" });
   if (COLOUR.test(colour || "")) node.style.setProperty("--ahentic-agent-colour", colour);
   return node;

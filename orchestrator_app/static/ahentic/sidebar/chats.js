@@ -1,10 +1,10 @@
 /*
- * Which chats are open: a new chat, opening one (a tab, the history picker, a sub-agent, a mail's
- * ?ahentic_session link), switching and closing tabs, the history list, and the tabs another
- * window of this browser opened.
+ * Which chats are open: a new chat, opening one (a tab, the history panel, a sub-agent, a mail's
+ * ?ahentic_session link), switching and closing tabs, and the tabs another window of this
+ * browser opened.
  */
 import { gettext } from "./i18n.js";
-import { renderHistory, renderTabs } from "./tabs.js";
+import { renderTabs } from "./tabs.js";
 
 /** Uses the store's functions on app, app.poller, app.runner, app.agents, app.setError. */
 export function createChats(app) {
@@ -69,13 +69,6 @@ export function createChats(app) {
     openTab({ id: child.id, title: child.title, autoTitle: false });
   }
 
-  async function refreshHistory() {
-    const result = await client.api("GET", "sessions?limit=50");
-    if (!result.ok) return;
-    state.history = result.data.sessions;
-    renderHistory(app);
-  }
-
   /** Another window of this browser saved its tabs: chats it opened appear here too (this
    * window's active chat stays; closing a chat stays a per-window choice). */
   function onStorage(event) {
@@ -96,7 +89,6 @@ export function createChats(app) {
     if (!state.active) state.active = added[0].id;
     renderTabs(app);
     app.renderSession();
-    renderHistory(app);
   }
 
   /** A link from a mail (?ahentic_session=<id>) opens that chat, once: the parameter is
@@ -116,16 +108,6 @@ export function createChats(app) {
   function wire() {
     ui.newSession.addEventListener("click", () => app.agents.newChat());
     app.agents.wire();
-    ui.history.addEventListener("focus", () => {
-      refreshHistory();
-      app.agents.refresh();
-    });
-    ui.history.addEventListener("change", () => {
-      const id = ui.history.value;
-      const item = state.history.find((h) => h.id === id);
-      if (item) openTab({ id: item.id, title: item.title, autoTitle: true });
-      renderHistory(app);
-    });
     document.addEventListener("visibilitychange", () => {
       const s = app.activeSession();
       if (s && document.visibilityState === "visible") app.poller.schedule(s, 0);
@@ -142,7 +124,6 @@ export function createChats(app) {
     activate,
     closeTab,
     openChild,
-    refreshHistory,
     openLinkedAndLoad,
     wire,
   };

@@ -8,8 +8,11 @@
  *   layout.js         fold/unfold (the launcher), dock, Escape; admin_room.js places the
  *                     panel in the Django admin (clear of its header and filters, docked
  *                     only where the admin's content keeps 700 px)
- *   chats.js          a new chat, opening, switching and closing chats, the history list,
- *                     tabs opened by another window, the ?ahentic_session link
+ *   chats.js          a new chat, opening, switching and closing chats, tabs opened by
+ *                     another window, the ?ahentic_session link
+ *   history_panel.js  History: every chat by day, search, rename, delete with Undo
+ *   lightbox.js       a transcript image opened larger in a dialog
+ *   shortcuts.js      "/" or Alt+Shift+A: open the sidebar at the message box
  *   composer.js       send, queued messages (send now, recall), Stop, Continue, approvals,
  *                     the view mode, "Load earlier messages"
  *   session_view.js   renderSession (everything about the shown chat), the error line, the
@@ -18,7 +21,7 @@
  *   api.js            the API client and the poll loop (ETag + If-None-Match)
  *   transcript.js     messages, decisions, the reply bubble; markdown.js renders model text
  *   cards.js          banner, plan, approval card, queued messages, artifacts, sub-agents
- *   tabs.js           chat tabs (keyboard too) and the history picker
+ *   tabs.js           chat tabs (keyboard too)
  *   agents.js         the new-chat agent picker, the chat's agent, "move to the latest version"
  *   attachments.js    the composer's attach button, paste, drop and thumbnails; uploads.js
  *                     holds each chat's uploads and the upload calls
@@ -55,12 +58,15 @@ import { createComposer } from "./composer.js";
 import { createConnections } from "./connections.js";
 import { createDebugger } from "./debugger.js";
 import { camel } from "./dom.js";
+import { createHistoryPanel } from "./history_panel.js";
 import { createLayout } from "./layout.js";
+import { createLightbox } from "./lightbox.js";
 import { createMemoryPanel } from "./memory.js";
 import { createPolling } from "./polling.js";
 import { createRunnerDuties } from "./runner.js";
 import { createSessionView } from "./session_view.js";
 import { createSettingsPanel } from "./settings.js";
+import { wireShortcuts } from "./shortcuts.js";
 import { createStorage } from "./storage.js";
 import { createState, createStore, readConfig } from "./store.js";
 import { wireTabs } from "./tabs.js";
@@ -116,6 +122,16 @@ function boot(root) {
   createSettingsPanel(app); // the mail opt-outs
   createMcpTokens(app); // "MCP access"
   createConnections(app); // Connections to MCP servers
+  app.historyPanel = createHistoryPanel(app, {
+    open: (item) => chats.openTab({ id: item.id, title: item.title, autoTitle: true }),
+    close: app.closeTab,
+    openIds: () => app.state.tabs.map((tab) => tab.id),
+    renamed: (id, payload, etag) => {
+      if (app.tabOf(id)) app.applyPayload(app.sessionState(id), payload, etag);
+    },
+    opened: () => app.agents.refresh(), // a newer agent version shows up without a reload
+  });
+  createLightbox(app); // transcript images, larger on click
   app.attachments = createAttachments(app, {
     session: async () => {
       const existing = app.activeSession();
@@ -146,7 +162,10 @@ function boot(root) {
   chats.openLinkedAndLoad();
   setInterval(duties.heartbeat, config.runnerHeartbeatMs);
   setInterval(polling.pollLive, config.liveMs);
-  chats.refreshHistory();
+  wireShortcuts(app, () => {
+    app.setCollapsed(false);
+    ui.input.focus();
+  });
   app.agents.refresh();
 }
 

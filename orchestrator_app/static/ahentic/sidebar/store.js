@@ -42,7 +42,6 @@ export function createState() {
     debugOpen: false,
     diagnostics: null,
     diagnosticsAt: 0,
-    history: [],
     error: null, // an error with no chat to show it in
   };
 }

@@ -1,13 +1,12 @@
 /*
- * Chat tabs and the history picker. Tabs are a WAI-ARIA tablist: one tab in the focus order,
+ * Chat tabs. Tabs are a WAI-ARIA tablist: one tab in the focus order,
  * arrow keys (and Home/End) move between tabs and open them, Delete closes the focused one (the
  * APG tabs pattern). A tablist may own only tabs, so each tab's × button is for the pointer and
  * hidden from assistive technology; the keyboard closes with Delete. The active tab is always
  * scrolled into view, whatever the number of open chats.
  */
-import { STATUS_TEXT } from "./cards.js";
 import { changed, el, fill, show } from "./dom.js";
-import { gettext, locale } from "./i18n.js";
+import { gettext } from "./i18n.js";
 
 export function statusOf(app, s) {
   if (!s || !s.payload) return "none";
@@ -114,31 +113,4 @@ export function renderTabs(app) {
     return s && s.payload && s.payload.status === "awaiting_human";
   });
   show(ui.launcherDot, attention);
-}
-
-/** When a chat last changed, short, in the page's language: "today 14:05", "Dec 1, 14:05" this
- * year, else with the year. */
-export function formatWhen(iso, now = new Date()) {
-  const at = new Date(iso);
-  if (Number.isNaN(at.getTime())) return "";
-  const time = at.toLocaleTimeString(locale(), { hour: "2-digit", minute: "2-digit" });
-  if (at.toDateString() === now.toDateString()) return gettext("today %(time)s", { time });
-  const date = { month: "short", day: "numeric" };
-  if (at.getFullYear() !== now.getFullYear()) date.year = "numeric";
-  return at.toLocaleDateString(locale(), date) + ", " + time;
-}
-
-export function renderHistory(app) {
-  const { state, ui } = app;
-  const openIds = new Set(state.tabs.map((tab) => tab.id));
-  const options = state.history
-    .filter((item) => !openIds.has(item.id))
-    .map((item) => {
-      const when = formatWhen(item.modifiedAt);
-      const status = STATUS_TEXT[item.status] || item.status;
-      const agent = item.agent ? item.agent.name : "";
-      const text = [item.title || gettext("New Agent"), agent, when, status].filter(Boolean).join(" · ");
-      return el("option", { value: item.id, text, title: item.modifiedAt || "" });
-    });
-  fill(ui.history, el("option", { value: "", text: gettext("History…") }), ...options);
 }
