@@ -247,7 +247,17 @@ def stage(
                 "artifact_conflict", f"{key} was staged concurrently; retry."
             ) from None
         verb = "appended to" if appending else "staged"
-        _note(session_id, f"Artifact {key} {verb}: {pointer_line(artifact)}")
+        action = "appended" if appending else ("staged" if complete else "drafting")
+        _note(
+            session_id,
+            f"Artifact {key} {verb}: {pointer_line(artifact)}",
+            action=action,
+            key=key,
+            title=artifact.title,
+            kind=artifact.kind,
+            bytes=artifact.bytes,
+            blockCount=artifact.block_count,
+        )
     return artifact
 
 
@@ -257,12 +267,24 @@ def run_staged_over(session_id, run: int, size: int) -> bool:
     return Artifact.objects.filter(session_id=session_id, run=run, bytes__gt=size).exists()
 
 
-def _note(session_id, text: str) -> None:
+def _note(session_id, text: str, **facts: Any) -> None:
+    """A line in the transcript: ``text`` for the verbose and debug views; ``facts`` (the
+    ``action`` and the artifact's key, title, size) let the basic view say it as a sentence
+    ("Drafted “Coffee” (210 bytes)")."""
     session_services.event_append(
         session_id=session_id,
         kind=Event.Kind.SYSTEM_MESSAGE,
         content=text,
-        payload={"meta": {"type": "artifact"}},
+        payload={"meta": {"type": "artifact", **facts}},
+    )
+
+
+def _title(session_id, key: str) -> str:
+    return (
+        Artifact.objects.filter(session_id=session_id, key=key)
+        .values_list("title", flat=True)
+        .first()
+        or ""
     )
 
 
@@ -320,10 +342,11 @@ def get(session_id, key: str) -> Artifact:
 def delete(session_id, key: str) -> None:
     key = sanitize_key(key)
     with db.atomic():
+        title = _title(session_id, key)
         deleted, _ = Artifact.objects.filter(session_id=session_id, key=key).delete()
         if not deleted:
             raise ArtifactError("artifact_missing", f"No artifact {key!r} in this session.")
-        _note(session_id, f"Artifact {key} deleted.")
+        _note(session_id, f"Artifact {key} deleted.", action="deleted", key=key, title=title)
 
 
 def set_status(session_id, key: str, status: str) -> None:
@@ -334,7 +357,14 @@ def set_status(session_id, key: str, status: str) -> None:
             status=status
         ):
             raise ArtifactError("artifact_missing", f"No artifact {key!r} in this session.")
-        _note(session_id, f"Artifact {key} marked {status}.")
+        _note(
+            session_id,
+            f"Artifact {key} marked {status}.",
+            action="marked",
+            status=status,
+            key=sanitize_key(key),
+            title=_title(session_id, sanitize_key(key)),
+        )
 
 
 def check_ready(session_id, key: Any, kinds: tuple[str, ...]) -> Artifact:
@@ -417,7 +447,13 @@ def mark_applied(session_id, key: str) -> None:
         if Artifact.objects.filter(session_id=session_id, key=key).update(
             status=Artifact.Status.APPLIED
         ):
-            _note(session_id, f"Artifact {key} applied.")
+            _note(
+                session_id,
+                f"Artifact {key} applied.",
+                action="applied",
+                key=key,
+                title=_title(session_id, key),
+            )
 
 
 def auto_stage(

@@ -362,12 +362,16 @@ def _map_error(exc: anthropic.APIError, started: float) -> LLMError:
     message = getattr(exc, "message", None) or str(exc)
     if isinstance(exc, anthropic.APITimeoutError):
         return LLMError(
-            "ahentic_llm_timeout", "The model did not answer in time.", True, None, duration_ms
+            "ahentic_llm_timeout",
+            "The model did not answer in time. Press Continue to try again.",
+            True,
+            None,
+            duration_ms,
         )
     if isinstance(exc, anthropic.APIConnectionError):
         return LLMError(
             "ahentic_llm_error",
-            "Could not reach the model.",
+            "Could not reach the model. Press Continue to try again.",
             True,
             None,
             duration_ms,
@@ -392,7 +396,8 @@ def _map_error(exc: anthropic.APIError, started: float) -> LLMError:
     if status in (401, 403):
         return LLMError(
             "ahentic_llm_auth",
-            "The model refused the credentials.",
+            "The model refused the site's credentials. Ask the site's administrator to check the "
+            "API key.",
             False,
             status,
             duration_ms,
@@ -400,7 +405,7 @@ def _map_error(exc: anthropic.APIError, started: float) -> LLMError:
         )
     return LLMError(
         "ahentic_llm_error",
-        f"The model call failed (HTTP {status}).",
+        f"The model call failed (HTTP {status}). Press Continue to try again.",
         True,
         status,
         duration_ms,

@@ -604,7 +604,7 @@ class EventAdmin(ReadOnlyAdmin):
     list_select_related = ["session"]
     fields = [
         "session",
-        ("seq", "kind", "run"),
+        ("seq", "kind", "run", "superseded_by"),
         "tool_use_id",
         "token_count",
         "created_at",

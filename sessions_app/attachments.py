@@ -29,6 +29,8 @@ from django.core.files.base import File
 from django.core.files.storage import default_storage, storages
 from django.db.models import Sum
 from django.db.models.signals import post_delete
+from django.template.defaultfilters import filesizeformat
+from django.utils.translation import gettext, gettext_lazy
 
 from . import db, media
 from .conf import ahentic_settings
@@ -42,7 +44,7 @@ EXTENSIONS = {
     media.WEBP: ".webp",
     media.PDF: ".pdf",
 }
-ALLOWED = "PNG, JPEG, GIF, WebP images and PDF documents"
+ALLOWED = gettext_lazy("PNG, JPEG, GIF, WebP images and PDF documents")
 # An image over this on a side is scaled down to fit it when it is stored: every request obeys
 # the API's rule for requests of more than 20 images, however many a chat holds (the API scales
 # an image above a 1568 px long edge down anyway, so its tokens do not change).
@@ -101,18 +103,35 @@ def too_large(name: str, content_type: str, size: int, *, partial: bool = False)
     """413 ``ahentic_attachment_too_large``; ``partial``: ``size`` is what was read when the
     upload was stopped."""
     limit = max_bytes(content_type)
-    size_text = f"more than {limit} bytes" if partial else f"{size} bytes"
+    if partial:
+        size_text = gettext("more than %(size)s") % {"size": human_size(limit)}
+    else:
+        size_text = human_size(size)
     return AttachmentError(
         "ahentic_attachment_too_large",
-        f"{clean_name(name, content_type)!r} is {size_text}; the limit for this type is {limit}.",
+        gettext(
+            "%(name)s is %(size)s; a file of this type can be at most %(limit)s. Attach a "
+            "smaller file."
+        )
+        % {
+            "name": repr(clean_name(name, content_type)),
+            "size": size_text,
+            "limit": human_size(limit),
+        },
         413,
     )
+
+
+def human_size(size: int) -> str:
+    """A size as people read it ("2.0 MB"), in the user's language."""
+    return str(filesizeformat(size))
 
 
 def not_allowed(name: str) -> AttachmentError:
     return AttachmentError(
         "ahentic_attachment_type",
-        f"{clean_name(name)!r} is not an allowed file; attach {ALLOWED}.",
+        gettext("%(name)s is a kind of file the agent cannot read. Attach %(allowed)s.")
+        % {"name": repr(clean_name(name)), "allowed": ALLOWED},
     )
 
 
@@ -212,8 +231,19 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
     def refuse(w: int, h: int) -> AttachmentError:
         return AttachmentError(
             "ahentic_attachment_too_many_pixels",
-            f"{name!r} is {w}x{h} pixels; images are scaled down to {MAX_IMAGE_SIDE} px on a "
-            f"side from at most {bound} pixels (a JPEG: {bound * 64} pixels).",
+            gettext(
+                "%(name)s is %(width)sx%(height)s pixels, too many to scale down (images are "
+                "scaled to %(side)s px on a side from at most %(bound)s pixels, a JPEG from "
+                "%(jpeg)s). Attach a smaller image."
+            )
+            % {
+                "name": repr(name),
+                "width": w,
+                "height": h,
+                "side": MAX_IMAGE_SIDE,
+                "bound": bound,
+                "jpeg": bound * 64,
+            },
             413,
         )
 
@@ -248,7 +278,11 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
         except (Image.DecompressionBombError, OSError, ValueError, SyntaxError) as exc:
             raise AttachmentError(
                 "ahentic_attachment_type",
-                f"{name!r} is not a readable {content_type} image ({exc.__class__.__name__}).",
+                gettext(
+                    "%(name)s could not be read as an image (%(error)s). Attach it again, or "
+                    "save it anew as PNG or JPEG and attach that."
+                )
+                % {"name": repr(name), "error": exc.__class__.__name__},
             ) from None
         scaled = image.size
     size = out.tell()
@@ -256,8 +290,17 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
         out.close()
         raise AttachmentError(
             "ahentic_attachment_too_large",
-            f"{name!r} scaled to {scaled[0]}x{scaled[1]} is {size} bytes; the limit for this "
-            f"type is {max_bytes(content_type)}.",
+            gettext(
+                "%(name)s scaled to %(width)sx%(height)s is %(size)s; a file of this type can "
+                "be at most %(limit)s. Attach a smaller image."
+            )
+            % {
+                "name": repr(name),
+                "width": scaled[0],
+                "height": scaled[1],
+                "size": human_size(size),
+                "limit": human_size(max_bytes(content_type)),
+            },
             413,
         )
     out.seek(0)
@@ -271,8 +314,11 @@ def fit_image(incoming: Incoming, width: int, height: int) -> tuple[Incoming, tu
 def _quota_error(used: int, adding: int, quota: int) -> AttachmentError:
     return AttachmentError(
         "ahentic_attachment_quota",
-        f"Your attachments take {used} bytes; these {adding} more would pass your storage quota "
-        f"of {quota} bytes. Delete chats with files you no longer need.",
+        gettext(
+            "Your attachments take %(used)s; these %(adding)s more would pass your storage "
+            "quota of %(quota)s. Delete chats with files you no longer need."
+        )
+        % {"used": human_size(used), "adding": human_size(adding), "quota": human_size(quota)},
         409,
     )
 
@@ -286,7 +332,11 @@ def _limits(session_id, owner_id, adding: int, count: int, *, per_session: bool)
         if held + count > limit:
             raise AttachmentError(
                 "ahentic_attachment_limit",
-                f"This chat holds {held} attachments; a chat holds at most {limit}.",
+                gettext(
+                    "This chat holds %(held)s attachments; a chat holds at most %(limit)s. Start "
+                    "a new chat to attach more."
+                )
+                % {"held": held, "limit": limit},
             )
     quota = ahentic_settings.ATTACHMENT_QUOTA_BYTES
     if quota is not None:
@@ -373,7 +423,11 @@ def store_uploads(*, session_id, files: list[Incoming | tuple[str, bytes]]) -> l
     if len(files) > per_message:
         raise AttachmentError(
             "ahentic_attachment_limit",
-            f"{len(files)} files; a message takes at most {per_message}.",
+            gettext(
+                "%(count)s files; a message takes at most %(limit)s. Send the rest with another "
+                "message."
+            )
+            % {"count": len(files), "limit": per_message},
         )
     incoming = [f if isinstance(f, Incoming) else Incoming.of_bytes(*f) for f in files]
     return store_files(session_id=session_id, files=incoming)
@@ -416,7 +470,11 @@ def claim(*, session_id, ids: Iterable[str], take: bool = True) -> list[dict[str
     if len(wanted) > per_message:
         raise AttachmentError(
             "ahentic_attachment_limit",
-            f"{len(wanted)} attachments; a message takes at most {per_message}.",
+            gettext(
+                "%(count)s attachments; a message takes at most %(limit)s. Send the rest with "
+                "another message."
+            )
+            % {"count": len(wanted), "limit": per_message},
         )
     with db.atomic(Attachment):
         rows = Attachment.objects.select_for_update().filter(

@@ -367,10 +367,13 @@ def event_rows(
     """A session's events from ``from_id`` on or after ``after_id``, and through
     ``through_id`` (and matching ``where``, when given), by seq, as ``EventRow``s, read from
     the write database (a worker reads what it acts on). A step's window goes through
-    ``sessions_app.window``, which keeps what it read."""
+    ``sessions_app.window``, which keeps what it read. Earlier attempts (``superseded_by``)
+    are left out: what the model is sent never holds them."""
     bounds = {"pk__gte": from_id, "pk__gt": after_id, "pk__lte": through_id}
     events = db.primary(Event).filter(
-        session_id=session_id, **{k: v for k, v in bounds.items() if v is not None}
+        session_id=session_id,
+        superseded_by__isnull=True,  # an earlier attempt is the reader's, not the model's
+        **{k: v for k, v in bounds.items() if v is not None},
     )
     if where is not None:
         events = events.filter(where)
@@ -388,7 +391,7 @@ def open_calls(rows: list[EventRow]) -> list[EventRow]:
 
 def open_tool_call_rows(session_id) -> list[EventRow]:
     """A session's tool calls without a tool_response, by seq, as ``EventRow``s."""
-    events = db.primary(Event).filter(session_id=session_id)
+    events = db.primary(Event).filter(session_id=session_id, superseded_by__isnull=True)
     answered = events.filter(kind=Event.Kind.TOOL_RESPONSE).values("tool_use_id")
     calls = events.filter(kind=Event.Kind.TOOL_CALL).exclude(tool_use_id__in=answered)
     return _as_event_rows(session_id, calls.order_by("seq").values_list(*EVENT_ROW_COLUMNS))
@@ -415,6 +418,9 @@ class Event(models.Model):
     # What the event adds to a model request (sessions_app.services.event_token_count).
     token_count = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An earlier attempt: the run of the retry or edit that set this event aside
+    # (``services.events_supersede``). Kept for the reader, never sent to the model again.
+    superseded_by = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         # By the key column, not the relation (which would join and sort by the session's

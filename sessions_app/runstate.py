@@ -78,6 +78,8 @@ class PendingTool:
     call_id: str
     input: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    # The tool as people read it (``Tool.human_label``); empty in rows paused before it existed.
+    label: str = ""
     runtime: str = "server"
     # None until decided: allow_once | allow_session | always_allow | preallowed | user_action
     approved: str | None = None

@@ -440,6 +440,22 @@ def event_edit(*, event_id, content: str) -> bool:
     return True
 
 
+def events_supersede(*, session_id, from_seq: int, by_run: int) -> int:
+    """Set the session's current events from ``from_seq`` on aside as an earlier attempt of
+    run ``by_run`` (a retry or an edit, ``control.runs.attempt_start``): they stay in the
+    transcript, marked, and are never sent to the model again. The caller holds the session's
+    row lock in its transaction and has checked that no tool call among them is open (so no
+    answer can arrive for a call set aside). The edit version moves, so every worker keeping
+    the window reads it again; the events before ``from_seq`` are untouched, so the cached
+    prefix of the next request is too. Returns how many events were set aside."""
+    with db.atomic(savepoint=False):
+        count = Event.objects.filter(
+            session_id=session_id, seq__gte=from_seq, superseded_by__isnull=True
+        ).update(superseded_by=by_run)
+        runstate.session_update(session_id=session_id, **runstate.edit_version_bump())
+    return count
+
+
 def event_payload_merge(*, event: Event | EventRow, **values: Any) -> dict[str, Any]:
     """Merge bookkeeping keys into a tool call's payload (its ``started`` marker). What the
     event says is never rewritten. The caller is the event's only writer (the worker holding

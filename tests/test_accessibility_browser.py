@@ -41,6 +41,8 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, page, pag
     expect,
     hitl_card,
     new_chat,
+    open_from_history,
+    open_history,
     page,
     page_errors,
     screenshot,
@@ -213,10 +215,18 @@ def earlier_chat(owner) -> Session:
 
 
 def state_history_open(page, llm, settings):
+    """The History panel open, an earlier chat listed in it."""
+    earlier = earlier_chat(get_user_model().objects.get(username="owner"))  # conftest's owner
+    open_sidebar(page)
+    open_history(page)
+    expect(page.locator(f'.ahentic-history-open[data-session="{earlier.pk}"]')).to_be_visible()
+
+
+def state_earlier_chat(page, llm, settings):
     """An earlier chat, with a Markdown reply, opened again from the history."""
     earlier = earlier_chat(get_user_model().objects.get(username="owner"))  # conftest's owner
     open_sidebar(page)
-    page.get_by_label("Open an earlier chat").select_option(str(earlier.pk))
+    open_from_history(page, earlier.pk)
     expect(page.locator(".ahentic-tab.is-active")).to_contain_text("Beans")
     expect(assistant_messages(page)).to_have_count(1)
 
@@ -234,6 +244,7 @@ SIDEBAR_STATES = {
     "streaming": state_streaming,
     "approval-card": state_approval_card,
     "history-open": state_history_open,
+    "earlier-chat": state_earlier_chat,
     "error": state_error,
 }
 
@@ -311,7 +322,7 @@ def test_an_error_of_the_sidebar_is_an_alert(page, llm, settings):
 
 
 def test_an_opened_earlier_chat_is_not_read_out_again(page, llm, settings, viewport):
-    state_history_open(page, llm, settings)
+    state_earlier_chat(page, llm, settings)
 
     expect(announcer(page)).to_have_text("")
 

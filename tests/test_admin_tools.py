@@ -863,9 +863,10 @@ def test_the_pending_call_carries_the_changes_for_the_cards_diff(agent_for, edit
 
     # Related objects are named, not bare keys; the unchanged url is not listed.
     assert agent.pending()["changes"] == [
-        {"field": "title", "before": "“Abut us”", "after": "“About”"},
+        {"field": "title", "label": "Title", "before": "“Abut us”", "after": "“About”"},
         {
             "field": "sites",
+            "label": "Sites",
             "before": f"“{site.domain}” (#{site.pk})",
             "after": f"“{site.domain}” (#{site.pk}), “{other.domain}” (#{other.pk})",
         },
@@ -884,7 +885,12 @@ def test_a_new_object_has_no_before_and_a_tool_without_a_diff_has_no_changes(
         decision=None,
     )
     changes = {c["field"]: c for c in agent.pending()["changes"]}
-    assert changes["title"] == {"field": "title", "before": None, "after": "“New”"}
+    assert changes["title"] == {
+        "field": "title",
+        "label": "Title",
+        "before": None,
+        "after": "“New”",
+    }
     agent.post("approvals", {"decision": "deny"})
 
     page = make_page(site)

@@ -149,7 +149,7 @@ def test_a_provider_error_shows_users_a_short_message_and_the_trace_the_details(
 
     body = payload_of(owner_client, session)
     assert body["lastErrorCode"] == "ahentic_llm_error"
-    assert body["lastError"] == "The model call failed (HTTP 500)."
+    assert body["lastError"] == "The model call failed (HTTP 500). Press Continue to try again."
     assert "req_" not in json.dumps(body["messages"])
     trace = owner_client.get(session_url(session, "diagnostics")).json()["trace"]
     [llm_error] = [row for row in trace if row["type"] == "llm_error"]

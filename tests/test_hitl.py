@@ -72,6 +72,7 @@ def test_a_mutating_tool_pauses_with_an_approval_card(
     assert body["status"] == "awaiting_human"
     assert body["pendingTool"] == {
         "name": "publish_note",
+        "label": "Publish note",  # the tool gives no label: its name in words
         "input": NOTE,
         "summary": "Publish note 'Opening hours'",
         "callId": "toolu_publish",
@@ -172,6 +173,7 @@ def test_the_basic_view_shows_each_decision_without_the_tool_traffic(
             "",
             {
                 "tool": "publish_note",
+                "label": "Publish note",
                 "callId": "toolu_publish",
                 "ok": True,
                 "approved": "allow_once",
@@ -182,6 +184,7 @@ def test_the_basic_view_shows_each_decision_without_the_tool_traffic(
             "",
             {
                 "tool": "publish_note",
+                "label": "Publish note",
                 "callId": "toolu_second",
                 "ok": False,
                 "error": "user_denied",

@@ -640,11 +640,17 @@ def test_it_cuts_tool_traffic_to_500_characters_in_verbose_view(owner_client, se
     assert call_["content"] == "c" * 500 + "…"
     assert call_["meta"] == {
         "tool": "create_page",
+        "label": "Create page",  # no such tool: the name in words
         "callId": "toolu_1",
         "input": {"title": "About"},
     }
     assert result["content"] == "r" * 500 + "…"
-    assert result["meta"] == {"tool": "create_page", "callId": "toolu_1", "ok": True}
+    assert result["meta"] == {
+        "tool": "create_page",
+        "label": "Create page",
+        "callId": "toolu_1",
+        "ok": True,
+    }
     assert messages[3]["content"] == "a" * 600
 
 

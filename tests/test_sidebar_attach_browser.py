@@ -104,7 +104,12 @@ def test_a_refused_file_shows_the_servers_error_and_nothing_is_pending(page, llm
     )
 
     error = page.locator('[data-role="error"]')
-    expect(error).to_contain_text("ahentic_attachment_type")
+    # What happened and what to do; the stable code only in the Debug view.
+    expect(error).to_contain_text(
+        "'logo.png' is a kind of file the agent cannot read. Attach PNG, JPEG, GIF, WebP images "
+        "and PDF documents."
+    )
+    expect(error).not_to_contain_text("ahentic_attachment_type")
     expect(pending(page)).to_have_count(0)
     assert not Attachment.objects.exists()
     screenshot(page, "attach-refused")

@@ -12,6 +12,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures)
     browser,
     context,
     expect,
+    menu_item,
     open_home,
     page,
     page_errors,
@@ -36,7 +37,7 @@ def test_a_user_connects_an_mcp_server_with_a_token_and_revokes_it(page, llm, ow
     )
     page.on("dialog", lambda dialog: dialog.accept())
     open_home(page)
-    page.get_by_role("button", name="Connections").click()
+    menu_item(page, "Connections").click()
     row = page.locator(".ahentic-connections li[data-server='tickets']")
     expect(row).to_contain_text("Tickets")
     expect(row).to_contain_text("Not connected")
@@ -80,7 +81,7 @@ def test_a_user_connects_with_oauth_in_a_window_the_sidebar_opens(
     }
     McpServer.objects.create(slug="tickets", name="Tickets", url=oauth_server.url, auth="user")
     open_home(page)
-    page.get_by_role("button", name="Connections").click()
+    menu_item(page, "Connections").click()
     row = page.locator(".ahentic-connections li[data-server='tickets']")
     with page.context.expect_page() as opened:
         row.get_by_role("button", name="Connect with OAuth").click()

@@ -111,4 +111,4 @@ def test_the_openapi_schema_documents_claimed_and_the_pending_calls_changes(owne
     assert schemas["SessionPayload"]["properties"]["claimed"]["type"] == "boolean"
     pending = schemas["SessionPayload"]["properties"]["pendingTool"]
     assert "PendingTool" in str(pending)
-    assert set(schemas["Change"]["properties"]) == {"field", "before", "after", "hidden"}
+    assert set(schemas["Change"]["properties"]) == {"field", "label", "before", "after", "hidden"}

@@ -33,6 +33,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, context, 
     expect,
     gate,
     hitl_card,
+    menu_item,
     new_chat,
     open_history,
     open_home,
@@ -40,6 +41,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, context, 
     page_errors,
     screenshot,
     send,
+    set_view_mode,
     sidebar,
     status_is,
     transcript,
@@ -130,7 +132,8 @@ def test_the_approval_card_and_the_composer_stay_on_screen(
         send(page, "Publish it")
         card = hitl_card(page)
         expect(card).to_be_visible()
-        # The longest card: the summary unfolded and the raw input opened.
+        # The longest card: the summary unfolded and the raw input opened (Verbose shows it).
+        set_view_mode(page, "verbose")
         card.get_by_role("button", name=re.compile("Show more")).first.click()
         card.locator(".ahentic-hitl-input > summary").click()
         expect(card.locator(".ahentic-hitl-input pre")).to_be_visible()
@@ -238,18 +241,20 @@ def test_the_approval_card_shows_the_summary_and_the_diff_with_the_json_folded(
         f"Update flat page “/about/ -- Abut” (#{about.pk})"
     )
     diff = card.locator(".ahentic-hitl-diff")
-    expect(diff.locator("dt")).to_have_text(["title", "sites"])
+    expect(diff.locator("dt")).to_have_text(["Title", "Sites"])  # by verbose_name
     expect(diff.locator("dd").nth(0).locator("del")).to_have_text("“Abut”")
     expect(diff.locator("dd").nth(0).locator("ins")).to_have_text("“About”")
     expect(diff.locator("dd").nth(1).locator("ins")).to_have_text(
         f"“example.com” (#{admin_tools.pk}), “shop.example.com” (#{other.pk})"
     )
     expect(card).not_to_contain_text("sites [")  # no bare keys
-    # The raw input is there, folded.
+    expect(card.locator("details.ahentic-hitl-input")).to_have_count(0)  # Basic: words only
+    screenshot(page, "first-hour-diff")
+    # Verbose keeps the raw input, folded.
+    set_view_mode(page, "verbose")
     details = card.locator("details.ahentic-hitl-input")
     expect(details).not_to_have_attribute("open", "")
     expect(details.locator("pre")).to_be_hidden()
-    screenshot(page, "first-hour-diff")
     details.locator("summary").click()
     expect(details.locator("pre")).to_be_visible()
     expect(details.locator("pre")).to_contain_text('"model": "flatpages.flatpage"')
@@ -370,13 +375,13 @@ def test_a_phone_has_no_dock_button(browser, live_server, owner):
     errors: list[str] = []
     context, page = open_at(browser, live_server, owner, 390, 844, errors)
     try:
-        expect(page.get_by_role("button", name="Dock the panel beside the page")).to_be_hidden()
+        expect(menu_item(page, "Dock the panel beside the page")).to_be_hidden()
         screenshot(page, "first-hour-phone")
     finally:
         context.close()
     context, page = open_at(browser, live_server, owner, 1366, 900, errors)
     try:
-        expect(page.get_by_role("button", name="Dock the panel beside the page")).to_be_visible()
+        expect(menu_item(page, "Dock the panel beside the page")).to_be_visible()
     finally:
         context.close()
     assert not errors, errors

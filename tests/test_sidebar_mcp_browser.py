@@ -12,6 +12,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures)
     browser,
     context,
     expect,
+    menu_item,
     open_home,
     page,
     page_errors,
@@ -34,7 +35,7 @@ def test_a_user_makes_uses_and_revokes_an_mcp_token(page, live_server, owner):  
 
     page.on("dialog", lambda dialog: dialog.accept())
     open_home(page)
-    page.get_by_role("button", name="MCP access").click()
+    menu_item(page, "MCP access").click()
     panel = page.locator("#ahentic-mcp")
     expect(panel).to_be_visible()
     expect(panel).to_contain_text("/ahentic/v1/mcp")
@@ -52,8 +53,8 @@ def test_a_user_makes_uses_and_revokes_an_mcp_token(page, live_server, owner):  
 
     assert ping(live_server, secret) == 200
     # Closed and opened again: the secret is gone, the use is listed.
-    page.get_by_role("button", name="MCP access").click()
-    page.get_by_role("button", name="MCP access").click()
+    menu_item(page, "MCP access").click()
+    menu_item(page, "MCP access").click()
     expect(panel.locator("[data-role=mcp-issued]")).to_be_hidden()
     expect(panel.locator("li")).not_to_contain_text("last used never")
 

@@ -19,6 +19,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures)
     page_errors,
     screenshot,
     send,
+    set_view_mode,
     status_is,
 )
 
@@ -94,7 +95,7 @@ def test_a_reply_shows_its_thinking_collapsed_and_its_citations_as_numbered_link
     expect(reply_text).not_to_contain_text("search the shop's page")
     screenshot(page, "sidebar-thinking-citations")
     # The debug view shows the thinking whole: open, with the blocks as the model sent them.
-    page.get_by_label("View mode").select_option("debug")
+    set_view_mode(page, "debug")
     blocks = page.locator(".ahentic-assistant .ahentic-thinking[open] .ahentic-thinking-blocks")
     expect(blocks).to_contain_text('"signature"')
     expect(blocks).to_contain_text("search the shop's page")

@@ -10,6 +10,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures)
     browser,
     context,
     expect,
+    menu_item,
     open_home,
     page,
     page_errors,
@@ -31,9 +32,10 @@ def preferences(user) -> dict:
 
 def test_the_settings_panel_turns_a_mail_off_and_the_api_reflects_it(page, llm, owner):  # noqa: F811
     open_home(page)
-    toggle = page.get_by_role("button", name="Settings")
+    # The Settings item of the header's More menu (the menu closes once it is chosen).
+    toggle = page.locator('[data-role="settings-toggle"]')
     expect(toggle).to_have_attribute("aria-expanded", "false")
-    toggle.click()
+    menu_item(page, "Settings").click()
     expect(toggle).to_have_attribute("aria-expanded", "true")
     panel = page.get_by_role("region", name="Settings")
     approvals = panel.get_by_label("An approval has waited a while and I have not seen it")
@@ -50,12 +52,13 @@ def test_the_settings_panel_turns_a_mail_off_and_the_api_reflects_it(page, llm, 
 
     page.keyboard.press("Escape")  # closes the settings, not the agent panel
     expect(panel).to_be_hidden()
-    expect(toggle).to_be_focused()
+    # The item sits in the closed More menu: focus is back on More.
+    expect(page.get_by_role("button", name="More", exact=True)).to_be_focused()
     expect(page.locator("#ahentic-panel")).to_be_visible()
 
     # Opened again (as on another page): the server's values.
     page.reload()
-    page.get_by_role("button", name="Settings").click()
+    menu_item(page, "Settings").click()
     expect(page.get_by_label("A scheduled run finishes or fails")).not_to_be_checked()
     expect(
         page.get_by_label("An approval has waited a while and I have not seen it")

@@ -136,7 +136,12 @@ def test_a_real_worker_runs_a_message_through_a_tool_to_the_final_reply(
     ]
     call, result = transcript[1], transcript[2]
     assert (call["meta"]["tool"], call["meta"]["input"]) == ("echo", {"text": "from the worker"})
-    assert result["meta"] == {"tool": "echo", "callId": "toolu_worker", "ok": True}
+    assert result["meta"] == {
+        "tool": "echo",
+        "label": "Echo",
+        "callId": "toolu_worker",
+        "ok": True,
+    }
     assert '"echo": "from the worker"' in result["content"]
     assert transcript[3]["content"] == "The worker echoed it."
     assert len(llm.message_requests()) == 2

@@ -7,6 +7,7 @@ CALLS: list[dict] = []
 
 @tool(
     name="sidebar_publish_note",
+    label="Publish a note",
     description="Publish a note on the site.",
     input_schema={
         "type": "object",

@@ -20,7 +20,7 @@ from sessions_app.models import AgentVersion, Event, Goal, PendingMessage, Sessi
 from sessions_app.runstate import PendingTool
 
 from ..loop import context
-from ..tools import get_tool
+from ..tools import get_tool, label_for
 from .serializers import MessageSerializer, SessionPayloadSerializer, TraceEnvelopeSerializer
 
 # Basic view: conversation text and system events, no tool traffic.
@@ -31,10 +31,13 @@ BASIC_KINDS = [
     Event.Kind.SUBAGENT_MESSAGE,
 ]
 # Tool results that record a user's decision (an approval or a denial) show in the basic view
-# too, without their content: the sidebar draws them as "Allowed once" / "Denied: reason".
+# too, without their content: the sidebar draws them as "Allowed once" / "Denied: reason"; so
+# does a save that changed nothing and so asked nothing ("unchanged").
 USER_DECISIONS = ("allow_once", "allow_session", "always_allow")
 DECISION_RESULTS = Q(kind=Event.Kind.TOOL_RESPONSE) & (
-    Q(payload__has_key="denied") | Q(payload__approved__in=USER_DECISIONS)
+    Q(payload__has_key="denied")
+    | Q(payload__has_key="unchanged")
+    | Q(payload__approved__in=USER_DECISIONS)
 )
 
 
@@ -73,6 +76,7 @@ def pending_tool_json(stored: dict | None, session: Session) -> dict | None:
                 memory_error = exc.message
     data = {
         "name": pending.name,
+        "label": pending.label or label_for(pending.name),
         "input": tool_input,
         "summary": pending.summary,
         "callId": pending.call_id,

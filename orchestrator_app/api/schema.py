@@ -24,7 +24,7 @@ ERROR_TEXT = {
     403: "No permission to use the agent, or a CSRF failure (ahentic_forbidden).",
     404: (
         "Not found (ahentic_session_not_found, ahentic_agent_not_found, "
-        "ahentic_pending_not_found, artifact_missing)."
+        "ahentic_pending_not_found, ahentic_message_not_found, artifact_missing)."
     ),
     405: "Method not allowed (ahentic_method_not_allowed).",
     409: "Conflict with the session's state (busy, queue full, not awaiting, ...).",
@@ -194,6 +194,11 @@ def _strict_requests(schemas: dict) -> None:
             {"properties": {"content": {"pattern": NON_BLANK}}},
             {"required": ["attachments"], "properties": {"attachments": {"minItems": 1}}},
         ]
+    edit = schemas.get("MessageEditRequest")
+    if edit:
+        content = edit["properties"]["content"]
+        content["maxLength"] = int(ahentic_settings.MAX_MESSAGE_CHARS)
+        content["pattern"] = NON_BLANK
     browser = schemas.get("BrowserResultRequest")
     if browser:
         browser["anyOf"] = [
@@ -330,7 +335,32 @@ pending_recall = describe(
     ],
 )
 run_cancel = describe(
-    "run_cancel", "Cancel the run", PAYLOAD, WRITE_ERRORS, request=None, parameters=[SESSION_ID]
+    "run_cancel",
+    "Cancel the run; the reply being streamed is kept up to `shown` when given",
+    PAYLOAD,
+    WRITE_ERRORS,
+    request=s.CancelSerializer,
+    parameters=[SESSION_ID],
+)
+message_retry = describe(
+    "message_retry",
+    "Retry: run the user's last message again; what followed it stays as an earlier attempt "
+    "(messages' meta.supersededBy)",
+    {202: s.SessionPayloadSerializer},
+    (*WRITE_ERRORS, 409, 429, 503),
+    request=None,
+    parameters=[SESSION_ID],
+)
+message_edit = describe(
+    "message_edit",
+    "Edit and resend the user's last message; it and what followed stay as an earlier attempt",
+    {202: s.SessionPayloadSerializer},
+    (*WRITE_ERRORS, 409, 429, 503),
+    request=s.MessageEditSerializer,
+    parameters=[
+        SESSION_ID,
+        OpenApiParameter("seq", str, OpenApiParameter.PATH, description="The message's seq."),
+    ],
 )
 run_continue = describe(
     "run_continue",

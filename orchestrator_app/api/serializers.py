@@ -17,6 +17,8 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Agent, Event, Goal, Session
 
 from ..loop.decisions import DECISIONS
+from ..tools import label_for
+from . import words
 from .errors import ApiError, agent_not_found
 
 
@@ -248,6 +250,24 @@ class ActionSerializer(serializers.Serializer):
     input = JSONObjectField(required=False, allow_null=True)
 
 
+class MessageEditSerializer(serializers.Serializer):
+    content = StrictCharField(
+        allow_blank=True, trim_whitespace=True, help_text="The message's new text."
+    )
+
+
+class CancelSerializer(serializers.Serializer):
+    # Stop keeps what the user saw: the reply being streamed is kept up to this text (its
+    # common start with what was streamed), not whatever the model streamed after it.
+    shown = StrictCharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=1_000_000,
+        help_text="The streamed reply's text the client showed when Stop was pressed.",
+    )
+
+
 # --- output: what the routes answer, rendered and documented by the same classes -----------------
 #
 # Every timestamp is ISO 8601 in UTC with a ``Z`` and every policy is explicit, so a host's
@@ -292,6 +312,7 @@ TOOL_RESULT_META_KEYS = (
     "denied",
     "skipped",
     "reason",
+    "unchanged",
 )
 
 
@@ -325,6 +346,10 @@ class MessageSerializer(serializers.Serializer):
             return event.content[:VERBOSE_CUT] + "…"
         if event.kind == Event.Kind.AGENT_MESSAGE and (event.payload or {}).get("blocks"):
             return turn_content(event.payload["blocks"], event.content)
+        if view_mode == Session.ViewMode.BASIC and event.kind == Event.Kind.SYSTEM_MESSAGE:
+            meta = (event.payload or {}).get("meta") or {}
+            if meta.get("type") == "artifact":
+                return words.artifact_sentence(meta) or event.content
         return event.content
 
     def get_meta(self, event: Event) -> dict[str, Any]:
@@ -332,6 +357,9 @@ class MessageSerializer(serializers.Serializer):
         attached = (event.payload or {}).get("attachments")
         if attached:
             meta["attachments"] = attachments_json(self, attached, event.session_id)
+        if event.superseded_by is not None:
+            # An earlier attempt, set aside by the retry or edit that started this run.
+            meta["supersededBy"] = event.superseded_by
         return meta
 
     def kind_meta(self, event: Event) -> dict[str, Any]:
@@ -339,11 +367,16 @@ class MessageSerializer(serializers.Serializer):
         if event.kind == Event.Kind.TOOL_CALL:
             return {
                 "tool": payload.get("tool"),
+                "label": label_for(payload.get("tool") or ""),
                 "callId": event.tool_use_id,
                 "input": payload.get("input"),
             }
         if event.kind == Event.Kind.TOOL_RESPONSE:
-            meta = {"tool": payload.get("tool"), "callId": event.tool_use_id}
+            meta = {
+                "tool": payload.get("tool"),
+                "label": label_for(payload.get("tool") or ""),
+                "callId": event.tool_use_id,
+            }
             meta.update({k: payload[k] for k in TOOL_RESULT_META_KEYS if k in payload})
             return meta
         if event.kind == Event.Kind.SUBAGENT_MESSAGE:
@@ -707,6 +740,9 @@ class ChangeSerializer(serializers.Serializer):
     """A field the pending call changes (the approval card's before -> after diff)."""
 
     field = serializers.CharField()
+    label = serializers.CharField(
+        required=False, help_text="The field as people read it (its verbose_name)."
+    )
     before = serializers.CharField(
         allow_null=True, help_text="The value now, for display; null when creating."
     )
@@ -724,6 +760,7 @@ class PendingToolSerializer(serializers.Serializer):
     the dict ``payload.pending_tool_json`` builds)."""
 
     name = serializers.CharField()
+    label = serializers.CharField(help_text="The tool as people read it (not its registry name).")
     input = serializers.DictField()
     summary = serializers.CharField(allow_blank=True, help_text="What the call does, for people.")
     callId = serializers.CharField()

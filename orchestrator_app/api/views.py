@@ -220,6 +220,8 @@ class SessionViewSet(AhenticViewSet):
     throttles_by_action = {
         "create": (SessionCreateThrottle,),
         "message_post": (RunStartThrottle,),
+        "message_retry": (RunStartThrottle,),
+        "message_edit": (RunStartThrottle,),
         "actions": (RunStartThrottle,),
         "continue_run": (RunStartThrottle,),
         "attachment_upload": (RunStartThrottle,),
@@ -478,6 +480,30 @@ class SessionViewSet(AhenticViewSet):
             return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
         return self.payload_response(session.pk, status.HTTP_200_OK, pending_message=pending)
 
+    @docs.described(docs.message_retry)
+    @action(detail=True, methods=["post"], url_path="retry", url_name="retry")
+    def message_retry(self, request, session_id=None):
+        session = self.get_object()
+        runs.message_retry(session=session)
+        return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
+
+    @docs.described(docs.message_edit)
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path=r"messages/(?P<seq>[^/]+)/edit",
+        url_name="message-edit",
+    )
+    def message_edit(self, request, session_id=None, seq=""):
+        session = self.get_object()
+        data = self.validated(s.MessageEditSerializer, request.data)
+        if not PENDING_ID.fullmatch(seq):
+            raise ApiError(
+                "ahentic_message_not_found", gettext("No such message in this chat."), 404
+            )
+        runs.message_edit(session=session, seq=int(seq), content=data["content"])
+        return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
+
     @docs.described(docs.pending_recall)
     @action(
         detail=True,
@@ -587,7 +613,8 @@ class SessionViewSet(AhenticViewSet):
     @action(detail=True, methods=["post"])
     def cancel(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        runs.run_cancel(session_id=session.pk)
+        data = self.validated(s.CancelSerializer, request.data)
+        runs.run_cancel(session_id=session.pk, shown=data.get("shown"))
         return self.payload_response(session.pk)
 
     @docs.described(docs.run_continue)

@@ -134,7 +134,10 @@ def remember(session_id) -> None:
     after = covered.to_event_id if covered else 0
     events = list(
         Event.objects.filter(
-            session_id=session_id, pk__gt=after, pk__lt=session.viewport_start_event_id
+            session_id=session_id,
+            pk__gt=after,
+            pk__lt=session.viewport_start_event_id,
+            superseded_by__isnull=True,  # an earlier attempt is not the model's to remember
         ).order_by("seq")
     )
     if events:

@@ -9,6 +9,7 @@ to its parent. Everything is a short transaction around the run-state writers
 from __future__ import annotations
 
 import logging
+import os
 from datetime import timedelta
 from typing import Any
 
@@ -52,7 +53,8 @@ def require_llm() -> None:
         raise AhenticError(
             "ahentic_ai_unavailable",
             gettext(
-                "The agent has no model configured: set ANTHROPIC_API_KEY or AHENTIC['BASE_URL']."
+                "The agent has no model configured, so it cannot answer yet. Ask the site's "
+                "administrator to set ANTHROPIC_API_KEY (or AHENTIC['BASE_URL'])."
             ),
             503,
         )
@@ -119,25 +121,8 @@ def message_post(
     # Refused before anything changes; taken below, with the message.
     attachment_store.claim(session_id=session.pk, ids=attachments, take=False)
     require_llm()
-    limit = int(ahentic_settings.MAX_MESSAGE_CHARS)
-    if len(content) > limit:
-        raise AhenticError(
-            "ahentic_message_too_long",
-            gettext("The message has %(count)s characters; the limit is %(limit)s.")
-            % {"count": len(content), "limit": limit},
-        )
-    if session.job_resumable and session.last_error_code == "ahentic_session_token_budget":
-        raise AhenticError(
-            "ahentic_session_token_budget",
-            gettext("This chat paused after using a lot of tokens. Continue or stop it first."),
-            409,
-        )
-    if daily_limit_reached():
-        raise AhenticError(
-            "ahentic_daily_token_limit",
-            gettext("The site's daily token limit is reached; try again tomorrow."),
-            429,
-        )
+    _refuse_too_long(content)
+    _refuse_while_paused(session)
     if agents.spend_cap_reached(session):
         # Only a resume cue ("continue") of a user who may exceed the cap goes past it.
         if attachments or not _is_resume_cue(content):
@@ -168,7 +153,9 @@ def message_post(
 
     if (if_busy or ahentic_settings.BUSY_POLICY) == "reject":
         raise AhenticError(
-            "ahentic_session_busy", gettext("The agent is busy with this chat."), 409
+            "ahentic_session_busy",
+            gettext("The agent is busy with this chat. Wait for it to finish, or press Stop."),
+            409,
         )
     queue_limit = int(ahentic_settings.MAX_PENDING_MESSAGES)
     if PendingMessage.objects.filter(session_id=session.pk).count() >= queue_limit:
@@ -189,6 +176,158 @@ def message_post(
     # this message, so start a run for it (the step loop checks the same after it goes idle).
     wake_for_pending(session.pk)
     return pending
+
+
+def _refuse_while_paused(session: Session) -> None:
+    """What stops any new model work on the chat: a soft-budget pause, the daily limit."""
+    if session.job_resumable and session.last_error_code == "ahentic_session_token_budget":
+        raise AhenticError(
+            "ahentic_session_token_budget",
+            gettext("This chat paused after using a lot of tokens. Continue or stop it first."),
+            409,
+        )
+    if daily_limit_reached():
+        raise AhenticError(
+            "ahentic_daily_token_limit",
+            gettext("The site's daily token limit is reached; try again tomorrow."),
+            429,
+        )
+
+
+def _refuse_too_long(content: str) -> None:
+    limit = int(ahentic_settings.MAX_MESSAGE_CHARS)
+    if len(content) > limit:
+        raise AhenticError(
+            "ahentic_message_too_long",
+            gettext("The message has %(count)s characters; the limit is %(limit)s.")
+            % {"count": len(content), "limit": limit},
+        )
+
+
+def _message_checked(content: str) -> str:
+    """A message's text, stripped; refused when empty or too long."""
+    content = content.strip()
+    if not content:
+        raise AhenticError("ahentic_empty_message", gettext("The message is empty."))
+    _refuse_too_long(content)
+    return content
+
+
+def message_retry(*, session: Session) -> int:
+    """Retry: run the user's last message again. What followed it stays in the transcript
+    as an earlier attempt (``services.events_supersede``) and is never sent to the model
+    again, so the new run's first request is the history up to and including that message,
+    byte for byte as it was sent the first time. Returns the new run's number."""
+    return attempt_start(session=session)
+
+
+def message_edit(*, session: Session, seq: int, content: str) -> int:
+    """Edit and resend the user's last message (``seq``): it and what followed it become an
+    earlier attempt, and the edited text (with the same attachments) starts a new run.
+    Returns the new run's number."""
+    return attempt_start(session=session, edit_seq=seq, content=_message_checked(content))
+
+
+def attempt_start(*, session: Session, edit_seq: int | None = None, content: str = "") -> int:
+    """A new attempt at the user's last message: a retry (``edit_seq`` None) or an edit of
+    it. Refused, with nothing written, on a sub-agent's chat (read-only: its parent writes
+    its messages), while a run is live, without a message of the user's to run again, for
+    an edit of any other message than that one, while a tool call is still open, and for
+    what refuses any message (the model, a budget pause, the daily limit, the spend cap).
+    Every check that reads the transcript runs after the run began, under the row lock the
+    new-run UPDATE holds: an error rolls the whole attempt back."""
+    if session.parent_id is not None:
+        raise AhenticError(
+            "ahentic_read_only_chat",
+            gettext("This is a sub-agent's chat: it is read-only. Retry or edit in the main chat."),
+            409,
+        )
+    require_llm()
+    _refuse_while_paused(session)
+    if agents.spend_cap_reached(session):
+        raise spend_cap_refusal(session, session.owner)
+    source = "retry" if edit_seq is None else "edit"
+    with db.atomic():
+        run_seq = runstate.run_begin(
+            session_id=session.pk,
+            from_statuses=Session.ACCEPTS_MESSAGE,
+            plan=None,
+            pending_tool=None,
+            browser_paused_at=None,
+        )
+        if run_seq is None:
+            raise AhenticError(
+                "ahentic_session_busy", gettext("The agent is busy with this chat."), 409
+            )
+        last = _last_user_message(session.pk)
+        if edit_seq is not None:
+            _check_editable(session.pk, edit_seq, last)
+        if last is None:
+            raise AhenticError(
+                "ahentic_nothing_to_retry",
+                gettext("This chat has no message of yours to retry."),
+                409,
+            )
+        if any(call.seq > last.seq for call in unanswered_tool_calls(session.pk)):
+            raise AhenticError(
+                "ahentic_session_busy",
+                gettext("A tool of the last run is still finishing; try again in a moment."),
+                409,
+            )
+        first = last.seq if edit_seq is not None else last.seq + 1
+        session_services.events_supersede(session_id=session.pk, from_seq=first, by_run=run_seq)
+        if session.viewport_start_event_id and session.viewport_start_event_id > last.pk:
+            # The window moved past the message during the attempt: it starts at it again.
+            runstate.session_update(session_id=session.pk, viewport_start_event_id=last.pk)
+        if edit_seq is not None:
+            attached = (last.payload or {}).get("attachments")
+            session_services.event_append(
+                session_id=session.pk,
+                kind=Event.Kind.USER_MESSAGE,
+                content=content,
+                payload={"attachments": attached} if attached else None,
+            )
+        send_after_commit(run_started, session.pk, run=run_seq)
+        session_services.trace_record(
+            session_id=session.pk,
+            type="run_start",
+            summary=f"Run {run_seq} started ({source} of message #{last.seq})",
+            data={"source": source, "seq": last.seq, "mode": session.mode},
+            step=0,
+        )
+        enqueue_step(session.pk, run_seq)
+    return run_seq
+
+
+def _last_user_message(session_id) -> Event | None:
+    """The user's newest message still in the conversation (not an earlier attempt, not a
+    synthetic turn written for the model)."""
+    return (
+        Event.objects.filter(
+            session_id=session_id, kind=Event.Kind.USER_MESSAGE, superseded_by__isnull=True
+        )
+        .exclude(payload__has_key="synthetic")
+        .order_by("-seq")
+        .first()
+    )
+
+
+def _check_editable(session_id, seq: int, last: Event | None) -> None:
+    """An edit addresses the user's last message; anything else is refused (404 when the
+    chat has no event ``seq``)."""
+    if last is not None and last.seq == seq:
+        return
+    if not Event.objects.filter(session_id=session_id, seq=seq).exists():
+        raise AhenticError(
+            "ahentic_message_not_found",
+            gettext("This chat has no message #%(seq)s.") % {"seq": seq},
+            404,
+        )
+    raise AhenticError(
+        "ahentic_message_not_editable",
+        gettext("Only your last message can be edited and resent."),
+        409,
+    )
 
 
 SUBAGENT_REPORT_CHARS = 24000
@@ -342,10 +481,12 @@ def _redirect_pending_tool(session: Session) -> None:
         )
 
 
-def run_cancel(*, session_id, staff_username: str = "") -> bool:
+def run_cancel(*, session_id, staff_username: str = "", shown: str | None = None) -> bool:
     """Stop the run now. Open tool calls are answered ``cancelled``; children are cancelled too.
 
     ``staff_username`` records an operator's cancel (admin) as such instead of the user's.
+    ``shown``: the streamed reply's text the user saw when they pressed Stop; the reply cut
+    short keeps no more than that (``_streamed_so_far``), so no text appears after Stop.
     """
     who = f"staff {staff_username}" if staff_username else "the user"
     with db.atomic():
@@ -355,7 +496,7 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
         if session is None or session.status not in Session.CANCELLABLE:
             return False
         # The call being streamed is abandoned; what it wrote so far stays in the transcript.
-        stopped_text = _streamed_so_far(session)
+        stopped_text = _streamed_so_far(session, shown)
         if session.status in Session.LIVE:  # a cancel of a failed run ends nothing new
             send_after_commit(
                 run_finished,
@@ -416,13 +557,22 @@ def run_cancel(*, session_id, staff_username: str = "") -> bool:
     return True
 
 
-def _streamed_so_far(session: Session) -> str:
+def _streamed_so_far(session: Session, shown: str | None = None) -> str:
     """The text of the reply the run's model call has streamed so far ("" when none), without
-    trailing whitespace: the model reads it back as its own words on the next turn."""
+    trailing whitespace: the model reads it back as its own words on the next turn. With
+    ``shown`` (what the client showed of it), only their common start: the model streams on
+    between the client's last read and the cancel, and that text was never seen."""
     if session.status != Session.Status.RUNNING:
         return ""
     live = LiveText.objects.filter(session_id=session.pk, run=session.run_seq).first()
-    return live.text.rstrip() if live is not None else ""
+    text = live.text if live is not None else ""
+    if shown is not None:
+        text = text[: _common_prefix_length(text, shown)]
+    return text.rstrip()
+
+
+def _common_prefix_length(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
 
 
 def spend_cap_paused(session: Session) -> str:

@@ -41,12 +41,17 @@ ACTION_ERRORS = {
 def _require_pending(session: Session, status: str) -> PendingTool:
     pending = PendingTool.from_json(session.pending_tool)
     if pending is None:
-        raise AhenticError("ahentic_no_pending", gettext("There is no pending tool call."), 409)
+        raise AhenticError(
+            "ahentic_no_pending", gettext("Nothing is waiting for you in this chat any more."), 409
+        )
     if session.status != status:
+        if status == Session.Status.AWAITING_HUMAN:
+            moved = gettext("This chat is not waiting for your approval any more: it moved on.")
+        else:
+            moved = gettext("This chat is not waiting for your browser any more: it moved on.")
         raise AhenticError(
             "ahentic_not_awaiting",
-            gettext("The session is %(status)s, not %(wanted)s.")
-            % {"status": session.status, "wanted": status},
+            moved,
             409,
         )
     return pending
@@ -84,7 +89,8 @@ def approval_decide(
     ):
         raise AhenticError(
             "ahentic_hitl_not_preallowable",
-            gettext("%(tool)s must be approved every time.") % {"tool": pending.name},
+            gettext("%(tool)s must be approved every time: use Allow once.")
+            % {"tool": pending.label or gettext("This call")},
             400,
         )
     with db.atomic():
@@ -109,7 +115,9 @@ def approval_decide(
             )
         if not won:  # a concurrent decision got there first
             raise AhenticError(
-                "ahentic_not_awaiting", gettext("This call was already decided."), 409
+                "ahentic_not_awaiting",
+                gettext("This call was already decided (in another tab, perhaps)."),
+                409,
             )
         if decision == "always_allow":
             ToolGrant.objects.get_or_create(user_id=session.owner_id, tool_name=grant_key)
@@ -207,7 +215,9 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
     covers it; ``non_preallowable`` tools (``admin_delete``, ``admin_action``) ask every time."""
     if session.status != Session.Status.IDLE:
         raise AhenticError(
-            "ahentic_session_busy", gettext("Actions run only while the session is idle."), 409
+            "ahentic_session_busy",
+            gettext("The agent is busy with this chat: wait for it to finish, then try again."),
+            409,
         )
     require_llm()
     # The pipeline's own checks, in its order; its failure codes map to the API's.
@@ -250,6 +260,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
                 call_id=call_id,
                 input=tool_input,
                 summary=summary,
+                label=tool.human_label,
                 runtime=tool.runtime,
             ).to_json(),
         )

@@ -166,6 +166,7 @@ def call_begin(
                     call_id=call_id,
                     input=arguments,
                     summary=summary,
+                    label=tool.human_label,
                     runtime=tool.runtime,
                 ).to_json(),
             )

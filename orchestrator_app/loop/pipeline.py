@@ -94,6 +94,17 @@ def failure(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
     return ToolError(code, message, hint).as_result()
 
 
+def unchanged_result(summary: str) -> dict[str, Any]:
+    """The result of a write whose preview found nothing to change (``Summary.unchanged``)."""
+    return {
+        "ok": True,
+        "changed": False,
+        "message": "Nothing changed: the values given are the current ones, so nothing was "
+        "saved and the user was not asked.",
+        "summary": str(summary),
+    }
+
+
 def progress(lease: Lease, tracer: TraceBuffer, label: str) -> bool:
     """The progress label the user sees (also a heartbeat that extends the lease), traced.
     False once the lease is lost."""
@@ -285,6 +296,14 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
     except ModelFacingError as exc:
         return answer(lease, tracer, call, exc.as_result(), False, clear_pending=clear_pending)
 
+    if getattr(summary, "nothing_changed", False):
+        # A save of what is already there: nothing to approve and nothing to run. The model
+        # reads that nothing changed (``unchanged_result``), the user sees no card.
+        result = unchanged_result(summary)
+        return answer(
+            lease, tracer, call, result, True, clear_pending=clear_pending, unchanged=True
+        )
+
     approved = pending.approved if pending else None
     policy = agents.settings_for(session).APPROVAL.get(tool.name)
     # The agent's approval policy: "always_ask" asks even where the tool or a grant would not;
@@ -354,6 +373,7 @@ def pause(
         call_id=call.tool_use_id,
         input=tool_input,
         summary=summary,
+        label=tool.human_label,
         runtime=tool.runtime,
         approved=approved,
         # Per call: a tool's grant scope may refuse pre-allowing some inputs (auth.user...).

@@ -16,6 +16,7 @@ from django.utils.text import slugify
 from sessions_app import media
 
 from ..loop.prompt import CONTEXT_HEADER
+from ..tools import label_for
 from .localapi import (
     LocalResponse,
     cited_text,
@@ -114,26 +115,91 @@ def _page_title(result: dict[str, Any]) -> str:
         return ""
 
 
-def _answered(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Tool name -> parsed result, for the calls the newest user turn answers."""
+def _parsed(block: dict[str, Any]) -> dict[str, Any]:
+    """A tool_result block's JSON object (empty when it is not one)."""
+    raw = block.get("content")
+    if isinstance(raw, list):
+        raw = " ".join(b.get("text", "") for b in raw if isinstance(b, dict))
+    try:
+        result = json.loads(raw)
+    except (TypeError, ValueError):
+        result = {}
+    return result if isinstance(result, dict) else {}
+
+
+def _newest_results(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict]]:
+    """The calls the newest user turn answers: each (tool_use block, parsed result), with
+    ``is_error`` copied into the result as ``_is_error``."""
     if len(messages) < 2 or not isinstance(messages[-2].get("content"), list):
-        return {}
-    names = {
-        b.get("id"): b.get("name") for b in messages[-2]["content"] if b.get("type") == "tool_use"
-    }
-    answered = {}
+        return []
+    uses = {b.get("id"): b for b in messages[-2]["content"] if b.get("type") == "tool_use"}
+    found = []
     for block in _tool_results(messages[-1].get("content") or []):
-        raw = block.get("content")
-        if isinstance(raw, list):
-            raw = " ".join(b.get("text", "") for b in raw if isinstance(b, dict))
-        try:
-            result = json.loads(raw)
-        except (TypeError, ValueError):
-            result = {}
-        answered[names.get(block.get("tool_use_id"), "")] = (
-            result if isinstance(result, dict) else {}
+        use = uses.get(block.get("tool_use_id")) or {}
+        found.append((use, {**_parsed(block), "_is_error": bool(block.get("is_error"))}))
+    return found
+
+
+def _answered(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Tool name -> parsed result, for the calls the newest user turn answers successfully
+    (a failed call is ``failure_reply``'s to report, never read as done)."""
+    return {
+        str(use.get("name") or ""): result
+        for use, result in _newest_results(messages)
+        if not result["_is_error"]
+    }
+
+
+def _history(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every answered call the request holds, oldest first: (tool_use block, parsed result)."""
+    uses: dict[str, dict[str, Any]] = {}
+    found = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if block.get("type") == "tool_use":
+                uses[block.get("id")] = block
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") in uses:
+                parsed = {**_parsed(block), "_is_error": bool(block.get("is_error"))}
+                found.append((uses[block["tool_use_id"]], parsed))
+    return found
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def failure_reply(messages: list[dict[str, Any]]) -> LocalResponse | None:
+    """The newest tool results, read: after a denial, that the change was not made (and the
+    user's reason); after an error, what failed and why. None when no call failed, or when
+    the user sent a new message instead of deciding (that message is answered instead)."""
+    newest = _newest_results(messages)
+    failed = [(use, result) for use, result in newest if result["_is_error"]]
+    if not failed:
+        return None
+    denied = [(use, r) for use, r in failed if r.get("error") == "user_denied"]
+    if denied:
+        use, result = denied[0]
+        reason = str(result.get("reason") or "")
+        if reason == "user_redirect":
+            return None
+        text = (
+            "(Offline demo model) I did not make the change: you denied "
+            f"“{_lower_first(label_for(str(use.get('name') or '')))}”"
         )
-    return answered
+        if reason and reason != "user_denied":
+            text += f" and said: “{reason}”"
+        return text_reply(text + ". Tell me what to do differently, or ask for something else.")
+    failed = [(use, r) for use, r in failed if r.get("error") != "skipped"] or failed
+    use, result = failed[-1]
+    what = _lower_first(label_for(str(use.get("name") or "")))
+    why = str(result.get("message") or result.get("error") or "it gave no reason").strip()
+    return text_reply(
+        f"(Offline demo model) I tried to {what}, but it failed: {why.rstrip('.')}. "
+        "Nothing was changed by that step."
+    )
 
 
 PAGES = "flatpages.flatpage"
@@ -286,6 +352,9 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
     if not body.get("tools"):
         return brain_reply(body)
     messages = body.get("messages") or []
+    failed = failure_reply(messages)  # also first in ``demo_model``, for direct use
+    if failed is not None:
+        return failed
     last = messages[-1] if messages else {"content": []}
     content = last.get("content") if isinstance(last.get("content"), list) else []
     results = _tool_results(content)
@@ -307,8 +376,6 @@ def demo_responder(body: dict[str, Any]) -> LocalResponse:
         return tool_reply(
             tool_call("page_read", {}), text="(Offline demo model) Let me read your page."
         )
-    if results and results[-1].get("is_error"):
-        return text_reply("(Offline demo model) That did not work; see the tool result above.")
     seen = image_reply(messages)
     if seen is not None:
         return seen
@@ -379,6 +446,37 @@ def _search_reply(said: str) -> LocalResponse:
     )
 
 
+def _created_page(messages: list[dict[str, Any]]) -> tuple[Any, str] | None:
+    """The flat page this chat created last (its id and title), read from the admin_save
+    calls and results the request holds; None when it created none."""
+    for use, result in reversed(_history(messages)):
+        given = use.get("input") or {}
+        if (
+            use.get("name") == "admin_save"
+            and given.get("model") == PAGES
+            and not result["_is_error"]
+            and result.get("created")
+            and result.get("id") is not None
+        ):
+            return result["id"], str((given.get("values") or {}).get("title") or "Page")
+    return None
+
+
+def _saved(result: dict[str, Any]) -> str:
+    """The reply after an update: what changed, or that nothing did (the pipeline answers a
+    save of the current values without asking)."""
+    if result.get("changed") is False:
+        return (
+            "(Offline demo model) Nothing changed: the page already had those values, so "
+            "there was nothing to save or approve."
+        )
+    fields = ", ".join(result.get("changed") or []) or "the page"
+    return (
+        f"(Offline demo model) Updated “{result.get('repr', '')}” ({fields}); the admin's "
+        "history has the change."
+    )
+
+
 def surface_tour(body: dict[str, Any]) -> LocalResponse | None:
     """ "search ..." cites a web page (when web search is on); "table" answers with a Markdown
     table and a code block; "update the page" retitles the first flat page through an approval
@@ -391,7 +489,16 @@ def surface_tour(body: dict[str, Any]) -> LocalResponse | None:
     answered = _answered(messages)
     if UPDATE_PAGE.search(said) and "admin_save" in tools:
         if "admin_save" in answered:
-            return text_reply("(Offline demo model) Updated: the admin's history has the change.")
+            return text_reply(_saved(answered["admin_save"]))
+        created = _created_page(messages)
+        if created is not None and not answered:
+            page_id, title = created
+            new = title.removesuffix(" (updated)") + " (updated)"
+            return tool_reply(
+                tool_call("admin_save", {"model": PAGES, "id": page_id, "values": {"title": new}}),
+                text="(Offline demo model) Updating the page this chat created; the approval "
+                "card shows the change before it is saved.",
+            )
         if "admin_list" in answered:
             rows = answered["admin_list"].get("rows") or []
             if not rows:
@@ -469,10 +576,13 @@ def mcp_tour(body: dict[str, Any]) -> LocalResponse | None:
 
 
 def demo_model(body: dict[str, Any]) -> LocalResponse:
-    """The offline demo model: ``surface_tour``, ``mcp_tour``, else ``demo_responder``; with
+    """The offline demo model: ``failure_reply`` after a denied or failed call, then
+    ``surface_tour``, ``mcp_tour``, else ``demo_responder``; with
     thinking on, a reply opens with a short thinking block, and every reply streams at a human
     pace."""
-    response = surface_tour(body) or mcp_tour(body) or demo_responder(body)
+    messages = body.get("messages") or []
+    failed = failure_reply(messages) if body.get("tools") else None
+    response = failed or surface_tour(body) or mcp_tour(body) or demo_responder(body)
     if not body.get("tools"):
         return response  # naming and memory: nobody watches them stream
     if _thinking_on(body) and response.status == 200:

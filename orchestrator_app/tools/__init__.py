@@ -21,7 +21,9 @@ so a new built-in is one new file here).
 says nothing needs approval); ``permission(user)`` decides who may use it (system check
 ``ahentic.W003`` warns about a host tool that writes without one); ``runtime="browser"`` tools
 have no server body (the sidebar runs them); ``artifact_field`` lets the model pass
-``{"from_memory": key}``.
+``{"from_memory": key}``; ``label`` is what people read for the tool ("Save in the admin"):
+the approval card and the chips in the sidebar's Basic view never show the registry name (the
+default label is the name in words).
 
 Two optional hooks decide what the user sees and grants for one call:
 
@@ -60,15 +62,30 @@ SUMMARY_MAX = 300
 
 class Summary(str):
     """A preview's text with the fields the call changes, for the approval card's diff:
-    ``changes`` is a list of ``{"field", "before", "after"}`` (display strings; ``before`` is
-    None for a new object, both None for a field the user may not read)."""
+    ``changes`` is a list of ``{"field", "label", "before", "after"}`` (display strings;
+    ``label`` the field's name for people, its ``verbose_name``; ``before`` is None for a new
+    object, both None for a field the user may not read). ``nothing_changed``: the call would
+    save what is already there (``Summary.unchanged``)."""
 
     changes: list[dict[str, Any]]
+    nothing_changed: bool
 
-    def __new__(cls, text: str, changes: list[dict[str, Any]] | None = None) -> Summary:
+    def __new__(
+        cls,
+        text: str,
+        changes: list[dict[str, Any]] | None = None,
+        *,
+        nothing_changed: bool = False,
+    ) -> Summary:
         summary = super().__new__(cls, text)
         summary.changes = list(changes or [])
+        summary.nothing_changed = nothing_changed
         return summary
+
+    @classmethod
+    def unchanged(cls, text: str) -> Summary:
+        """The preview of a write that would change nothing (a form with no changes)."""
+        return cls(text, nothing_changed=True)
 
 
 class ToolError(ModelFacingError):
@@ -97,6 +114,8 @@ class Tool:
     description: str
     input_schema: dict[str, Any]
     func: Callable[[ToolContext, dict[str, Any]], Any] | None
+    # What people read for the tool (a lazy translation); ``human_label`` falls back to the name.
+    label: str = ""
     readonly: bool = False
     # A bool, or a callable(input) -> bool for input-aware policies (a password field...).
     requires_approval: bool | Callable[[dict[str, Any]], bool] = True
@@ -119,6 +138,11 @@ class Tool:
             return bool(self.requires_approval(input))
         return bool(self.requires_approval)
 
+    @property
+    def human_label(self) -> str:
+        """The tool for people: its ``label``, else its name in words ("Notes create")."""
+        return str(self.label) if self.label else name_in_words(self.name)
+
     def allowed_for(self, user) -> bool:
         return self.permission is None or bool(self.permission(user))
 
@@ -129,7 +153,7 @@ class Tool:
                 return str(self.summary(input))[:SUMMARY_MAX]
             except Exception:  # a summary must never break the pipeline
                 pass
-        return self.name.replace("_", " ")
+        return self.human_label
 
     def describe(self, ctx: ToolContext, input: dict[str, Any]) -> str:
         """The summary the user sees for this call: the approval card, the progress label and
@@ -141,6 +165,8 @@ class Tool:
             described = self.preview(ctx, input)
             text = str(described)[:SUMMARY_MAX]
             changes = getattr(described, "changes", None)
+            if getattr(described, "nothing_changed", False):
+                return Summary.unchanged(text)
             return Summary(text, changes) if changes else text
         except ModelFacingError:
             raise
@@ -202,6 +228,7 @@ def tool(
     name: str,
     description: str,
     input_schema: dict[str, Any] | None = None,
+    label: str = "",
     readonly: bool = False,
     requires_approval: bool | Callable[[dict[str, Any]], bool] | None = None,
     non_preallowable: bool = False,
@@ -231,6 +258,7 @@ def tool(
             description=description,
             input_schema=schema,
             func=func if runtime == "server" else None,
+            label=label,
             readonly=readonly,
             requires_approval=(not readonly) if requires_approval is None else requires_approval,
             non_preallowable=non_preallowable,
@@ -279,6 +307,22 @@ def get_tool(name: str) -> Tool | None:
 
         return resolve(name)
     return _registry.get(name)
+
+
+def name_in_words(name: str) -> str:
+    """A tool name people can read when the tool has no label: ``notes_create`` -> "Notes
+    create" (an MCP tool's server prefix left out)."""
+    if name.startswith(MCP_PREFIX):
+        name = name.rsplit("__", 1)[-1]
+    return name.replace("_", " ").replace("-", " ").strip().capitalize() or name
+
+
+def label_for(name: str) -> str:
+    """The label of a registered tool, else its name in words. Reads no database (an MCP
+    tool's label is stored with its pending call)."""
+    _discover()
+    registered = _registry.get(name)
+    return registered.human_label if registered is not None else name_in_words(name)
 
 
 def all_tools() -> list[Tool]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from artifacts_app import store
 from artifacts_app.models import Artifact
 
@@ -16,6 +18,7 @@ from . import ToolContext, tool
 
 @tool(
     name="stage_artifact",
+    label=_("Write a draft"),
     description="Stage a draft or payload in this session under a key, to apply later with "
     '{"from_memory": "<key>"} instead of repeating the body. For long drafts stage chunks with '
     "mode=append and complete=false, then finish with mode=append, complete=true.",
@@ -65,6 +68,7 @@ def stage_artifact(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="list_artifacts",
+    label=_("List the drafts"),
     description="List this session's artifacts (pointers only, no bodies).",
     readonly=True,
     internal=True,
@@ -76,6 +80,7 @@ def list_artifacts(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="read_artifact",
+    label=_("Read a draft"),
     description="Read one artifact's full body (only when you must revise it).",
     input_schema={"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
     readonly=True,
@@ -88,6 +93,7 @@ def read_artifact(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="delete_artifact",
+    label=_("Delete a draft"),
     description="Delete an artifact from this session.",
     input_schema={"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
     readonly=True,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from . import tool
 
 # Form fields whose values are secrets: filling one needs the user's approval, and page_read
@@ -25,6 +27,7 @@ def _fills_sensitive_field(input: dict[str, Any]) -> bool:
 
 @tool(
     name="page_read",
+    label=_("Read this page"),
     description="Read the page open in the user's browser: url, title, headings, a text excerpt "
     "and form fields. Optional CSS selector to read one part.",
     input_schema={"type": "object", "properties": {"selector": {"type": "string"}}},
@@ -40,6 +43,7 @@ def page_read(ctx, input):  # runs in the browser
 
 @tool(
     name="page_fill_fields",
+    label=_("Fill in this page's form"),
     description="Fill form fields in the user's open page (by field name or id) without "
     "submitting or saving.",
     input_schema={

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from sessions_app import runstate
 from sessions_app import services as session_services
 
@@ -13,6 +15,7 @@ from . import ToolContext, tool
 
 @tool(
     name="ask_user",
+    label=_("Ask you a question"),
     description="Ask the user a clarifying question and wait for the answer. Ends this run; "
     "the user's reply starts the next one.",
     input_schema={
@@ -30,6 +33,7 @@ def ask_user(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="request_capability",
+    label=_("Ask for an ability"),
     description="Tell the user you are missing a tool or permission needed for the task.",
     input_schema={
         "type": "object",
@@ -51,6 +55,7 @@ def request_capability(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any
 
 @tool(
     name="update_plan",
+    label=_("Update the plan"),
     description="Create or update the visible plan for a multi-step job. The first plan needs at "
     "least 3 steps (max 12); at most one step is in_progress; steps merge by id.",
     input_schema={

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from sessions_app import runstate
 from sessions_app import services as session_services
 
@@ -15,6 +17,7 @@ NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required"
 
 @tool(
     name="set_goal",
+    label=_("Set a goal"),
     description="Record a goal, or a sub-goal of a goal (parentId), to keep long jobs on track.",
     input_schema={
         "type": "object",
@@ -43,6 +46,7 @@ def set_goal(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="complete_goal",
+    label=_("Complete a goal"),
     description="Mark a goal (and its sub-goals) completed.",
     input_schema={"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
     readonly=True,
@@ -61,6 +65,7 @@ def _unknown(kind: str, name: str, known: dict) -> ToolError:
 
 @tool(
     name="activate_skill",
+    label=_("Use a skill"),
     description="Activate a skill: its instructions join your expertise.",
     input_schema=NAME,
     readonly=True,
@@ -78,6 +83,7 @@ def activate_skill(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="deactivate_skill",
+    label=_("Stop using a skill"),
     description="Deactivate an active skill.",
     input_schema=NAME,
     readonly=True,
@@ -94,6 +100,7 @@ def deactivate_skill(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="activate_workflow",
+    label=_("Follow a workflow"),
     description="Activate a workflow (one at a time): follow its steps.",
     input_schema=NAME,
     readonly=True,
@@ -110,6 +117,7 @@ def activate_workflow(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]
 
 @tool(
     name="deactivate_workflow",
+    label=_("Stop following the workflow"),
     description="Deactivate the active workflow.",
     readonly=True,
     internal=True,

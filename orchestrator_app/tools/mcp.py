@@ -176,6 +176,7 @@ def build_tool(server: McpServer, item: dict[str, Any], policy: str) -> Tool:
 
     return Tool(
         name=tool_name(server.slug, remote),
+        label=label,
         description=f"[{server.name}] {item['description']}".strip(),
         input_schema=item["inputSchema"],
         func=run,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from sessions_app import agents
 from sessions_app import memory as store
 from sessions_app.models import MemoryChange
@@ -48,6 +50,7 @@ def _summary(input: dict[str, Any]) -> str:  # noqa: A002 - the tool's input
 
 @tool(
     name=NAME,
+    label=_("Use its memory of you"),
     description="Your memory directory (/memories), kept across chats with this user.",
     input_schema={
         "type": "object",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from sessions_app import agents
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
@@ -46,6 +48,7 @@ def roster_version(parent, slug: str):
 
 @tool(
     name="spawn_subagent",
+    label=_("Start a helper agent"),
     description="Start a sub-agent on a self-contained task (research, a draft...). It works in "
     "parallel with its own context and reports back with one message; you continue meanwhile. "
     "`tools` limits what it may use (default: your tools). `agent` hands the task to another "

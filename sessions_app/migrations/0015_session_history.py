@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0013_spend_caps'),
+        ('sessions_app', '0014_message_attempts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

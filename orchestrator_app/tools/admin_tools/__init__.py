@@ -34,6 +34,8 @@ from django.core.exceptions import (
 from django.db import DataError, models, router, transaction
 from django.http import HttpResponseBase
 from django.utils.html import strip_tags
+from django.utils.text import capfirst
+from django.utils.translation import gettext_lazy as _
 
 from artifacts_app import store
 
@@ -106,6 +108,18 @@ def _diff_value(form, name: str, value: Any) -> str:
     return text if len(text) <= DIFF_CHARS else text[: DIFF_CHARS - 1] + "…"
 
 
+def field_label(form, opts, name: str) -> str:
+    """A field as people read it: the label the admin's change form shows (the model field's
+    ``verbose_name``, capitalised, unless the form gives its own), else the name."""
+    form_field = form.fields.get(name)
+    if form_field is not None and form_field.label:
+        return str(form_field.label)
+    try:
+        return capfirst(str(opts.get_field(name).verbose_name))
+    except FieldDoesNotExist:
+        return name
+
+
 def _object_name(obj) -> str:
     return f"{_shown(str(obj), 60)} (#{obj.pk})"
 
@@ -158,11 +172,13 @@ def save_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
 
     def change(name: str) -> dict[str, Any]:
         # The card's diff: each value in full up to DIFF_CHARS, hidden fields named only.
+        label = field_label(bound.form, opts, name)
         if name not in readable:
-            return {"field": name, "before": None, "after": None, "hidden": True}
+            return {"field": name, "label": label, "before": None, "after": None, "hidden": True}
         form = bound.form
         return {
             "field": name,
+            "label": label,
             "before": None
             if bound.obj is None
             else _diff_value(form, name, bridge.initial_value(form, name)),
@@ -180,7 +196,8 @@ def save_preview(ctx: ToolContext, input: dict[str, Any]) -> str:
         return Summary(text, changes)
     head = f"Update {opts.verbose_name} {bound.obj_name}: "
     if not changed:
-        return head + "no changes"
+        # Saving the form as it is: the pipeline answers "nothing changed", no approval card.
+        return Summary.unchanged(head + "no changes")
     each = max(12, (SUMMARY_CHARS - len(head)) // len(changed) // 2 - len(" → ") - 2)
     text = head + "; ".join(
         f"{name} {_shown(bridge.initial_value(bound.form, name), each)} → "
@@ -354,6 +371,7 @@ def describe(model_admin, request, granted: list[str]) -> dict[str, Any]:
 
 @tool(
     name="admin_models",
+    label=_("Look at the admin's models"),
     description="Describe the site's data you may work on through the Django admin. Without "
     "`model`: the enabled models and your permissions on each. With `model`: its fields (type, "
     "required, read-only, choices), list columns, filters, search and admin actions. Call this "
@@ -473,6 +491,7 @@ def _ordering(model_admin, request, ordering: Any) -> list[str]:
 
 @tool(
     name="admin_list",
+    label=_("List records in the admin"),
     description="List objects of an admin model, as the admin's change list shows them to the "
     "user: `search` uses the admin's search, `filters` takes field lookups on the model's list "
     'filters (for example {"registration_required": true}), `ordering` a field name '
@@ -594,6 +613,7 @@ def _object_json(model_admin, request, obj) -> dict[str, Any]:
 
 @tool(
     name="admin_get",
+    label=_("Read a record in the admin"),
     description="Read one object of an admin model: the fields its admin change form shows.",
     input_schema={
         "type": "object",
@@ -681,6 +701,7 @@ def bound_save_form(user, input: dict[str, Any], session=None) -> BoundSave:
 
 @tool(
     name="admin_save",
+    label=_("Save a record in the admin"),
     description="Create (no `id`) or update (with `id`) an object through its admin change "
     "form, with the form's validation. `values` maps field names to values (related objects by "
     "id, many-to-many as a list of ids); fields left out keep their current value (or the "
@@ -773,6 +794,7 @@ def deletable(user, input: dict[str, Any], session=None) -> Deletable:
 
 @tool(
     name="admin_delete",
+    label=_("Delete a record in the admin"),
     description="Delete one object the way the admin's delete page does (related objects that "
     "cascade are deleted too and listed in the result). Needs the user's approval every time.",
     input_schema={
@@ -847,6 +869,7 @@ def action_target(user, input: dict[str, Any], session=None) -> ActionTarget:
 
 @tool(
     name="admin_action",
+    label=_("Run an admin action"),
     description="Run one of a model's admin actions (as admin_models lists them) on the "
     "objects with the given ids, as if they were selected in the change list. Needs the "
     "user's approval every time.",

@@ -7,6 +7,7 @@ import { isLive, sessionPath } from "./api.js";
 import { button, changed, el, fill, formatBytes, formatTokens, previewJson, shortened, show } from "./dom.js";
 import { gettext, ngettext } from "./i18n.js";
 import { renderInlineMarkdown, renderMarkdown } from "./markdown.js";
+import { revealRequest } from "./transcript.js";
 
 const TOKEN_BUDGET_CODE = "ahentic_session_token_budget";
 const SUMMARY_LIMIT = 180;
@@ -143,13 +144,14 @@ function hitlHeadline(pendingTool, changes) {
   return cut > 0 ? summary.slice(0, cut) : summary;
 }
 
-/** The fields the call changes: before (struck) and after, one row each. */
+/** The fields the call changes: before (struck) and after, one row each; each field by the
+ * name people read (its verbose_name), the field's own name in its tooltip. */
 function diffTable(changes) {
   return el(
     "dl",
     { className: "ahentic-hitl-diff", "aria-label": gettext("Changes") },
     changes.flatMap((change) => [
-      el("dt", { text: change.field }),
+      el("dt", { text: change.label || change.field, title: change.field }),
       el(
         "dd",
         {},
@@ -167,6 +169,22 @@ function diffTable(changes) {
   );
 }
 
+/** The staged text an approval would use: a sentence in the Basic view, the pointer's fields
+ * (key, kind, size, excerpt) in Verbose and Debug. */
+function memoryLine(memory, basic) {
+  const text = basic
+    ? gettext("Uses the draft “%(title)s” (%(size)s)", {
+        title: memory.title || memory.key,
+        size: formatBytes(memory.bytes),
+      })
+    : gettext("Artifact: %(details)s", {
+        details: [memory.title || memory.key, memory.kind, formatBytes(memory.bytes), memory.excerpt]
+          .filter(Boolean)
+          .join(" · "),
+      });
+  return el("div", { className: "ahentic-hitl-memory", text });
+}
+
 export function renderHitl(app, s) {
   const { ui } = app;
   const p = s && s.payload;
@@ -179,7 +197,8 @@ export function renderHitl(app, s) {
     return;
   }
   const busy = s.approving === pendingTool.callId;
-  if (!changed(ui.hitl, s.id + ":" + pendingTool.callId)) {
+  const basic = p.viewMode === "basic";
+  if (!changed(ui.hitl, s.id + ":" + pendingTool.callId + ":" + p.viewMode)) {
     // Same call: keep the card (and a reason being typed); only toggle the buttons.
     ui.hitl.querySelectorAll(".ahentic-hitl-buttons button").forEach((b) => (b.disabled = busy));
     show(ui.hitl, true);
@@ -195,6 +214,7 @@ export function renderHitl(app, s) {
   });
   const memory = pendingTool.memory;
   const changes = Array.isArray(pendingTool.changes) ? pendingTool.changes : [];
+  const toolLabel = pendingTool.label || pendingTool.name;
   const primary = "ahentic-button ahentic-primary";
   const buttons = [
     button(gettext("Allow once"), () => app.decide(s, "allow_once"), primary),
@@ -209,13 +229,18 @@ export function renderHitl(app, s) {
   buttons.forEach((b) => {
     b.setAttribute(
       "aria-label",
-      gettext("%(action)s: %(tool)s", { action: b.textContent, tool: pendingTool.name }),
+      gettext("%(action)s: %(tool)s", { action: b.textContent, tool: toolLabel }),
     );
     b.disabled = busy;
   });
   fill(
     ui.hitl,
-    el("div", { className: "ahentic-card-title", text: gettext("Approval needed") }),
+    el(
+      "div",
+      { className: "ahentic-card-title" },
+      gettext("Approval needed"),
+      el("span", { className: "ahentic-hitl-tool", "data-role-hitl": "tool", text: toolLabel }),
+    ),
     el(
       "div",
       { className: "ahentic-hitl-summary" },
@@ -224,32 +249,26 @@ export function renderHitl(app, s) {
       }),
     ),
     changes.length ? diffTable(changes) : null,
-    memory
-      ? el("div", {
-          className: "ahentic-hitl-memory",
-          text: gettext("Artifact: %(details)s", {
-            details: [memory.title || memory.key, memory.kind, formatBytes(memory.bytes), memory.excerpt]
-              .filter(Boolean)
-              .join(" · "),
-          }),
-        })
-      : null,
-    el(
-      "details",
-      // The raw call stays available, folded: the summary and the diff say what it does.
-      { className: "ahentic-hitl-input" },
-      el(
-        "summary",
-        {},
-        gettext("Details:") + " ",
-        el("code", { text: pendingTool.name }),
-        " " + gettext("input (JSON)"),
-      ),
-      el("pre", { text: previewJson(pendingTool.input, 2000) }),
-    ),
+    memory ? memoryLine(memory, basic) : null,
+    basic
+      ? null
+      : el(
+          // Verbose and Debug: the raw call, folded (the summary and the diff say what it does).
+          "details",
+          { className: "ahentic-hitl-input" },
+          el(
+            "summary",
+            {},
+            gettext("Details:") + " ",
+            el("code", { text: pendingTool.name }),
+            " " + gettext("input (JSON)"),
+          ),
+          el("pre", { text: previewJson(pendingTool.input, 2000) }),
+        ),
     el("div", { className: "ahentic-hitl-actions" }, reason, el("div", { className: "ahentic-hitl-buttons" }, buttons)),
   );
   show(ui.hitl, true);
+  revealRequest(ui.transcript); // the request and the lead-in stay in view above the card
 }
 
 // ------------------------------------------------------------------ queued messages
@@ -371,10 +390,27 @@ export function closeArtifact(app, s) {
   return true;
 }
 
+/** An artifact as a sentence (the Basic view): what the agent did with it, and its size. */
+function artifactSentence(a) {
+  const named = {
+    title: a.title || a.key,
+    size:
+      a.kind === "blocks" && a.blockCount
+        ? ngettext("%(count)s block", "%(count)s blocks", a.blockCount, { count: a.blockCount })
+        : formatBytes(a.bytes),
+  };
+  if (a.status === "drafting") return gettext("Drafting “%(title)s” (%(size)s so far)", named);
+  if (a.status === "applied") return gettext("Used “%(title)s” (%(size)s)", named);
+  if (a.status === "stale") return gettext("Out of date: “%(title)s” (%(size)s)", named);
+  if (a.status === "empty") return gettext("“%(title)s” is empty", named);
+  return gettext("Drafted “%(title)s” (%(size)s)", named);
+}
+
 export function renderArtifacts(app, s) {
   const { ui } = app;
   const artifacts = (s && s.payload && s.payload.artifacts) || [];
-  if (!changed(ui.artifacts, (s ? s.id : "") + JSON.stringify(artifacts))) return;
+  const basic = !s || !s.payload || s.payload.viewMode === "basic";
+  if (!changed(ui.artifacts, (s ? s.id : "") + basic + JSON.stringify(artifacts))) return;
   if (!s || ui.artifactPreview.dataset.key !== s.previewKey) closeArtifact(app, null);
   ui.artifactCount.textContent = String(artifacts.length);
   fill(
@@ -383,12 +419,16 @@ export function renderArtifacts(app, s) {
       el(
         "li",
         { className: "ahentic-artifact", "data-status": a.status, "data-key": a.key },
-        el("code", { text: a.key }),
-        " ",
-        el("span", {
-          className: "ahentic-artifact-meta",
-          text: [a.kind, a.status, formatBytes(a.bytes)].join(" · "),
-        }),
+        ...(basic
+          ? [el("span", { className: "ahentic-artifact-line", text: artifactSentence(a) })]
+          : [
+              el("code", { text: a.key }),
+              " ",
+              el("span", {
+                className: "ahentic-artifact-meta",
+                text: [a.kind, a.status, formatBytes(a.bytes)].join(" · "),
+              }),
+            ]),
         " ",
         el("button", {
           type: "button",
@@ -397,7 +437,7 @@ export function renderArtifacts(app, s) {
           "aria-label": gettext("Open artifact %(key)s", { key: a.key }),
           onclick: () => openArtifact(app, s, a.key),
         }),
-        a.title ? el("div", { className: "ahentic-artifact-title", text: a.title }) : null,
+        a.title && !basic ? el("div", { className: "ahentic-artifact-title", text: a.title }) : null,
       ),
     ),
   );

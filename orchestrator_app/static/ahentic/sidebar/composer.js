@@ -46,6 +46,12 @@ export function createComposer(app) {
   async function send() {
     const content = ui.input.value.trim();
     const existing = app.activeSession();
+    if (existing && existing.editing) {
+      // Editing the last message (reply_actions.js): Send resends it through the edit route.
+      app.clearError();
+      if (content) await app.sendEdit(existing, content);
+      return;
+    }
     if (existing && app.attachments.uploading(existing)) {
       app.setError(existing, {
         code: "ahentic_uploading",
@@ -85,7 +91,10 @@ export function createComposer(app) {
     s.stopping = true;
     s.stoppedAt = Date.now();
     app.renderSession();
-    const result = await api("POST", sessionPath(s.id, "cancel"), {});
+    // The streamed reply stays as it is on screen (pollLive no longer grows it while Stop is
+    // on its way): the server keeps that much of it, not what the model streamed after.
+    const shown = s.live && s.live.text;
+    const result = await api("POST", sessionPath(s.id, "cancel"), shown ? { shown } : {});
     s.stopping = false;
     if (result.ok) app.applyPayload(s, result.data, result.etag);
     else app.setError(s, result.data);
@@ -132,12 +141,30 @@ export function createComposer(app) {
     app.pollSoon(s);
   }
 
+  // Quick changes (arrow keys across the view switch) go one at a time, the last one winning:
+  // two PATCHes in flight could be applied in either order.
+  const viewModeWanted = new Map(); // session id -> the mode asked for last, while one is sent
+
   async function changeViewMode(viewMode) {
     const s = app.activeSession();
     if (!s) return;
-    const result = await api("PATCH", sessionPath(s.id), { viewMode });
-    if (result.ok) app.applyPayload(s, result.data, result.etag);
-    else app.setError(s, result.data);
+    const sending = viewModeWanted.has(s.id);
+    viewModeWanted.set(s.id, viewMode);
+    if (sending) return;
+    try {
+      let sent = null;
+      while (viewModeWanted.get(s.id) !== sent) {
+        sent = viewModeWanted.get(s.id);
+        const result = await api("PATCH", sessionPath(s.id), { viewMode: sent });
+        if (!result.ok) {
+          app.setError(s, result.data);
+          break;
+        }
+        app.applyPayload(s, result.data, result.etag);
+      }
+    } finally {
+      viewModeWanted.delete(s.id);
+    }
   }
 
   async function loadEarlier(s) {
@@ -156,7 +183,6 @@ export function createComposer(app) {
   }
 
   function wire() {
-    ui.viewMode.addEventListener("change", () => changeViewMode(ui.viewMode.value));
     ui.composer.addEventListener("submit", (event) => {
       event.preventDefault();
       send();
@@ -172,5 +198,5 @@ export function createComposer(app) {
     app.attachments.wire();
   }
 
-  return { decide, recall, sendNow, stop, continueRun, loadEarlier, wire };
+  return { decide, recall, sendNow, stop, continueRun, loadEarlier, changeViewMode, wire };
 }

@@ -3,7 +3,7 @@
  * fill() become text nodes: nothing here ever parses HTML.
  */
 
-import { gettext, locale } from "./i18n.js";
+import { gettext, locale, ngettext } from "./i18n.js";
 
 /** Build an element. Strings among children become text nodes (never HTML). */
 export function el(tag, props, ...children) {
@@ -63,7 +63,7 @@ export function formatBytes(n) {
   n = Number(n) || 0;
   if (n >= 1048576) return formatNumber(n / 1048576, 1) + " MB";
   if (n >= 1024) return formatNumber(n / 1024, 1) + " KB";
-  return formatNumber(n) + " B";
+  return ngettext("%(count)s byte", "%(count)s bytes", n, { count: formatNumber(n) });
 }
 
 /** A whole percentage: "50%" in English, "50 %" in German. */

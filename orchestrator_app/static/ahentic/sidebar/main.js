@@ -8,18 +8,20 @@
  *   layout.js         fold/unfold (the launcher), dock, Escape; admin_room.js places the
  *                     panel in the Django admin (clear of its header and filters, docked
  *                     only where the admin's content keeps 700 px)
+ *   header.js         the view-mode switch and the "More" menu of secondary buttons
  *   chats.js          a new chat, opening, switching and closing chats, tabs opened by
  *                     another window, the ?ahentic_session link
  *   history_panel.js  History: every chat by day, search, rename, delete with Undo
  *   lightbox.js       a transcript image opened larger in a dialog
  *   shortcuts.js      "/" or Alt+Shift+A: open the sidebar at the message box
  *   composer.js       send, queued messages (send now, recall), Stop, Continue, approvals,
- *                     the view mode, "Load earlier messages"
+ *                     changing the view mode, "Load earlier messages"
  *   session_view.js   renderSession (everything about the shown chat), the error line, the
  *                     context ring and token count, the status line
  *   debugger.js       the trace list and the diagnostics (refresh, download)
  *   api.js            the API client and the poll loop (ETag + If-None-Match)
  *   transcript.js     messages, decisions, the reply bubble; markdown.js renders model text
+ *   reply_actions.js  Copy, Retry and Edit on the replies, earlier attempts folded, Up edits
  *   cards.js          banner, plan, approval card, queued messages, artifacts, sub-agents
  *   tabs.js           chat tabs (keyboard too)
  *   agents.js         the new-chat agent picker, the chat's agent, "move to the latest version"
@@ -58,11 +60,13 @@ import { createComposer } from "./composer.js";
 import { createConnections } from "./connections.js";
 import { createDebugger } from "./debugger.js";
 import { camel } from "./dom.js";
+import { createHeader } from "./header.js";
 import { createHistoryPanel } from "./history_panel.js";
 import { createLayout } from "./layout.js";
 import { createLightbox } from "./lightbox.js";
 import { createMemoryPanel } from "./memory.js";
 import { createPolling } from "./polling.js";
+import { createReplyActions } from "./reply_actions.js";
 import { createRunnerDuties } from "./runner.js";
 import { createSessionView } from "./session_view.js";
 import { createSettingsPanel } from "./settings.js";
@@ -110,8 +114,10 @@ function boot(root) {
     "createSession", "activate", "closeTab", "openChild",
   ]);
   const composer = provide(app, createComposer(app), [
-    "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier",
+    "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier", "changeViewMode",
   ]);
+  const header = provide(app, createHeader(app), ["renderViewMode", "closeMenu"]);
+  const replyActions = provide(app, createReplyActions(app), ["sendEdit", "renderEditing"]);
   const debug = provide(app, createDebugger(app), [
     "renderDebugger", "refreshDiagnosticsWhileLive",
   ]);
@@ -153,9 +159,11 @@ function boot(root) {
 
   store.restore();
   layout.wire();
+  header.wire(); // after the panels added their buttons: it moves them into "More"
   chats.wire();
   debug.wire();
   composer.wire();
+  replyActions.wire();
   wireTabs(app);
   keepPinned(ui.transcript);
   layout.renderAll();

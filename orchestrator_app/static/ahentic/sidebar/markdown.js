@@ -80,7 +80,7 @@ function sanitize(html) {
   });
 }
 
-async function copyText(text) {
+export async function copyText(text) {
   if (navigator.clipboard && window.isSecureContext) {
     await navigator.clipboard.writeText(text);
     return;

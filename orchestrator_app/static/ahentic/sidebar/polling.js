@@ -40,11 +40,12 @@ export function createPolling(app) {
   async function pollLive() {
     const s = app.activeSession();
     const p = s && s.payload;
-    if (!p || p.status !== "running" || s.livePolling) return;
+    // Stop freezes the text on screen (composer.js sends it with the cancel).
+    if (!p || p.status !== "running" || s.livePolling || s.stopping) return;
     s.livePolling = true;
     const result = await client.api("GET", sessionPath(s.id, "live"));
     s.livePolling = false;
-    if (!result.ok || !s.payload || s.payload.status !== "running") return;
+    if (!result.ok || !s.payload || s.payload.status !== "running" || s.stopping) return;
     const text = result.data.run === s.payload.runSeq ? result.data.text : "";
     if (text === ((s.live && s.live.text) || "")) return;
     s.live = text ? { text } : null;

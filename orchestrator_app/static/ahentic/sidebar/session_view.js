@@ -46,8 +46,8 @@ export function createSessionView(app) {
     const s = app.activeSession();
     const p = s && s.payload;
     root.dataset.status = statusOf(app, s);
-    ui.viewMode.disabled = !p;
-    if (p) ui.viewMode.value = p.viewMode;
+    app.renderEditing(s);
+    app.renderViewMode(p);
     const readOnly = app.isReadOnly(s);
     show(ui.composer, !readOnly);
     show(ui.readOnly, readOnly);
@@ -83,6 +83,8 @@ export function createSessionView(app) {
   function renderError() {
     const s = app.activeSession();
     const error = s ? s.error : state.error;
+    // The stable code is for developers: shown in the Debug view only.
+    const debug = !!(s && s.payload && s.payload.viewMode === "debug");
     if (!error) {
       show(ui.error, false);
       fill(ui.error);
@@ -91,7 +93,9 @@ export function createSessionView(app) {
     fill(
       ui.error,
       el("span", { text: error.detail || gettext("Something went wrong.") }),
-      error.code ? el("code", { className: "ahentic-error-code", text: error.code }) : null,
+      error.code && debug
+        ? el("code", { className: "ahentic-error-code", text: error.code })
+        : null,
       el("button", {
         type: "button",
         className: "ahentic-link",
@@ -148,7 +152,10 @@ export function createSessionView(app) {
     const p = s && s.payload;
     const live = isLive(p) && !s.stopping;
     let label = "";
+    // While the approval card shows, the card says what waits: the line stays quiet.
+    const carded = live && p.status === "awaiting_human" && !!p.pendingTool;
     if (live && waitsForWorker(app, s)) label = gettext("Waiting for a worker…");
+    else if (carded) label = "";
     else if (live) label = (p.progress && p.progress.label) || statusLabel(p.status);
     else if (s && s.stopping) label = gettext("Stopping…");
     if (changed(ui.progress, (s ? s.id : "") + "|" + label)) {

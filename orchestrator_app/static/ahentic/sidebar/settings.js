@@ -96,6 +96,8 @@ export function createSettingsPanel(app) {
       });
     } else {
       button.focus();
+      // In the header's closed More menu the button cannot take focus: More takes it.
+      if (document.activeElement !== button && ui.more) ui.more.focus();
     }
   }
 

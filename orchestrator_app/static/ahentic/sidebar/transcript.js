@@ -11,6 +11,7 @@ import { attachmentsNode } from "./attachments.js";
 import { el, fill, changed, previewJson } from "./dom.js";
 import { gettext } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
+import { actionBar, attemptNode, markLast, withAttempts } from "./reply_actions.js";
 import { decorateReply } from "./thinking.js";
 
 const NEAR_BOTTOM_PX = 60;
@@ -25,22 +26,37 @@ const DENY_REASONS = {
   user_redirect: gettext("you sent a new message instead"),
 };
 
-/** The decision a tool result records, as a line of text, or null (no user decision). */
-export function decisionText(meta) {
+/**
+ * The decision a tool result records, as a line of text, or null (no user decision). The Basic
+ * view says only the decision ("Allowed once", "Denied: reason"); Verbose and Debug name the
+ * tool after it, by its registry name.
+ */
+export function decisionText(meta, viewMode) {
+  const basic = !viewMode || viewMode === "basic";
   const tool = meta.tool || gettext("tool");
+  if (meta.unchanged) {
+    return basic
+      ? gettext("Nothing to change, so nothing to approve")
+      : gettext("Nothing to change (%(tool)s)", { tool });
+  }
   if (meta.denied) {
     const reason = meta.reason in DENY_REASONS ? DENY_REASONS[meta.reason] : meta.reason;
+    if (basic) return reason ? gettext("Denied: %(reason)s", { reason }) : gettext("Denied");
     return reason
       ? gettext("Denied: %(reason)s (%(tool)s)", { reason, tool })
       : gettext("Denied (%(tool)s)", { tool });
   }
   const label = DECISION_LABELS[meta.approved];
-  return label ? label + " (" + tool + ")" : null;
+  if (!label) return null;
+  return basic ? label : label + " (" + tool + ")";
 }
 
 function decisionNode(message, text) {
   return el("div", {
-    className: "ahentic-msg ahentic-decision" + (message.meta.denied ? " is-denied" : ""),
+    className:
+      "ahentic-msg ahentic-decision" +
+      (message.meta.denied ? " is-denied" : "") +
+      (message.meta.unchanged ? " is-unchanged" : ""),
     "data-role-kind": "decision",
     text,
   });
@@ -103,7 +119,7 @@ export function messageNode(message, viewMode) {
     );
   }
   if (message.kind === "tool_response") {
-    const decision = decisionText(meta);
+    const decision = decisionText(meta, viewMode);
     // A tool's images show in every view mode; the rest of its result is tool traffic.
     const images = viewMode === "basic" ? attachmentsNode(meta.attachments) : null;
     if (images) images.dataset.roleKind = "tool_images";
@@ -132,6 +148,7 @@ export function messageNode(message, viewMode) {
     const bubble = textBubble(gettext("You"), message.content, "ahentic-user", "user");
     const attached = attachmentsNode(meta.attachments);
     if (attached) bubble.append(attached);
+    if (message.kind === "user_message") bubble.append(actionBar(["edit"], message.content));
     return bubble;
   }
   return agentBubble([message], viewMode);
@@ -168,6 +185,8 @@ function agentBubble(messages, viewMode) {
     decorateReply(node, messages[0], viewMode);
   }
   if (stopped) node.append(el("div", { className: "ahentic-msg-note", text: gettext("Stopped") }));
+  // Copy takes the reply's Markdown as the model wrote it (all parts of the turn).
+  node.append(actionBar(["copy", "retry"], messages.map((m) => m.content).join("\n\n")));
   return node;
 }
 
@@ -188,6 +207,29 @@ function localMessageNode(local) {
   const attached = attachmentsNode(local.attachments);
   if (attached) node.append(attached);
   return node;
+}
+
+/** The nodes of ``messages`` (consecutive agent texts as one bubble), built once each;
+ * ``prefix`` keeps an earlier attempt's nodes apart from the current ones. */
+function messageNodes(s, messages, viewMode, prefix) {
+  return grouped(messages).map((item) =>
+    Array.isArray(item)
+      ? cachedNode(s, prefix + viewMode + ":" + item.map((m) => m.id).join("+"), () =>
+          agentBubble(item, viewMode),
+        )
+      : cachedNode(s, prefix + viewMode + ":" + item.id, () => messageNode(item, viewMode)),
+  );
+}
+
+/** ``messages`` (earlier attempts) cut where the attempt they belong to changes. */
+function byAttempt(messages) {
+  const runs = [];
+  for (const message of messages) {
+    const last = runs[runs.length - 1];
+    if (last && last[0].meta.supersededBy === message.meta.supersededBy) last.push(message);
+    else runs.push([message]);
+  }
+  return runs;
 }
 
 /** Messages never change once written, so each node is built once and reused. */
@@ -213,6 +255,32 @@ export function keepPinned(box) {
   }
 }
 
+/**
+ * An approval card appeared (below the transcript, which it made shorter): scroll so that the
+ * user's last request, the agent's lead-in after it and the end of the transcript show, or,
+ * when they do not all fit, the request at the top and as much of the lead-in as fits. Only
+ * then: otherwise the reader's own scroll position is kept (keepPinned).
+ */
+export function revealRequest(box) {
+  // After the card's layout (and keepPinned's own resize handling) in this frame.
+  requestAnimationFrame(() =>
+    requestAnimationFrame(() => {
+      const requests = box.querySelectorAll(":scope > .ahentic-user");
+      const request = requests[requests.length - 1];
+      const bottom = box.scrollHeight - box.clientHeight;
+      if (!request) {
+        box.scrollTop = bottom;
+        return;
+      }
+      const offset = request.getBoundingClientRect().top - box.getBoundingClientRect().top;
+      const top = box.scrollTop + offset;
+      const target = Math.min(bottom, Math.max(0, top - 4));
+      box.scrollTop = target;
+      box.dataset.pinned = target >= bottom - 1 ? "1" : "";
+    }),
+  );
+}
+
 export function renderTranscript(app, s, options) {
   const box = app.ui.transcript;
   const p = s && s.payload;
@@ -220,6 +288,9 @@ export function renderTranscript(app, s, options) {
   const locals = s ? s.localMessages : [];
   const moreAvailable = !!s && !!(s.older.length ? s.olderHasMore : p && p.hasMore);
   box.setAttribute("aria-busy", String(isLive(p)));
+  // Retry and Edit show while the chat takes messages, never in a sub-agent's chat (CSS).
+  const takes = !!p && ["idle", "error", "cancelled"].includes(p.status) && !p.parentId;
+  box.classList.toggle("takes-messages", takes && !s.stopping);
   // The reply being streamed keeps its node while it grows (Markdown rendered each time).
   const liveText = s && s.live && s.live.text ? s.live.text : "";
   if (liveText) {
@@ -232,7 +303,8 @@ export function renderTranscript(app, s, options) {
     s ? s.id : "",
     p ? p.viewMode : "",
     moreAvailable,
-    messages.map((m) => m.id).join(","),
+    // A retry or an edit sets messages aside: their node moves into an earlier attempt.
+    messages.map((m) => m.id + (m.meta && m.meta.supersededBy ? "~" + m.meta.supersededBy : "")),
     locals.map((m) => m.localId).join(","),
     liveText ? "live" : "",
   ].join("|");
@@ -253,12 +325,22 @@ export function renderTranscript(app, s, options) {
       }),
     );
   }
-  for (const item of grouped(messages)) {
-    if (Array.isArray(item)) {
-      const key = p.viewMode + ":" + item.map((m) => m.id).join("+");
-      nodes.push(cachedNode(s, key, () => agentBubble(item, p.viewMode)));
+  for (const item of withAttempts(messages)) {
+    if (item.attempt) {
+      const key = p.viewMode + ":attempt:" + item.messages.map((m) => m.id).join("+");
+      nodes.push(
+        cachedNode(s, key, () =>
+          attemptNode(
+            item,
+            // One attempt's replies read as one bubble, never two attempts' replies.
+            byAttempt(item.messages).flatMap((run) =>
+              messageNodes(s, run, p.viewMode, "attempt:"),
+            ),
+          ),
+        ),
+      );
     } else {
-      nodes.push(cachedNode(s, p.viewMode + ":" + item.id, () => messageNode(item, p.viewMode)));
+      nodes.push(...messageNodes(s, item.messages, p.viewMode, ""));
     }
   }
   for (const local of locals) {
@@ -267,6 +349,7 @@ export function renderTranscript(app, s, options) {
   if (liveText) nodes.push(s.liveNode);
   const shown = nodes.filter(Boolean);
   fill(box, shown.length ? shown : app.ui.empty);
+  markLast(box);
   if (options && options.keepScroll) box.scrollTop += box.scrollHeight - previousHeight;
   else if (switched || nearBottom || locals.length) {
     box.scrollTop = box.scrollHeight;
