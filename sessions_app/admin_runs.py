@@ -28,6 +28,7 @@ from django.db.models.functions import RowNumber
 from django.http import QueryDict
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from .models import Event, Session, TraceEvent
 
@@ -40,11 +41,12 @@ EXCERPT_CHARS = 200
 
 DENIED = "hitl_denied"
 # What the sidebar sends as a denial's reason when the user wrote none, and the reason a run
-# records when a new message took the place of a decision (``control.runs``).
+# records when a new message took the place of a decision (``control.runs``); translated when
+# shown (``denial_text``).
 DENIAL_CODES = {
-    "": "no reason given",
-    "user_denied": "no reason given",
-    "user_redirect": "the user sent a new message instead",
+    "": gettext_noop("no reason given"),
+    "user_denied": gettext_noop("no reason given"),
+    "user_redirect": gettext_noop("the user sent a new message instead"),
 }
 
 

@@ -2,7 +2,8 @@
 LocaleMiddleware reads) sees no English string of the sidebar's catalogues.
 
 The walk reads every rendered text, aria-label, title and placeholder of the sidebar in several
-states (empty, a reply, an approval card, the history, the settings) and fails on any that is an
+states (empty, a reply with its actions, the More menu, an approval card in the Basic and
+the verbose view, the History panel, the settings) and fails on any that is an
 English msgid (or contains one) whose German differs: a string the code forgot to wrap, or one
 the catalogue lacks. Playwright + Debian's chromium; the fixtures and the skip rule are those of
 ``test_sidebar_browser``.
@@ -104,6 +105,17 @@ def english_left(page) -> list[str]:
 PATTERNS = english_patterns()
 
 
+def german_menu_item(page, name: str):
+    """Open the header's More menu ("Mehr") and return its item ``name``."""
+    more = page.get_by_role("button", name="Mehr", exact=True)
+    if more.get_attribute("aria-expanded") != "true":
+        more.click()
+    menu = page.get_by_role("menu", name="Mehr")
+    return menu.get_by_role("menuitemcheckbox", name=name, exact=True).or_(
+        menu.get_by_role("menuitem", name=name, exact=True)
+    )
+
+
 def sidebar_root(page):
     return page.locator("#ahentic-sidebar")
 
@@ -198,32 +210,59 @@ def test_the_german_sidebar_shows_no_english_in_any_state(
     expect(page.locator('[data-role="tokens"]')).to_contain_text(re.compile(r"Kontext \d+\s%"))
     assert english_left(page) == []
 
-    # An approval card, its details open.
+    # The reply's actions (Copy, Retry, Edit: in the page, shown on hover or always on a phone)
+    # are read with the reply above; here they are named in German.
+    reply = page.locator('[data-role="transcript"] > .ahentic-assistant').last
+    expect(reply.get_by_role("button", name=re.compile("^Wiederholen"))).to_have_count(1)
+
+    # The More menu, open.
+    more = page.get_by_role("button", name="Mehr", exact=True)
+    more.click()
+    menu = page.get_by_role("menu", name="Mehr")
+    expect(menu).to_be_visible()
+    assert english_left(page) == []
+    page.keyboard.press("Escape")
+    expect(menu).to_be_hidden()
+
+    # An approval card in the Basic view.
     box.fill("Veröffentliche eine Notiz über Bohnen")
     box.press("Enter")
     card = hitl_card(page)
     expect(card).to_be_visible()
     expect(card.get_by_role("button", name=re.compile("^Einmal erlauben:"))).to_be_visible()
+    assert english_left(page) == []
+
+    # The verbose view (tool calls and results) with the card's details open.
+    switch = page.get_by_role("radiogroup", name="Ansicht")
+    switch.get_by_role("radio", name="Ausführlich").click()
     card.locator("summary").click()
     screenshot(page, f"sidebar-german-approval-{page.viewport_name}")
     assert english_left(page) == []
 
-    # The decision's line and the reply; then the verbose view (tool calls and results).
+    # The decision's line and the reply.
     card.get_by_role("button", name=re.compile("^Einmal erlauben:")).click()
     expect(page.locator(".ahentic-assistant .ahentic-msg-text").last).to_have_text(
         "Die Notiz ist veröffentlicht."
     )
     expect(page.locator('[data-role-kind="decision"]')).to_contain_text("Einmal erlaubt")
-    page.locator('[data-role="view-mode"]').select_option("verbose")
     expect(page.locator('[data-role-kind="tool_response"]').first).to_be_visible()
     assert english_left(page) == []
     assert sidebar_calls == [{"tool": "sidebar_publish_note", "input": {"title": "Bohnen"}}]
 
-    # The history and the settings.
-    history = page.locator('[data-role="history"]')
-    expect(history.locator("option", has_text="Bohnen")).to_have_count(1)
-    expect(history.locator("option", has_text="Bohnen")).to_contain_text("heute")
-    page.locator('[data-role="settings-toggle"]').click()
+    # The History panel: the earlier chat under "Heute", the open one marked.
+    german_menu_item(page, "Verlauf").click()
+    panel = page.locator('[data-role="history-panel"]')
+    expect(panel).to_be_visible()
+    expect(panel.locator(".ahentic-history-title", has_text="Bohnen")).to_have_count(1)
+    expect(panel.locator(".ahentic-history-day h3").first).to_have_text("Heute")
+    expect(panel.locator(".ahentic-history-badge").first).to_have_text("In einem Tab öffnen")
+    screenshot(page, f"sidebar-german-history-{page.viewport_name}")
+    assert english_left(page) == []
+    page.get_by_role("button", name="Verlauf schließen").click()
+    expect(panel).to_be_hidden()
+
+    # The settings (an item of the More menu).
+    german_menu_item(page, "Einstellungen").click()
     expect(page.locator('[data-role="settings"]')).to_be_visible()
     expect(page.locator(".ahentic-settings-status")).to_have_text("")
     screenshot(page, f"sidebar-german-settings-{page.viewport_name}")

@@ -7,8 +7,9 @@
  * More: the secondary buttons (dock, debugger, and those other modules add: Settings, MCP access,
  * Connections) live in one menu behind a "More" button (aria-haspopup="menu"), so the title has
  * room. wire() runs after the other modules added their buttons to the header and moves every
- * header button but the view switch, More and collapse into the menu, as menu items: a toggle
- * (aria-pressed) becomes a menuitemcheckbox whose aria-checked follows its module's aria-pressed.
+ * header button but the view switch, More, collapse and those marked data-keep-in-header (History)
+ * into the menu, as menu items: a toggle (aria-pressed) becomes a menuitemcheckbox whose
+ * aria-checked follows its module's aria-pressed.
  * Up/Down/Home/End move between items, Escape and Tab close the menu (focus back on More), a click
  * outside closes it, choosing an item runs it and closes the menu.
  */
@@ -104,7 +105,8 @@ export function createHeader(app) {
     const header = ui.more.closest(".ahentic-header");
     const kept = new Set([ui.more, ui.collapse]);
     for (const button of header.querySelectorAll("button")) {
-      if (kept.has(button) || ui.viewMode.contains(button) || ui.moreMenu.contains(button)) continue;
+      if (kept.has(button) || "keepInHeader" in button.dataset) continue;
+      if (ui.viewMode.contains(button) || ui.moreMenu.contains(button)) continue;
       ui.moreMenu.append(button);
       asMenuItem(button);
     }

@@ -85,6 +85,7 @@ export function createHistoryPanel(app, hooks) {
     type: "button",
     className: "ahentic-icon-button ahentic-history-toggle",
     "data-role": "history-toggle",
+    "data-keep-in-header": "", // a main control: never folded into the More menu (header.js)
     "aria-expanded": "false",
     "aria-controls": "ahentic-history-panel",
     "aria-label": gettext("History"),
