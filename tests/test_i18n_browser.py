@@ -250,12 +250,12 @@ def test_the_german_sidebar_shows_no_english_in_any_state(
     assert sidebar_calls == [{"tool": "sidebar_publish_note", "input": {"title": "Bohnen"}}]
 
     # The History panel: the earlier chat under "Heute", the open one marked.
-    german_menu_item(page, "Verlauf").click()
+    page.get_by_role("button", name="Verlauf", exact=True).click()
     panel = page.locator('[data-role="history-panel"]')
     expect(panel).to_be_visible()
     expect(panel.locator(".ahentic-history-title", has_text="Bohnen")).to_have_count(1)
     expect(panel.locator(".ahentic-history-day h3").first).to_have_text("Heute")
-    expect(panel.locator(".ahentic-history-badge").first).to_have_text("In einem Tab öffnen")
+    expect(panel.locator(".ahentic-history-badge").first).to_have_text("In einem Tab geöffnet")
     screenshot(page, f"sidebar-german-history-{page.viewport_name}")
     assert english_left(page) == []
     page.get_by_role("button", name="Verlauf schließen").click()
