@@ -260,12 +260,28 @@ def test_the_preferences_default_to_every_mail_and_change_field_by_field(
 
 @pytest.mark.parametrize(
     "body",
-    [{"approvalsMail": "sometimes"}, {"approvals_mail": False}, {"email": "x@example.com"}, []],
+    [
+        {"approvalsMail": "sometimes"},
+        {"approvals_mail": False},
+        {"email": "x@example.com"},
+        [],
+        # Only JSON true/false: no coercion of strings, numbers or null.
+        {"approvalsMail": "false"},
+        {"approvalsMail": "true", "schedulesMail": False},
+        {"schedulesMail": 0},
+        {"schedulesMail": 1},
+        {"approvalsMail": None},
+        {"schedulesMail": "off"},
+    ],
 )
 def test_a_bad_preference_body_is_a_400_with_a_code(owner_client, body):
     response = owner_client.patch(PREFS, body, format="json")
     assert response.status_code == 400
     assert response.json()["code"] == "ahentic_invalid_input"
+    if isinstance(body, dict) and set(body) <= {"approvalsMail", "schedulesMail"}:
+        assert set(response.json()["fields"]) == {
+            key for key, value in body.items() if not isinstance(value, bool)
+        }
     assert owner_client.get(PREFS).json() == {"approvalsMail": True, "schedulesMail": True}
 
 

@@ -9,16 +9,18 @@ from rest_framework.response import Response
 
 from .. import notifications
 from .schema import READ_ERRORS, WRITE_ERRORS, describe, described
+from .serializers import StrictBooleanField
 from .views import AhenticViewSet
 
 
 class NotificationPreferenceSerializer(serializers.Serializer):
-    approvalsMail = serializers.BooleanField(  # noqa: N815 - API field
+    # JSON true/false only: "true", 1 or "off" are refused, not coerced.
+    approvalsMail = StrictBooleanField(  # noqa: N815 - API field
         source="approvals_mail",
         required=False,
         help_text="Mail me when a run has waited a while for my approval.",
     )
-    schedulesMail = serializers.BooleanField(  # noqa: N815 - API field
+    schedulesMail = StrictBooleanField(  # noqa: N815 - API field
         source="schedules_mail",
         required=False,
         help_text="Mail me when a scheduled run finishes or fails.",
