@@ -508,24 +508,49 @@ def test_a_form_with_a_token_that_is_not_this_objects_warns_and_saves_nothing(
     assert page.title == "Mine"
 
 
-def test_only_a_form_with_no_token_at_all_saves_unchecked_and_it_is_logged(
-    editor_in_admin, page, caplog
+@pytest.mark.parametrize(
+    "site", ["admin", pytest.param("pages", marks=pytest.mark.urls("tests.stale_admin_site"))]
+)
+def test_a_form_that_drops_the_token_field_warns_and_saves_nothing_and_it_is_logged(
+    agent_for, editor, editor_in_admin, page, site, caplog
 ):
-    url = change_url(page)
+    # Without its token a form cannot tell what changed since it was opened: the agent's
+    # change must not be overwritten by a form that simply leaves the field out.
+    url = change_url(page, site)
     form = open_change_form(editor_in_admin, url)
-    del form["_ahentic_loaded"]  # a form rendered before the guard was installed
-    FlatPage.objects.filter(pk=page.pk).update(content="<p>Changed meanwhile.</p>")
+    del form["_ahentic_loaded"]
+    result = agent_for(editor).call(
+        "admin_save", {"model": PAGES, "id": page.pk, "values": {"title": "About us"}}
+    )
+    assert result["ok"] is True
 
     with caplog.at_level("WARNING", logger="ahentic"):
-        response = editor_in_admin.post(url, {**form, "title": "Mine", "_save": "Save"})
+        response = editor_in_admin.post(url, {**form, "content": "<p>Mine.</p>", "_save": "Save"})
 
-    assert response.status_code == 302
+    assert response.status_code == 200  # shown again, not redirected
+    html = response.content.decode()
+    assert "carries no record" in response.context["adminform"].form.non_field_errors()[0]
+    assert 'name="_ahentic_save_anyway"' in html
     page.refresh_from_db()
-    assert page.title == "Mine"
+    assert (page.title, page.content) == ("About us", "<p>Hello.</p>")
     assert any(
         "without a stale-form token" in r.getMessage() and str(page.pk) in r.getMessage()
         for r in caplog.records
     )
+
+    # The re-shown form gets no fresh token (that would let a second Save through
+    # unchecked): saving it again without the box still warns.
+    assert 'name="_ahentic_loaded"' not in html
+    again = {**form, "content": "<p>Mine.</p>", "_save": "Save"}
+    assert editor_in_admin.post(url, again).status_code == 200
+    page.refresh_from_db()
+    assert page.title == "About us"
+
+    confirmed = editor_in_admin.post(url, {**form, "_ahentic_save_anyway": "1", "_save": "Save"})
+
+    assert confirmed.status_code == 302
+    page.refresh_from_db()
+    assert (page.title, page.content) == ("About", "<p>Hello.</p>")
 
 
 def test_an_admin_tools_model_whose_admin_lacks_the_mixin_is_a_warning(settings, db):

@@ -19,8 +19,10 @@ save leaves it alone).
 
 The token must be this object's: one that is present but does not verify (altered, forged,
 signed with another ``SECRET_KEY``, made for another object or model) is treated like a stale
-form: a warning, nothing saved until "Save anyway" is ticked. Only a form that carries no token
-at all saves unchecked (it was rendered before the mixin was installed), and that is logged.
+form: a warning, nothing saved until "Save anyway" is ticked. A form that carries no token at
+all (rendered before the mixin was installed, or a page or script that leaves the field out)
+cannot tell what changed since it was opened either: it is refused the same way, and logged.
+Its re-shown form gets no fresh token, so only "Save anyway" (or a reload) gets it saved.
 
 The mixin is opt-in: a host adds it first in the bases of its ``ModelAdmin`` (import it from
 ``orchestrator_app.admin_mixins``); the system check ``ahentic.W005`` names every
@@ -50,6 +52,8 @@ SALT = "orchestrator_app.admin_tools.stale"
 REQUEST_ATTR = "_ahentic_stale_fields"
 # What ``changed_fields`` finds for a token that is not this object's.
 INVALID = "invalid"
+# What the check finds for a posted form without the token field.
+MISSING = "missing"
 
 
 def is_enabled(model) -> bool:
@@ -144,7 +148,14 @@ class StaleChangeFormMixin:
         labels = getattr(request, REQUEST_ATTR)
         if not labels:
             return form
-        if labels == INVALID:
+        if labels == MISSING:
+            message = (
+                f"This form carries no record of the {self.opts.verbose_name} as you opened "
+                "it, so it cannot tell what changed since (by the agent or in another window). "
+                "Reload the page to see the current values, or tick “Save anyway” and save "
+                "again to keep yours."
+            )
+        elif labels == INVALID:
             message = (
                 f"This form's record of the {self.opts.verbose_name} as you opened it is not "
                 "valid (altered, or made for another object), so it cannot tell what changed "
@@ -171,13 +182,15 @@ class StaleChangeFormMixin:
         read, before the posted values are set on it): the changed fields' labels, INVALID,
         or None (save)."""
         if TOKEN_FIELD not in request.POST:
-            # Rendered before the mixin was installed (or by a page of the host's own).
+            # Rendered before the mixin was installed, or a page or script that leaves the
+            # field out: nothing tells what changed since, so it is refused like a stale one.
             log.warning(
-                "ahentic: %s %s saved from a change form without a stale-form token",
+                "ahentic: %s %s posted from a change form without a stale-form token (%s)",
                 model_label(obj),
                 obj.pk,
+                "saved anyway" if request.POST.get(CONFIRM_FIELD) else "refused",
             )
-            return None
+            return None if request.POST.get(CONFIRM_FIELD) else MISSING
         changed = changed_fields(obj, request.POST.get(TOKEN_FIELD, ""))
         if not changed or request.POST.get(CONFIRM_FIELD):
             return None  # nothing changed, or the user saw the warning and saves anyway
@@ -207,16 +220,16 @@ class StaleChangeFormMixin:
         ):
             return response
         # A re-shown form keeps the token it was posted with (stale or invalid, it warns
-        # again until "Save anyway" is ticked).
+        # again until "Save anyway" is ticked); one posted without a token gets none.
+        found = getattr(request, REQUEST_ATTR, None)
         token = request.POST.get(TOKEN_FIELD) if request.method == "POST" else None
-        if not token:
+        if not token and found != MISSING:
             token = self._stale_token(request, context, obj)
-        if not token:
-            return response
+            if not token:
+                return response
         # The page the admin would render, extended by one that adds the token and the
         # checkbox inside the form (block form_top), so a host's own change_form template
         # keeps working.
-        found = getattr(request, REQUEST_ATTR, None)
         parent = response.resolve_template(response.template_name)
         response.template_name = TEMPLATE
         response.context_data = {
@@ -226,8 +239,9 @@ class StaleChangeFormMixin:
                 "token_field": TOKEN_FIELD,
                 "token": token,
                 "confirm_field": CONFIRM_FIELD,
-                "changed": found if found != INVALID else None,
+                "changed": found if found not in (INVALID, MISSING) else None,
                 "invalid": found == INVALID,
+                "missing": found == MISSING,
             },
         }
         return response
