@@ -16,7 +16,10 @@ the author, the session, the command, the content before and after.
 
 Paths are confined to the root: a path starts with ``/memories``; ``.`` and ``..`` segments,
 backslashes, NULs and control characters, empty names and over-long names are refused before
-anything is read. Sizes are bounded (``MAX_FILE_BYTES`` a file, ``MAX_FILES`` files and
+anything is read. So are names that could pass for other names (``lookalike``): invisible and
+direction-changing characters, compatibility forms that NFKC would change (full-width dots and
+slashes, ligatures, decomposed accents, odd spaces), slash look-alikes, and case variants of the
+reserved ``shared`` folder. Sizes (all in UTF-8 bytes, as stored) are bounded (``MAX_FILE_BYTES`` a file, ``MAX_FILES`` files and
 ``MAX_TOTAL_BYTES`` per memory); a write past a bound is refused with a message naming it.
 
 Result texts follow Anthropic's memory tool (``memory_20250818``) documentation.
@@ -24,6 +27,7 @@ Result texts follow Anthropic's memory tool (``memory_20250818``) documentation.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,11 +84,43 @@ class Writer:
 
 # --- paths --------------------------------------------------------------------------------------
 
+# Unicode categories never in a name: controls, format characters (bidirectional controls,
+# zero-width characters, the BOM, the soft hyphen...), private use, surrogates, unassigned,
+# line and paragraph separators.
+REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+# Slashes that NFKC leaves alone: fraction and division slash, set minus, big solidi, and the
+# combining overlays that draw a slash through the character before them.
+SLASH_LOOKALIKES = frozenset("\u2044\u2215\u2216\u29f5\u29f8\u29f9\u0338\u20e5")
+
+
+def _char_name(char: str) -> str:
+    return f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed character')}"
+
+
+def lookalike(parts: list[str]) -> str | None:
+    """Why a name of ``parts`` (a path's names under the root) could pass for another name,
+    or None. The one check of memory paths, for the tool and the API alike."""
+    for index, part in enumerate(parts):
+        for char in part:
+            if unicodedata.category(char) in REFUSED_CATEGORIES or char in SLASH_LOOKALIKES:
+                return f"the name {part!r} has an invisible or look-alike character ({_char_name(char)})"
+        if unicodedata.normalize("NFKC", part) != part:
+            changed = next((c for c in part if unicodedata.normalize("NFKC", c) != c), None)
+            what = _char_name(changed) if changed else "a decomposed accent"
+            return (
+                f"the name {part!r} has a compatibility form ({what}); write it as NFKC "
+                f"would: {unicodedata.normalize('NFKC', part)!r}"
+            )
+        if index == 0 and part != SHARED and part.casefold() == SHARED:
+            return f"the name {part!r} looks like the reserved folder {SHARED!r}"
+    return None
+
 
 def normalise(path: Any, *, field: str = "path") -> str:
     """``path`` relative to the root ("" for the root itself), or ``MemoryError``: a path is a
     string starting with ``/memories``, with no ``.`` or ``..`` segment, no backslash, NUL or
-    control character, and names of at most ``MAX_NAME_CHARS`` characters."""
+    control character, no name that looks like another (``lookalike``: code
+    ``memory_lookalike_path``), and names of at most ``MAX_NAME_CHARS`` characters."""
     if not isinstance(path, str) or not path:
         raise MemoryError("memory_invalid_path", f"Error: `{field}` must be a path under {ROOT}.")
     shown = path[:300]
@@ -98,6 +134,12 @@ def normalise(path: Any, *, field: str = "path") -> str:
             "memory_invalid_path", f"Error: The path {shown} is outside {ROOT}: paths start {ROOT}."
         )
     parts = [p for p in path[len(ROOT) :].split("/") if p]
+    why = lookalike(parts)
+    if why is not None:
+        raise MemoryError(
+            "memory_lookalike_path",
+            f"Error: The path {shown!r} is refused: {why}. Names must not look like other names.",
+        )
     for part in parts:
         if part in (".", "..") or "%2e" in part.lower() or "%2f" in part.lower():
             raise MemoryError(

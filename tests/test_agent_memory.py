@@ -259,6 +259,153 @@ def test_bounds_refuse_with_the_limit_named(
     ]
 
 
+EURO = "\u20ac"  # three bytes in UTF-8, one character
+
+
+def test_sizes_are_counted_in_utf8_bytes_not_characters(
+    llm, owner, owner_client, run_tasks, helper
+):
+    # 10,923 euro signs are 32,769 bytes (one past MAX_FILE_BYTES) in 10,923 characters;
+    # 10,922 and "ab" are exactly 32,768 bytes.
+    at_limit = EURO * 10922 + "ab"
+    results = calls(
+        llm,
+        owner_client,
+        run_tasks,
+        new_chat(owner, helper),
+        {"command": "create", "path": "/memories/over", "file_text": EURO * 10923},
+        {"command": "create", "path": "/memories/fits", "file_text": at_limit},
+        {
+            "command": "str_replace",
+            "path": "/memories/fits",
+            "old_str": "ab",
+            "new_str": "a" + EURO,
+        },
+    )
+    assert results[0]["error"] == "memory_file_too_large"
+    assert "32769 bytes" in text(results[0])
+    assert not results[1]["is_error"]
+    assert results[2]["error"] == "memory_file_too_large"
+    listed = owner_client.get(f"{API}/agents/helper/memory").json()["files"]
+    assert [(f["path"], f["size"]) for f in listed] == [("/memories/fits", 32768)]
+    assert owner_client.get(f"{API}/agents/helper/memory/fits").json()["content"] == at_limit
+
+
+def test_the_total_of_a_memory_is_counted_in_utf8_bytes(
+    llm, owner, owner_client, run_tasks, helper
+):
+    # Eight files of 32,766 bytes (10,922 characters each) leave 16 bytes of MAX_TOTAL_BYTES:
+    # six euro signs (18 bytes, 6 characters) do not fit, five (15 bytes) do.
+    full = [
+        {"command": "create", "path": f"/memories/f{n}", "file_text": EURO * 10922}
+        for n in range(8)
+    ]
+    first_chat = new_chat(owner, helper)
+    assert not any(r["is_error"] for r in calls(llm, owner_client, run_tasks, first_chat, *full))
+    # Memory outlives the chat: a new one of the same user and agent meets the same total.
+    over, fits = calls(
+        llm,
+        owner_client,
+        run_tasks,
+        new_chat(owner, helper),
+        {"command": "create", "path": "/memories/more", "file_text": EURO * 6},
+        {"command": "create", "path": "/memories/last", "file_text": EURO * 5},
+    )
+    assert over["error"] == "memory_full" and "262146 bytes" in text(over)
+    assert not fits["is_error"]
+    sizes = [f["size"] for f in owner_client.get(f"{API}/agents/helper/memory").json()["files"]]
+    assert sum(sizes) == 262143
+
+
+def test_staff_redaction_is_bounded_in_utf8_bytes(admin_client, owner, helper):
+    seed(helper, owner, "prefs.md", "phone 555-0100")
+    row = MemoryFile.objects.get(path="prefs.md")
+    saved = admin_client.post(
+        f"/admin/sessions_app/memoryfile/{row.pk}/change/", {"content": EURO * 10923}, follow=True
+    )
+    assert saved.status_code == 200
+    assert "at most 32768 bytes" in saved.content.decode()
+    assert MemoryFile.objects.get(pk=row.pk).content == "phone 555-0100"
+
+
+# Paths whose names look like other names: invisible or direction-changing characters,
+# compatibility forms (full-width dots and slashes, ligatures, decomposed accents), slash
+# look-alikes, and case variants of the reserved "shared" folder.
+LOOKALIKE_PATHS = [
+    "/memories/notes\u202efdp.md",  # RIGHT-TO-LEFT OVERRIDE
+    "/memories/\u2066notes\u2069.md",  # LEFT-TO-RIGHT ISOLATE ... POP
+    "/memories/pr\u200befs.md",  # ZERO WIDTH SPACE
+    "/memories/\ufeffprefs.md",  # ZERO WIDTH NO-BREAK SPACE (BOM)
+    "/memories/pre\u00adfs.md",  # SOFT HYPHEN
+    "/memories/a\u0085b",  # NEXT LINE (a C1 control)
+    "/memories/\uff0e\uff0e/x",  # FULLWIDTH FULL STOP x2
+    "/memories/a\uff0fb",  # FULLWIDTH SOLIDUS
+    "/memories/a\u2215b",  # DIVISION SLASH
+    "/memories/\ufb01le.md",  # LATIN SMALL LIGATURE FI
+    "/memories/cafe\u0301.md",  # e + COMBINING ACUTE ACCENT
+    "/memories/a\u00a0b",  # NO-BREAK SPACE
+    "/memories/Shared/x",
+    "/memories/SHARED/x",
+    "/memories/\u017fhared/x",  # LATIN SMALL LETTER LONG S
+    "/memories/\uff53hared/x",  # FULLWIDTH s
+]
+
+
+@pytest.mark.parametrize("mode", ["user", "user+shared"])
+@pytest.mark.parametrize("path", LOOKALIKE_PATHS)
+def test_memory_paths_with_lookalike_characters_are_refused_with_a_code(
+    llm, owner, owner_client, run_tasks, path, mode
+):
+    chat = new_chat(owner, make_agent("keeper", mode))
+    create, rename = calls(
+        llm,
+        owner_client,
+        run_tasks,
+        chat,
+        {"command": "create", "path": path, "file_text": "x"},
+        {"command": "rename", "old_path": "/memories/none", "new_path": path},
+    )
+    for result in (create, rename):
+        assert result["is_error"]
+        assert result["error"] == "memory_lookalike_path"
+        assert "look" in text(result)
+    assert not MemoryFile.objects.exists()
+    assert not MemoryChange.objects.exists()
+
+
+def test_names_in_other_scripts_are_kept(llm, owner, owner_client, run_tasks, helper):
+    paths = [
+        "/memories/Gr\u00fc\u00dfe.md",
+        "/memories/\u65e5\u672c/\u30e1\u30e2.md",
+        "/memories/shared-notes",
+    ]
+    results = calls(
+        llm,
+        owner_client,
+        run_tasks,
+        new_chat(owner, helper),
+        *({"command": "create", "path": p, "file_text": "x"} for p in paths),
+    )
+    assert not any(r["is_error"] for r in results)
+    listed = owner_client.get(f"{API}/agents/helper/memory").json()["files"]
+    assert sorted(f["path"] for f in listed) == sorted(paths)
+
+
+@pytest.mark.parametrize(
+    "path", ["notes%E2%80%AEfdp.md", "pr%E2%80%8Befs.md", "%EF%BC%8E%EF%BC%8E/x", "Shared/x"]
+)
+def test_api_paths_with_lookalike_characters_are_a_400_with_a_code(
+    owner, owner_client, helper, path
+):
+    seed(helper, owner, "x", "kept")
+    for method in (owner_client.get, owner_client.delete):
+        response = method(f"{API}/agents/helper/memory/{path}")
+        assert response.status_code == 400
+        assert response.json()["code"] == "ahentic_memory_lookalike_path"
+        assert "look" in response.json()["detail"]
+    assert MemoryFile.objects.get().content == "kept"
+
+
 # --- isolation and versioning -------------------------------------------------------------------
 
 

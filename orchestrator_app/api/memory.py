@@ -87,10 +87,20 @@ class MemoryViewSet(AhenticViewSet):
         return agent
 
     def relative(self, path: str) -> str:
-        # A path that escapes the root names no file there can be: a 404 like any other.
+        # A path that escapes the root names no file there can be: a 404 like any other. A
+        # name that looks like another is refused as the memory tool refuses it (a 400).
         try:
             relative = store.normalise(f"{store.ROOT}/{path}")
-        except store.MemoryError:
+        except store.MemoryError as exc:
+            if exc.code == "memory_lookalike_path":
+                raise ApiError(
+                    "ahentic_memory_lookalike_path",
+                    gettext(
+                        "This memory path has a character that looks like another (an "
+                        "invisible, direction-changing or full-width character, or a case "
+                        "variant of “shared”)."
+                    ),
+                ) from None
             raise memory_not_found() from None
         if not relative:
             raise memory_not_found()
