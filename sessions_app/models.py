@@ -33,10 +33,13 @@ class SessionQuerySet(models.QuerySet):
         return self.filter(owner=user, deleted_at__isnull=True)
 
     def deleted_for_user(self, user) -> SessionQuerySet:
-        """The user's chats deleted and not yet purged (what an undo may restore)."""
+        """The user's chats deleted and not yet purged (what an undo may restore): not a
+        sub-agent's chat whose parent is deleted too (it comes back with its parent)."""
         if user is None or not user.is_authenticated:
             return self.none()
-        return self.filter(owner=user, deleted_at__isnull=False)
+        return self.filter(owner=user, deleted_at__isnull=False).filter(
+            Q(parent__isnull=True) | Q(parent__deleted_at__isnull=True)
+        )
 
     def roots(self) -> SessionQuerySet:
         return self.filter(parent__isnull=True)

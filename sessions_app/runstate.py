@@ -188,19 +188,57 @@ def parent_bump(session_id) -> None:
     Session.objects.filter(children__pk=session_id).update(version=F("version") + 1)
 
 
+def descendant_ids(session_id) -> list:
+    """The ids of the chat's sub-agents, theirs, and so on (one query per level; the depth is
+    bounded by ``SUBAGENT_MAX_DEPTH``)."""
+    found: list = []
+    level = [session_id]
+    while level:
+        level = list(Session.objects.filter(parent_id__in=level).values_list("pk", flat=True))
+        found += level
+    return found
+
+
 def session_trash(session_id, *, at) -> bool:
-    """Mark the chat deleted at ``at`` (hidden from its owner's routes, restorable until the
-    purge). Not a visible change: the payload does not show it, and a restore puts the chat
-    back in its place in the list. False when it is gone or deleted already."""
+    """Mark the chat and every sub-agent chat under it deleted at ``at`` (hidden from their
+    owner's routes, restorable until the purge): the same ``deleted_at`` on the whole tree, so
+    every check of ``deleted_at`` (``Session.objects.for_user``, the poll, an upload) refuses
+    a sub-agent's chat of a deleted chat too, and the undo knows what this delete took. Not a
+    visible change: the payload does not show it, and a restore puts the chat back in its
+    place in the list (a sub-agent's chat leaves its parent's list: the parent's version
+    moves). False when it is gone or deleted already."""
     rows = Session.objects.filter(pk=session_id, deleted_at__isnull=True)
-    return _write(rows, session_id, {"deleted_at": at}, visible=False)
+    if not _write(rows, session_id, {"deleted_at": at}, visible=False):
+        return False
+    parent_bump(session_id)  # a sub-agent's chat leaves its parent's list of them
+    below = descendant_ids(session_id)
+    if below:
+        Session.objects.filter(pk__in=below, deleted_at__isnull=True).update(deleted_at=at)
+    return True
 
 
 def session_untrash(session_id, *, deleted_since) -> bool:
     """Undo ``session_trash`` if the chat was deleted at or after ``deleted_since`` (inside the
-    undo window). False when it is not deleted, gone, or deleted before that."""
-    rows = Session.objects.filter(pk=session_id, deleted_at__gte=deleted_since)
-    return _write(rows, session_id, {"deleted_at": None}, visible=False)
+    undo window), with the sub-agent chats that delete took (those marked at the same time; one
+    deleted on its own before stays deleted). Never a sub-agent chat whose parent is deleted:
+    the parent's undo brings it back. False when it is not deleted, gone, deleted before that,
+    or its parent is deleted."""
+    at = (
+        Session.objects.filter(pk=session_id, deleted_at__gte=deleted_since)
+        .filter(Q(parent__isnull=True) | Q(parent__deleted_at__isnull=True))
+        .values_list("deleted_at", flat=True)
+        .first()
+    )
+    if at is None:
+        return False
+    rows = Session.objects.filter(pk=session_id, deleted_at=at)
+    if not _write(rows, session_id, {"deleted_at": None}, visible=False):
+        return False
+    parent_bump(session_id)
+    below = descendant_ids(session_id)
+    if below:
+        Session.objects.filter(pk__in=below, deleted_at=at).update(deleted_at=None)
+    return True
 
 
 def session_rows_delete(session_id, *, deleted_before=None) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -405,21 +406,26 @@ def session_delete(*, session_id) -> None:
 
 
 def session_trash(*, session_id, at: datetime) -> bool:
-    """The owner deleted the chat: hidden at once, its rows kept until ``session_purge``
-    (an undo restores it). False when it is gone or deleted already."""
+    """The owner deleted the chat: hidden at once with its sub-agents' chats, its rows kept
+    until ``session_purge`` (an undo restores it). False when it is gone or deleted already."""
     return runstate.session_trash(session_id, at=at)
 
 
 def session_restore(*, session_id, deleted_since: datetime) -> bool:
-    """Undo ``session_trash`` for a chat deleted at or after ``deleted_since``."""
+    """Undo ``session_trash`` for a chat deleted at or after ``deleted_since`` (with the
+    sub-agent chats that delete took; never a sub-agent chat whose parent is deleted)."""
     return runstate.session_untrash(session_id, deleted_since=deleted_since)
 
 
 def sessions_purge(*, deleted_before: datetime) -> int:
     """Delete, with all they hold, the chats their owners deleted before ``deleted_before``.
     Each is deleted under its row lock only if it is still deleted then (a restore may win).
-    Returns how many went."""
-    ids = list(Session.objects.filter(deleted_at__lt=deleted_before).values_list("pk", flat=True))
+    A sub-agent chat whose parent is deleted too goes with its parent (the cascade). Returns
+    how many went."""
+    due = Session.objects.filter(deleted_at__lt=deleted_before).filter(
+        Q(parent__isnull=True) | Q(parent__deleted_at__isnull=True)
+    )
+    ids = list(due.values_list("pk", flat=True))
     return sum(runstate.session_rows_delete(pk, deleted_before=deleted_before) for pk in ids)
 
 

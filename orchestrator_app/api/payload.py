@@ -194,7 +194,9 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
         ),
         trace=trace_window(session),
         children=list(
-            Session.objects.filter(parent_id=session.pk)
+            # A sub-agent's chat deleted on its own leaves the list (its trash moves this
+            # session's version).
+            Session.objects.filter(parent_id=session.pk, deleted_at__isnull=True)
             .annotate(tokens_used=F("tokens_in") + F("tokens_out"))
             .values("id", "title", "status", "tokens_used")
         ),

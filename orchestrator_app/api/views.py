@@ -249,6 +249,19 @@ class SessionViewSet(AhenticViewSet):
         self.check_object_permissions(self.request, session)
         return session
 
+    def user_chat(self) -> Session:
+        """The addressed session, for a route that starts a run for the user (a message, an
+        action): a sub-agent's chat is refused (its parent writes its task; retry and edit
+        refuse it in ``runs.attempt_start``)."""
+        session = self.get_object()
+        if session.parent_id is not None:
+            raise ApiError(
+                "ahentic_read_only_chat",
+                gettext("This is a sub-agent's chat: it is read-only. Write in the main chat."),
+                status.HTTP_409_CONFLICT,
+            )
+        return session
+
     def payload_response(
         self, session_id, status_code=status.HTTP_200_OK, *, include_artifacts=False, **extra
     ) -> Response:
@@ -465,7 +478,7 @@ class SessionViewSet(AhenticViewSet):
     @docs.described(docs.message_post)
     @messages.mapping.post
     def message_post(self, request, session_id=None):
-        session = self.get_object()
+        session = self.user_chat()
         data = self.validated(s.MessageCreateSerializer, request.data)
         pending = runs.message_post(
             session=session,
@@ -656,7 +669,7 @@ class SessionViewSet(AhenticViewSet):
     @docs.described(docs.actions)
     @action(detail=True, methods=["post"])
     def actions(self, request, session_id=None):
-        session = self.get_object()
+        session = self.user_chat()
         data = self.validated(s.ActionSerializer, request.data)
         decisions.action_run(session=session, name=data["name"], tool_input=data.get("input") or {})
         return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)

@@ -5,6 +5,11 @@ Deleting is soft: the chat is hidden from its owner's routes at once (``Session.
 works from another tab or after a reload, and a closed tab still deletes. A one-off django-q2
 schedule then purges it with all it holds (``sessions_app.services.sessions_purge``); with
 ``HISTORY_UNDO_S`` 0 a chat is purged at once.
+
+The delete takes the whole tree: every sub-agent chat under the chat gets the same
+``deleted_at`` (so every check of it refuses them too: by id, the poll, uploads, files,
+artifacts) and its run is stopped; the undo brings back what that delete took, and a sub-agent
+chat is never restored apart from its deleted parent.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from sessions_app import services
+from sessions_app import runstate, services
 from sessions_app.conf import ahentic_settings
 
 from . import queue, runs
@@ -32,6 +37,10 @@ def chat_delete(*, session_id) -> datetime | None:
     scheduled (or, with no undo window, purged now). Returns until when it may be restored
     (None: purged now, or it was gone)."""
     runs.run_cancel(session_id=session_id)
+    # A sub-agent may still run while its parent is idle (the parent's cancel stops only the
+    # children of a live run): stop every run in the tree.
+    for child_id in runstate.descendant_ids(session_id):
+        runs.run_cancel(session_id=child_id)
     window = undo_window()
     if not window:
         services.session_delete(session_id=session_id)

@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from sessions_app import agents
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event
+from sessions_app.models import Event, Session
 
 from ..control.runs import message_post
 from ..errors import AhenticError
@@ -105,6 +105,12 @@ def spawn_subagent(ctx: ToolContext, input: dict[str, Any]) -> dict[str, Any]:
         granted_tools=granted,
         fork_event_id=fork,
     )
+    deleted_at = Session.objects.filter(pk=parent.pk).values_list("deleted_at", flat=True).first()
+    if deleted_at is not None:
+        # The chat was deleted while this step ran (after its delete marked the tree): the
+        # child goes with it, and its task never starts.
+        session_services.session_trash(session_id=child.pk, at=deleted_at)
+        raise ToolError("session_deleted", "This chat was deleted; no sub-agent was started.")
     try:
         message_post(session=child, content=input["task"])
     except AhenticError as exc:
