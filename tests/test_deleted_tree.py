@@ -20,7 +20,7 @@ from sessions_app import services as session_services
 from sessions_app.models import Attachment, Event, Session
 
 from .attachment_files import png
-from .conftest import API, post_message, session_url
+from .conftest import post_message, session_url
 from .factories import SessionFactory
 from .test_subagents import SPAWN, DeferChildSteps
 
