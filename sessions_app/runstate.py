@@ -206,7 +206,12 @@ def session_trash(session_id, *, at) -> bool:
     a sub-agent's chat of a deleted chat too, and the undo knows what this delete took. Not a
     visible change: the payload does not show it, and a restore puts the chat back in its
     place in the list (a sub-agent's chat leaves its parent's list: the parent's version
-    moves). False when it is gone or deleted already."""
+    moves). False when it is gone or deleted already.
+
+    The chat's row and its sub-agents' rows are written by separate statements, not in one
+    transaction: holding a parent's row while writing its children breaks the lock order of
+    ``parent_bump`` (child, then parent). A sub-agent spawned between the two is caught by
+    ``spawn_subagent``, which re-reads its parent after creating the child."""
     rows = Session.objects.filter(pk=session_id, deleted_at__isnull=True)
     if not _write(rows, session_id, {"deleted_at": at}, visible=False):
         return False
