@@ -33,23 +33,31 @@ def undo_window() -> timedelta:
 
 
 def chat_delete(*, session_id) -> datetime | None:
-    """Delete the chat: a live run is cancelled first, then the chat is hidden and its purge
-    scheduled (or, with no undo window, purged now). Returns until when it may be restored
+    """Delete the chat: it is hidden with its sub-agents' chats, their live runs are
+    cancelled, and its purge scheduled (or, with no undo window, the runs are cancelled and
+    it is purged now). Returns until when it may be restored
     (None: purged now, or it was gone)."""
-    runs.run_cancel(session_id=session_id)
-    # A sub-agent may still run while its parent is idle (the parent's cancel stops only the
-    # children of a live run): stop every run in the tree.
-    for child_id in runstate.descendant_ids(session_id):
-        runs.run_cancel(session_id=child_id)
     window = undo_window()
     if not window:
+        _cancel_tree(session_id)
         services.session_delete(session_id=session_id)
         return None
     now = timezone.now()
     if not services.session_trash(session_id=session_id, at=now):
         return None
+    # After the trash marked the tree: a sub-agent spawned meanwhile is in it (its run is
+    # stopped here), or its spawn saw the deletion and never started it.
+    _cancel_tree(session_id)
     queue.enqueue_purge(now + window + timedelta(seconds=PURGE_MARGIN_S))
     return now + window
+
+
+def _cancel_tree(session_id) -> None:
+    """Stop the chat's run and every sub-agent's under it: a sub-agent may still run while
+    its parent is idle, and the parent's cancel stops only the children of a live run."""
+    runs.run_cancel(session_id=session_id)
+    for child_id in runstate.descendant_ids(session_id):
+        runs.run_cancel(session_id=child_id)
 
 
 def chat_restore(*, session_id) -> bool:
