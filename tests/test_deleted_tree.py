@@ -114,7 +114,6 @@ def test_a_deleted_chats_sub_agents_files_and_artifacts_are_gone_at_once_and_an_
         Event.objects.filter(session=session).count() + Event.objects.filter(session=child).count()
         == events + 1
     )  # the child's "Run cancelled." notice
-    # Staff still see the deleted chats in the admin.
 
     restored = owner_client.post(session_url(session, "restore"))
 
