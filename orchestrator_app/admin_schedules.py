@@ -117,6 +117,15 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change) -> None:
         schedules.schedule_save(obj, fields=list(form.changed_data) if change else None)
+        browser = schedules.browser_tools_named(obj)
+        if browser:
+            self.message_user(
+                request,
+                f"{obj}: the agent's tools include browser tools ({', '.join(browser)}). A "
+                "scheduled run has no browser: they are not offered to it, and a call to one "
+                "is answered with an error.",
+                messages.WARNING,
+            )
 
     @admin.display(description="next due", ordering="next_due_at")
     def next_due(self, obj: Schedule) -> str:
