@@ -151,9 +151,7 @@ def add_form(owner, agent) -> dict:
     }
 
 
-def test_the_schedule_form_warns_when_the_agent_names_browser_tools(
-    client, scheduler, owner, llm
-):
+def test_the_schedule_form_warns_when_the_agent_names_browser_tools(client, scheduler, owner, llm):
     reader = agent_create("reader")
     agents.version_save(reader, config={"TOOLS": ["echo", "page_read"]})
     plain = agent_create("plain")
