@@ -44,7 +44,6 @@ from sessions_app.models import AgentVersion, Session
 from ..errors import AhenticError
 from ..models import Schedule, ScheduleRun, UsageRecord
 from ..signals import schedule_run_finished, send_after_commit
-from ..tools import get_tool
 from . import runs
 
 log = logging.getLogger("ahentic")
@@ -189,19 +188,6 @@ def refusal(schedule: Schedule) -> Refusal | AgentVersion:
     if version is None:
         return Refusal("ahentic_schedule_no_version", f"The agent {agent} has no version.", True)
     return version
-
-
-def browser_tools_named(schedule: Schedule) -> list[str]:
-    """The browser tools the version a firing would run names in its ``TOOLS``. A scheduled
-    run has no browser (``Session.browser_available``): they are never offered to it, so the
-    admin's form warns. An agent that names no tools (every tool) gets no warning: its
-    browser tools are simply left out of its scheduled runs."""
-    version = schedule.agent_version
-    if version is None or version.agent_id != schedule.agent_id:
-        version = agents.latest_version(schedule.agent) if schedule.agent_id else None
-    named = agents.AgentSettings(version.config).TOOLS if version is not None else None
-    found = [get_tool(name) for name in named or []]
-    return [tool.name for tool in found if tool is not None and tool.runtime == "browser"]
 
 
 def fire(
