@@ -3,6 +3,7 @@ runs may call (the chat, its sub-agents, the site's MCP endpoint), and who may u
 group-restricted agent is decided alike on every surface (the picker, a new chat, a schedule,
 the MCP endpoint's ``?agent=``)."""
 
+import asyncio
 import json
 
 import httpx2
@@ -217,3 +218,34 @@ def test_the_mcp_endpoint_refuses_a_group_agent_to_staff_outside_its_groups(live
 
     assert refused.status_code == 404, refused.text
     assert allowed.status_code == 200, allowed.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_mcp_endpoint_offers_and_runs_only_the_agents_tools_with_its_approval_policy(
+    live_server, owner, tool_calls
+):
+    from mcp.shared.exceptions import MCPError
+
+    from .test_mcp_server import _with_client, text_of
+
+    new_agent("careful", {"TOOLS": ["echo"], "APPROVAL": {"echo": "always_ask"}})
+    secret = mcp_tokens.token_create(user=owner, name="laptop").secret
+
+    async def work(client):
+        listed = await client.list_tools()
+        echo = await client.call_tool("echo", {"text": "hi"})
+        try:
+            await client.call_tool("notes_create", {"title": "Sneaky"})
+            refused = None
+        except MCPError as exc:
+            refused = exc.error.code
+        return listed, echo, refused
+
+    url = f"{live_server.url}{API}/mcp?agent=careful"
+    listed, echo, refused = asyncio.run(_with_client(url, secret, work))
+
+    assert [tool.name for tool in listed.tools] == ["echo"]
+    # The agent's "always_ask" holds for a read-only tool called by an MCP client too.
+    assert echo.meta["ahentic/status"] == "awaiting_approval", text_of(echo)
+    assert refused == -32602  # not among this agent's tools
+    assert tool_calls == []
