@@ -13,11 +13,13 @@ from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery
 from django.utils.safestring import SafeString
 
+from sessions_app import agents
 from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, admin_link, excerpt, html_table
 from sessions_app.conf import ahentic_settings
 
 from .control import schedules
 from .models import Schedule, ScheduleRun
+from .tools import get_tool
 
 # Runs shown on a schedule's change page (the run log has them all).
 RECENT_RUNS = 20
@@ -59,6 +61,19 @@ class ScheduleForm(forms.ModelForm):
             if isinstance(found, schedules.Refusal):
                 raise forms.ValidationError(f"This schedule could not run: {found.message}")
         return data
+
+
+def _browser_tools_named(schedule: Schedule) -> list[str]:
+    """The browser tools the version a firing would run names in its ``TOOLS``. A scheduled
+    run has no browser (``Session.browser_available``): they are never offered to it, so the
+    admin's form warns. An agent that names no tools (every tool) gets no warning: its
+    browser tools are simply left out of its scheduled runs."""
+    version = schedule.agent_version
+    if version is None or version.agent_id != schedule.agent_id:
+        version = agents.latest_version(schedule.agent) if schedule.agent_id else None
+    named = agents.AgentSettings(version.config).TOOLS if version is not None else None
+    found = [get_tool(name) for name in named or []]
+    return [tool.name for tool in found if tool is not None and tool.runtime == "browser"]
 
 
 def _in_zone(schedule: Schedule, moment) -> str:
@@ -117,6 +132,15 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change) -> None:
         schedules.schedule_save(obj, fields=list(form.changed_data) if change else None)
+        browser = _browser_tools_named(obj)
+        if browser:
+            self.message_user(
+                request,
+                f"{obj}: the agent's tools include browser tools ({', '.join(browser)}). A "
+                "scheduled run has no browser: they are not offered to it, and a call to one "
+                "is answered with an error.",
+                messages.WARNING,
+            )
 
     @admin.display(description="next due", ordering="next_due_at")
     def next_due(self, obj: Schedule) -> str:

@@ -231,6 +231,10 @@ class Session(models.Model):
     active_workflow = models.CharField(max_length=128, blank=True, default="")
     viewport_start_event_id = models.BigIntegerField(null=True, blank=True)
     browser_paused_at = models.DateTimeField(null=True, blank=True)
+    # Whether a browser (the user's sidebar) can serve the current run: set when the run
+    # starts (``runs.message_post`` and the chat API's routes). A run nobody watches (a
+    # schedule, an MCP client's call, host code) is never offered browser tools.
+    browser_available = models.BooleanField(default=False)
     lease_token = models.CharField(max_length=64, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Conversation messages counted when the brain last named the session (0 = never).

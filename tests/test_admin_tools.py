@@ -1274,3 +1274,49 @@ def test_an_agent_works_only_on_its_admin_models_within_the_sites(agent_for, sit
         assert refused["error"] == "admin_model_unknown", (name, refused)
     assert FlatPage.objects.get(pk=page.pk).title == "Abut us"
     assert agent.call("admin_list", {"model": "auth.group"})["rows"] == []
+
+
+def agent_version_with(config: dict):
+    from sessions_app import agents
+    from sessions_app.models import Agent as AgentRow
+
+    row = AgentRow.objects.create(slug="narrow", name="Narrow")
+    return agents.version_save(row, config=config)
+
+
+def test_a_versions_admin_tools_never_widen_the_sites_list(agent_for, db):
+    """The site enables pages, groups and users; a version naming shelves too (registered in
+    the admin, and the user may do anything with them) does not add them: not in the
+    ``admin_models`` catalogue, unknown to every admin tool."""
+    Shelf.objects.create(code="A1", name="Front")
+    user = staff("keeper", "view_group", "view_shelf", "add_shelf", "change_shelf")
+    version = agent_version_with({"ADMIN_TOOLS": [SHELVES, "auth.group"]})
+    agent = agent_for(user)
+    Session.objects.filter(pk=agent.session.pk).update(agent_version=version)
+
+    models = agent.call("admin_models", {})
+
+    assert [m["model"] for m in models["models"]] == ["auth.group"]
+    assert agent.call("admin_models", {"model": SHELVES})["error"] == "admin_model_unknown"
+    for name, input in (
+        ("admin_list", {"model": SHELVES}),
+        ("admin_get", {"model": SHELVES, "id": "A1"}),
+        ("admin_save", {"model": SHELVES, "id": "A1", "values": {"name": "Back"}}),
+    ):
+        assert agent.call(name, input)["error"] == "admin_model_unknown", name
+    assert Shelf.objects.get(pk="A1").name == "Front"
+
+
+def test_a_version_naming_none_of_the_sites_admin_models_has_no_admin_tools(agent_for, db):
+    """Offered and enforced alike: the model is not offered the admin tools, and a call to one
+    anyway is refused before it runs."""
+    user = staff("keeper", "view_group", "view_shelf")
+    version = agent_version_with({"ADMIN_TOOLS": [SHELVES]})
+    agent = agent_for(user)
+    Session.objects.filter(pk=agent.session.pk).update(agent_version=version)
+
+    refused = agent.call("admin_list", {"model": "auth.group"})
+
+    offered = {t["name"] for t in agent.llm.message_requests()[0]["tools"]}
+    assert not offered & set(ADMIN_TOOL_NAMES)
+    assert refused["error"] == "ability_unavailable"

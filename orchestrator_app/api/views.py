@@ -488,6 +488,7 @@ class SessionViewSet(AhenticViewSet):
             page_context_given="pageContext" in data,
             if_busy=data.get("ifBusy"),
             attachments=data.get("attachments") or [],
+            browser=True,  # the chat API's runs: the sidebar serves browser tools
         )
         if pending is None:
             return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
@@ -497,7 +498,7 @@ class SessionViewSet(AhenticViewSet):
     @action(detail=True, methods=["post"], url_path="retry", url_name="retry")
     def message_retry(self, request, session_id=None):
         session = self.get_object()
-        runs.message_retry(session=session)
+        runs.message_retry(session=session, browser=True)
         return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
 
     @docs.described(docs.message_edit)
@@ -514,7 +515,7 @@ class SessionViewSet(AhenticViewSet):
             raise ApiError(
                 "ahentic_message_not_found", gettext("No such message in this chat."), 404
             )
-        runs.message_edit(session=session, seq=int(seq), content=data["content"])
+        runs.message_edit(session=session, seq=int(seq), content=data["content"], browser=True)
         return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
 
     @docs.described(docs.pending_recall)
@@ -634,7 +635,7 @@ class SessionViewSet(AhenticViewSet):
     @action(detail=True, methods=["post"], url_path="continue", url_name="continue")
     def continue_run(self, request, session_id=None):
         session = self.get_object("id", "owner_id")
-        runs.run_continue(session_id=session.pk, user=request.user)
+        runs.run_continue(session_id=session.pk, user=request.user, browser=True)
         return self.payload_response(session.pk)
 
     @docs.described(docs.approvals)
@@ -671,7 +672,9 @@ class SessionViewSet(AhenticViewSet):
     def actions(self, request, session_id=None):
         session = self.user_chat()
         data = self.validated(s.ActionSerializer, request.data)
-        decisions.action_run(session=session, name=data["name"], tool_input=data.get("input") or {})
+        decisions.action_run(
+            session=session, name=data["name"], tool_input=data.get("input") or {}, browser=True
+        )
         return self.payload_response(session.pk, status.HTTP_202_ACCEPTED)
 
     # --- read-only sub-resources ------------------------------------------------------------

@@ -107,8 +107,13 @@ def message_post(
     page_context_given: bool = False,
     if_busy: str | None = None,
     attachments: list[str] | None = None,
+    browser: bool = False,
 ) -> PendingMessage | None:
     """Post a user message: start a run, resume one, or queue it while the agent is busy.
+
+    ``browser``: a browser (the sidebar) can serve the run this message starts or resumes, so
+    its browser tools are offered (``Session.browser_available``); the chat API's routes say
+    so, a service call (a schedule, a sub-agent, host code) by default does not.
 
     ``attachments``: ids of the session's unsent uploads, taken by this message in the
     transaction that writes it (``attachments.claim``). Returns the PendingMessage when it
@@ -145,9 +150,13 @@ def message_post(
 
     if session.status in Session.ACCEPTS_MESSAGE:
         if session.job_resumable and not attachments and _is_resume_cue(content):
-            if _resume(session, source="composer_cue", content=content, sticky=sticky):
+            if _resume(
+                session, source="composer_cue", content=content, sticky=sticky, browser=browser
+            ):
                 return None
-        elif _start_run(session, content=content, sticky=sticky, attachments=attachments):
+        elif _start_run(
+            session, content=content, sticky=sticky, attachments=attachments, browser=browser
+        ):
             return None
         session.refresh_from_db()  # lost a race: someone else started a run
 
@@ -213,22 +222,26 @@ def _message_checked(content: str) -> str:
     return content
 
 
-def message_retry(*, session: Session) -> int:
+def message_retry(*, session: Session, browser: bool = False) -> int:
     """Retry: run the user's last message again. What followed it stays in the transcript
     as an earlier attempt (``services.events_supersede``) and is never sent to the model
     again, so the new run's first request is the history up to and including that message,
     byte for byte as it was sent the first time. Returns the new run's number."""
-    return attempt_start(session=session)
+    return attempt_start(session=session, browser=browser)
 
 
-def message_edit(*, session: Session, seq: int, content: str) -> int:
+def message_edit(*, session: Session, seq: int, content: str, browser: bool = False) -> int:
     """Edit and resend the user's last message (``seq``): it and what followed it become an
     earlier attempt, and the edited text (with the same attachments) starts a new run.
     Returns the new run's number."""
-    return attempt_start(session=session, edit_seq=seq, content=_message_checked(content))
+    return attempt_start(
+        session=session, edit_seq=seq, content=_message_checked(content), browser=browser
+    )
 
 
-def attempt_start(*, session: Session, edit_seq: int | None = None, content: str = "") -> int:
+def attempt_start(
+    *, session: Session, edit_seq: int | None = None, content: str = "", browser: bool = False
+) -> int:
     """A new attempt at the user's last message: a retry (``edit_seq`` None) or an edit of
     it. Refused, with nothing written, on a sub-agent's chat (read-only: its parent writes
     its messages), while a run is live, without a message of the user's to run again, for
@@ -254,6 +267,7 @@ def attempt_start(*, session: Session, edit_seq: int | None = None, content: str
             plan=None,
             pending_tool=None,
             browser_paused_at=None,
+            browser_available=browser,
         )
         if run_seq is None:
             raise AhenticError(
@@ -369,12 +383,18 @@ def wake_for_pending(session_id) -> bool:
 
 
 def _start_run(
-    session: Session, *, content: str, sticky: dict[str, Any], attachments: list[str]
+    session: Session,
+    *,
+    content: str,
+    sticky: dict[str, Any],
+    attachments: list[str],
+    browser: bool = False,
 ) -> bool:
     fields: dict[str, Any] = {
         "plan": None,
         "pending_tool": None,
         "browser_paused_at": None,
+        "browser_available": browser,
         **sticky,
     }
     if session.title_source == Session.TitleSource.DEFAULT and content:
@@ -409,9 +429,17 @@ def _start_run(
 
 
 def _resume(
-    session: Session, *, source: str, content: str | None = None, sticky: dict | None = None
+    session: Session,
+    *,
+    source: str,
+    content: str | None = None,
+    sticky: dict | None = None,
+    browser: bool | None = None,
 ) -> bool:
-    """Resume a resumable job: plan kept (cancelled steps reopened), goal kept."""
+    """Resume a resumable job: plan kept (cancelled steps reopened), goal kept. ``browser``
+    None keeps whether a browser serves the run."""
+    if browser is not None:
+        sticky = {**(sticky or {}), "browser_available": browser}
     with db.atomic():
         if not runstate.run_resume(
             session_id=session.pk,
@@ -621,7 +649,7 @@ def _continue_past_cap(session: Session, user) -> bool:
     return True
 
 
-def run_continue(*, session_id, user=None) -> str:
+def run_continue(*, session_id, user=None, browser: bool | None = None) -> str:
     """The Continue button: resume a resumable job, re-enqueue a stalled run, or time out a
     stale browser pause. Returns what it did (``resumed``, ``requeued``, ``browser_timeout``,
     ``waiting``, ``cap_raised``, ``noop``).
@@ -650,7 +678,8 @@ def run_continue(*, session_id, user=None) -> str:
                 gettext("The site's daily token limit is reached; try again tomorrow."),
                 429,
             )
-        return "resumed" if _resume(session, source="continue_api") else "noop"
+        resumed = _resume(session, source="continue_api", browser=browser)
+        return "resumed" if resumed else "noop"
     # The user's nudge may re-enqueue a step nobody holds at once (a duplicate task only fails
     # its claim); the recover sweep waits RUN_LEASE_S before it does the same.
     unheld = not session.lease_token
@@ -705,17 +734,29 @@ def browser_timeout(session: Session) -> bool:
     return True
 
 
+def browser_timeouts(now) -> int:
+    """Answer ``ahentic_browser_timeout`` to every browser call waiting longer than
+    ``BROWSER_TIMEOUT_S`` (no open tab claimed it: closed, or a run nobody watches), so the
+    run goes on without anyone's Continue. Returns how many it timed out."""
+    cutoff = now - timedelta(seconds=int(ahentic_settings.BROWSER_TIMEOUT_S))
+    waiting = Session.objects.filter(
+        status=Session.Status.AWAITING_BROWSER, browser_paused_at__lt=cutoff
+    ).only("pk", "run_seq", "pending_tool")
+    return sum(browser_timeout(session) for session in waiting)
+
+
 def recover_stalled() -> int:
-    """Re-enqueue running sessions whose worker is gone (the lease watch, ``recovery.py``, and
-    the ``ahentic_recover`` schedule)."""
+    """Re-enqueue running sessions whose worker is gone, and time out browser calls no tab
+    answered (``browser_timeouts``): the lease watch, ``recovery.py``, and the
+    ``ahentic_recover`` schedule. Returns how many runs it moved on."""
     now = timezone.now()
+    count = browser_timeouts(now)
     lease_cutoff = now - timedelta(seconds=int(ahentic_settings.RUN_LEASE_S))
     candidates = Session.objects.filter(status=Session.Status.RUNNING).filter(
         Q(lease_token="", heartbeat_at__lt=lease_cutoff)
         | Q(lease_token="", heartbeat_at__isnull=True)
         | ~Q(lease_token="") & Q(lease_expires_at__lt=now)
     )
-    count = 0
     for session in candidates.only("pk", "run_seq", "lease_token"):
         # Once per lease period and expired lease (the lease watch sweeps more often, and a
         # re-enqueued step may wait for a free worker); processes sharing the cache agree.

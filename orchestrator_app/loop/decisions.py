@@ -33,6 +33,7 @@ DECISIONS = ("allow_once", "allow_session", "always_allow", "deny")
 ACTION_ERRORS = {
     "ability_unavailable": "ahentic_unknown_action",
     "ability_forbidden": "ahentic_unknown_action",
+    "ability_no_browser": "ahentic_unknown_action",
     "ability_ask_readonly": "ahentic_ask_readonly",
     "invalid_input": "ahentic_invalid_input",
 }
@@ -207,8 +208,11 @@ def browser_result_record(
         enqueue_step(session.pk, session.run_seq)
 
 
-def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> None:
+def action_run(
+    *, session: Session, name: str, tool_input: dict[str, Any], browser: bool = False
+) -> None:
     """Run one tool the user picked (a suggested action), then let the model follow up.
+    ``browser``: a browser (the sidebar) serves the run (``Session.browser_available``).
 
     A call that needs no approval runs at once in the worker. One that needs approval pauses
     at ``awaiting_human`` with the approval card, as a model-made call does, unless a grant
@@ -221,6 +225,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
         )
     require_llm()
     # The pipeline's own checks, in its order; its failure codes map to the API's.
+    session.browser_available = browser  # the run's, written when it begins below
     tool, problem = check_call(session, name, tool_input)
     if problem:
         code = ACTION_ERRORS.get(problem["error"], "ahentic_invalid_input")
@@ -252,6 +257,7 @@ def action_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> No
             session_id=session.pk,
             from_statuses=[Session.Status.IDLE],
             label=summary,
+            browser_available=browser,
             # Picking a call is not approving its write: the call goes through the pipeline's
             # approval step like one the model made (a grant may cover it, a non-preallowable
             # tool asks every time, the card shows); a call needing no approval runs at once.

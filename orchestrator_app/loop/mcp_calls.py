@@ -161,6 +161,7 @@ def call_begin(
                 session_id=session.pk,
                 from_statuses=list(Session.ACCEPTS_MESSAGE),
                 label=summary,
+                browser_available=False,  # an MCP client's call: no browser serves it
                 pending_tool=PendingTool(
                     name=tool.name,
                     call_id=call_id,

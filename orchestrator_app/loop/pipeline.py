@@ -39,8 +39,7 @@ from ..control.toolcalls import result_text, tool_response_record
 from ..ledger import usage
 from ..models import ToolGrant
 from ..signals import approval_requested, send_after_commit, tool_executed
-from ..tools import Tool, ToolContext, ToolError, get_tool
-from ..tools import mcp as mcp_tools
+from ..tools import UNAVAILABLE, Tool, ToolContext, ToolError, get_tool, refusal
 
 __all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress"]
 
@@ -219,27 +218,25 @@ def note_content_work(lease: Lease, tracer: TraceBuffer, session: Session) -> No
 def check_call(
     session: Session, name: str, tool_input: Any
 ) -> tuple[Tool | None, dict[str, Any] | None]:
-    """The checks before approval, in order: availability (registry and the session's grant),
-    Ask mode, the user's permission, the input schema. Returns the tool and None, or the tool
+    """The checks before approval, in order: availability (the registry, then ``tools.refusal``:
+    the agent's tools, the session's grant, a browser for a browser tool, the user's
+    permission), Ask mode, the input schema. Returns the tool and None, or the tool
     (None when unknown) and the failure result."""
     tool = get_tool(name)
-    if (
-        tool is not None
-        and tool.module == mcp_tools.MODULE
-        and not mcp_tools.offered_to(session, name)
-    ):
-        tool = None  # a server the session's agent does not list
-    if tool is None or (session.granted_tools is not None and name not in session.granted_tools):
+    if tool is None:
         message = f"There is no tool named {name!r} in this session."
         return None, failure("ability_unavailable", message)
+    # The agent's tools, the session's grant, a browser, the user's permission: the policy
+    # that also decides what the model is offered (``tools.refusal``, read by ``tools_for``).
+    refused = refusal(session, tool)
+    if refused is not None:
+        return (None if refused.code == UNAVAILABLE else tool), refused.as_result()
     if session.mode == Session.Mode.ASK and not tool.readonly:
         return tool, failure(
             "ability_ask_readonly",
             f"{name} changes things and the session is in Ask mode (read-only tools only).",
             hint="Describe what you would do, or ask the user to switch to Agent mode.",
         )
-    if not tool.allowed_for(session.owner):
-        return tool, failure("ability_forbidden", f"The user may not use {name}.")
     problem = tool.validate(tool_input)
     if problem:
         return tool, failure("invalid_input", problem)

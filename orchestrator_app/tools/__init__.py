@@ -330,25 +330,63 @@ def all_tools() -> list[Tool]:
     return sorted(_registry.values(), key=lambda t: t.name)
 
 
+# The codes of ``refusal``: the model reads them in the tool result.
+UNAVAILABLE = "ability_unavailable"
+NO_BROWSER = "ability_no_browser"
+FORBIDDEN = "ability_forbidden"
+
+
+def refusal(session, tool: Tool, user=None) -> ToolError | None:
+    """Why ``session``'s run may not call ``tool`` (as ``user``, the session's owner by
+    default), or None when it may. The one policy both sides read: ``tools_for`` offers the
+    model the tools this allows, and the pipeline's ``check_call`` refuses every other call
+    with this error, for the chat, sub-agents, suggested actions and the site's MCP endpoint.
+
+    In order: the agent version's tools (``TOOLS`` for the site's tools, ``MCP_SERVERS`` for
+    remote ones, ``ADMIN_TOOLS`` naming none of the site's admin models), the tools granted to
+    the session (a sub-agent's), a browser to run a browser tool in (``browser_available``),
+    and the user's own permission (an agent never gives a user a tool they may not use)."""
+    from .admin_tools.bridge import ADMIN_MODULE, agent_labels, enabled_admins
+    from .mcp import offered_to
+
+    user = user if user is not None else session.owner
+    name = tool.name
+    settings = agents.settings_for(session)
+    if name.startswith(MCP_PREFIX):
+        listed = offered_to(session, name)
+    else:
+        # An agent that keeps memory (``MEMORY``) has the memory tool, whatever ``TOOLS`` names.
+        listed = (
+            settings.TOOLS is None
+            or name in settings.TOOLS
+            or (name == "memory" and bool(settings.MEMORY))
+        )
+        if listed and tool.module == ADMIN_MODULE:
+            narrowed = agent_labels(session)  # within the site's list, never wider
+            listed = narrowed is None or any(label in narrowed for label in enabled_admins())
+    if not listed:
+        return ToolError(UNAVAILABLE, f"{name} is not one of this agent's tools.")
+    if session.granted_tools is not None and name not in session.granted_tools:
+        return ToolError(UNAVAILABLE, f"There is no tool named {name!r} in this session.")
+    if tool.runtime == "browser" and not session.browser_available:
+        return ToolError(
+            NO_BROWSER,
+            f"{name} runs in the user's browser, and no browser serves this run (a scheduled "
+            "run, an MCP client's call or a run started by the site's code).",
+            hint="Do the task without browser tools, or say what the user could do in the page.",
+        )
+    if not tool.allowed_for(user):
+        return ToolError(FORBIDDEN, f"The user may not use {name}.")
+    return None
+
+
 def tools_for(session, user) -> list[Tool]:
-    """Tools this session may offer the model: those of its agent (``TOOLS``, None: every
-    tool), granted to the session, and allowed for the user (an agent never gives a user a
-    tool their own permissions do not); then the tools of the MCP servers its agent lists
+    """Tools this session may offer the model (``refusal`` allows them): those of its agent
+    (``TOOLS``, None: every tool) granted to the session, browser tools only when a browser
+    serves the run, allowed for the user; then the tools of the MCP servers its agent lists
     (``MCP_SERVERS``, ``tools/mcp.py``), sorted by name."""
     from .mcp import session_tools
 
-    granted = session.granted_tools
-    settings = agents.settings_for(session)
-    # An agent that keeps memory (``MEMORY``) has the memory tool, whatever ``TOOLS`` names.
-    agent_tools = settings.TOOLS
-    if agent_tools is not None and settings.MEMORY:
-        agent_tools = [*agent_tools, "memory"]
-    site = [
-        t
-        for t in all_tools()
-        if (agent_tools is None or t.name in agent_tools)
-        and (granted is None or t.name in granted)
-        and t.allowed_for(user)
-    ]
-    remote = [t for t in session_tools(session) if granted is None or t.name in granted]
+    site = [t for t in all_tools() if refusal(session, t, user) is None]
+    remote = [t for t in session_tools(session) if refusal(session, t, user) is None]
     return site + remote

@@ -113,6 +113,10 @@ def admin_request(user, post: dict[str, Any] | None = None, method: str = "POST"
     return request
 
 
+# The package whose tools are the admin tools (``Tool.module``).
+ADMIN_MODULE = __name__.rpartition(".")[0]
+
+
 def model_label(model) -> str:
     return f"{model._meta.app_label}.{model._meta.model_name}"
 
