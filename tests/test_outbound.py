@@ -247,9 +247,7 @@ def test_the_mcp_client_connects_to_the_checked_public_address(
         "https://localhost/mcp",
     ],
 )
-def test_the_mcp_server_form_refuses_a_local_address_unless_allowed(
-    admin_client, ahentic, url
-):
+def test_the_mcp_server_form_refuses_a_local_address_unless_allowed(admin_client, ahentic, url):
     ahentic(MCP_ALLOW_INSECURE_LOCAL=False)
     form = {
         "name": "Remote",
