@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 from .. import outbound
 
-SCHEMES = outbound.SCHEMES
 USER_AGENT = "django-ahentic-webhooks"
 # The part of a failed answer's body kept as its error text.
 BODY_EXCERPT = 200
