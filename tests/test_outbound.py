@@ -404,3 +404,45 @@ def test_outbound_allow_private_without_debug_is_a_deploy_warning(db, ahentic, s
     assert "ahentic.W021" not in check_ids(include_deployment_checks=True)
     ahentic(OUTBOUND_ALLOW_PRIVATE=True)
     assert "ahentic.W021" in check_ids(include_deployment_checks=True)
+
+
+# --- the settings that allow local addresses ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "reached", "refused"),
+    [
+        ({"OUTBOUND_ALLOW_PRIVATE": True}, "10.0.0.5", None),
+        ({"MCP_ALLOW_INSECURE_LOCAL": True}, "10.0.0.5", None),
+        ({"OUTBOUND_ALLOWED_NETWORKS": ["10.0.0.0/30"]}, "10.0.0.2", "10.0.0.5"),
+    ],
+)
+def test_the_allow_settings_let_the_mcp_client_and_oauth_reach_local_addresses(
+    values, reached, refused, admin_client, ahentic, dns, connections
+):
+    ahentic(**{"MCP_ALLOW_INSECURE_LOCAL": False, **values})
+
+    error = refresh_tools(admin_client, f"https://{reached}/mcp")
+    assert connections.made == [(reached, 443)]
+    assert "cannot be reached" in error
+    with pytest.raises(McpFailure, match="cannot be reached"):
+        mcp_oauth.refresh(f"https://{reached}/token", refresh_token="r", client_id="i")
+    assert connections.made == [(reached, 443)] * 2
+    if refused:
+        with pytest.raises(McpFailure, match=f"{refused}, a private address"):
+            mcp_oauth.refresh(f"https://{refused}/token", refresh_token="r", client_id="i")
+        assert len(connections.made) == 2
+
+
+def test_the_mcp_client_resolves_the_server_once_per_call_and_keeps_that_address(
+    admin_client, ahentic, monkeypatch, connections
+):
+    # DNS rebinding: the first answer is public, every later one private.
+    dns = Dns(monkeypatch, {"mcp.example.test": [[PUBLIC_ADDRESS], ["10.0.0.5"]]})
+    ahentic(MCP_ALLOW_INSECURE_LOCAL=False)
+
+    error = refresh_tools(admin_client, "https://mcp.example.test/mcp")
+
+    assert dns.asked == ["mcp.example.test"]
+    assert connections.made == [(PUBLIC_ADDRESS, 443)]
+    assert "cannot be reached" in error
