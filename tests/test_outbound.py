@@ -446,3 +446,85 @@ def test_the_mcp_client_resolves_the_server_once_per_call_and_keeps_that_address
     assert dns.asked == ["mcp.example.test"]
     assert connections.made == [(PUBLIC_ADDRESS, 443)]
     assert "cannot be reached" in error
+
+
+# --- one way out ----------------------------------------------------------------------------
+
+# The calls that open an HTTP connection or a socket, by module.
+CONNECTING = {
+    "httpx2": {
+        "Client",
+        "AsyncClient",
+        "get",
+        "post",
+        "put",
+        "patch",
+        "delete",
+        "request",
+        "stream",
+        "HTTPTransport",
+        "AsyncHTTPTransport",
+    },
+    "http.client": {"HTTPConnection", "HTTPSConnection"},
+    "socket": {"create_connection", "socket"},
+    "urllib.request": {"urlopen", "Request"},
+}
+# Allowed elsewhere: the Messages API seam (the site's own requests, through the anthropic SDK
+# and its http client), the demo command's free-port probe, and the test doubles.
+CONNECTING_ELSEWHERE = {
+    "orchestrator_app/llm.py",
+    "orchestrator_app/management/commands/ahentic_demo.py",
+}
+
+
+def connecting_calls(path) -> list[str]:
+    import ast
+
+    tree = ast.parse(path.read_text())
+    names = {}  # local name -> module
+    imported = {}  # local name -> (module, name) of ``from module import name``
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                imported[alias.asname or alias.name] = (node.module, alias.name)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            module, name = imported.get(node.func.id, ("", ""))
+            if name in CONNECTING.get(module, ()):
+                found.append(f"{module}.{name} (line {node.lineno})")
+            continue
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        base = node.func.value
+        dotted = []
+        while isinstance(base, ast.Attribute):
+            dotted.insert(0, base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name) or base.id not in names:
+            continue
+        module = ".".join([names[base.id], *dotted]) if dotted else names[base.id]
+        if node.func.attr in CONNECTING.get(module, ()):
+            found.append(f"{module}.{node.func.attr} (line {node.lineno})")
+    return found
+
+
+def test_every_request_made_on_someones_behalf_goes_through_the_outbound_module():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = {}
+    for app in ("orchestrator_app", "sessions_app", "artifacts_app"):
+        for path in sorted((root / app).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            if name == "orchestrator_app/outbound.py" or name in CONNECTING_ELSEWHERE:
+                continue
+            if name.startswith("orchestrator_app/testing/") or "/migrations/" in name:
+                continue
+            calls = connecting_calls(path)
+            if calls:
+                offenders[name] = calls
+    assert offenders == {}
