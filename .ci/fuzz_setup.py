@@ -19,7 +19,7 @@ session = services.session_create(owner=user, title="Fuzzed", mode="agent")
 # A newer version of its agent: GET and POST agent/latest have changes to answer.
 agents.version_save(agents.default_agent(), config={"SOUL": "Fuzzed.", "MAX_STEPS_PER_RUN": 9})
 # An MCP server the user connects to ("path.slug" is "default"): a token is stored, OAuth
-# finds no server there (400 ahentic_mcp_oauth_unavailable).
+# is refused its loopback address (400 ahentic_outbound_refused).
 McpServer.objects.create(slug="default", name="Fuzzed", url="https://127.0.0.1:9/mcp", auth="user")
 client = Client()
 client.force_login(user)

@@ -844,6 +844,52 @@ def check_webhook_private_addresses(app_configs=None, **kwargs):
     ]
 
 
+@register()
+def check_outbound_networks(app_configs=None, **kwargs):
+    """E043: ``OUTBOUND_ALLOWED_NETWORKS`` is not a list of networks (CIDR strings such as
+    ``"10.1.2.0/24"``); an entry that does not parse would be skipped silently."""
+    import ipaddress
+
+    value = ahentic_settings.OUTBOUND_ALLOWED_NETWORKS
+    if not isinstance(value, list | tuple):
+        bad = [repr(value)]
+    else:
+        bad = []
+        for entry in value:
+            try:
+                ipaddress.ip_network(str(entry), strict=False)
+            except ValueError:
+                bad.append(repr(entry))
+    if not bad:
+        return []
+    return [
+        Error(
+            f"AHENTIC['OUTBOUND_ALLOWED_NETWORKS'] holds what is not a network: {', '.join(bad)}.",
+            hint='Give a list of networks or addresses, e.g. ["10.1.2.0/24", "fd00:1::5"].',
+            id="ahentic.E043",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def check_outbound_private_addresses(app_configs=None, **kwargs):
+    """W021 (``check --deploy``): with ``DEBUG`` off, ``OUTBOUND_ALLOW_PRIVATE`` lets every
+    outbound request (webhooks, MCP servers, OAuth endpoints a server's metadata names) reach
+    the server's own network."""
+    if settings.DEBUG or not ahentic_settings.OUTBOUND_ALLOW_PRIVATE:
+        return []
+    return [
+        Warning(
+            "AHENTIC['OUTBOUND_ALLOW_PRIVATE'] is True while DEBUG is False: webhooks, MCP "
+            "servers and the OAuth endpoints their metadata names may reach private, loopback "
+            "and link-local addresses (a cloud metadata service included).",
+            hint="Turn it off and list only the networks you need in "
+            "AHENTIC['OUTBOUND_ALLOWED_NETWORKS'].",
+            id="ahentic.W021",
+        )
+    ]
+
+
 # Cache backends whose entries one process cannot see from another.
 PROCESS_LOCAL_CACHES = (
     "django.core.cache.backends.locmem.LocMemCache",

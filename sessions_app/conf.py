@@ -105,6 +105,12 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_S": 60,
     "WEBHOOK_ALLOW_PRIVATE": False,
     "WEBHOOK_LOG_DAYS": 30,
+    # Outbound requests made on someone's behalf (webhooks, the MCP client and its OAuth
+    # requests; orchestrator_app/outbound.py): allow every non-public address (loopback,
+    # private, link-local...), or only those inside these networks (CIDR strings).
+    # WEBHOOK_ALLOW_PRIVATE and MCP_ALLOW_INSECURE_LOCAL still allow them for their caller.
+    "OUTBOUND_ALLOW_PRIVATE": False,
+    "OUTBOUND_ALLOWED_NETWORKS": [],
     # History (docs: the sidebar's History panel): seconds a deleted chat can be restored (the
     # sidebar's "Undo"; POST sessions/<id>/restore) before it is purged with all it holds;
     # 0 purges at once.

@@ -32,8 +32,12 @@ APP_LAYERS = {
     ),
     "orchestrator_app": (
         # The Messages API seam, the app's models, its client errors, the skill files, the JSON
-        # nesting limit, the credential vault: what every layer above may use.
-        ("base", ("models", "llm", "errors", "skills", "json_limits", "signals", "vault")),
+        # nesting limit, the credential vault, the outbound-address policy: what every layer
+        # above may use.
+        (
+            "base",
+            ("models", "llm", "errors", "skills", "json_limits", "signals", "vault", "outbound"),
+        ),
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
         ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
         ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge

@@ -18,6 +18,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from .. import outbound
 from ..models import McpCredential, McpServer
 from ..tools import mcp as mcp_tools
 from ..tools import mcp_credentials as credentials
@@ -140,7 +141,9 @@ class McpConnectionViewSet(AhenticViewSet):
         try:
             url = credentials.oauth_start(server=server, user=request.user, redirect_uri=callback)
         except McpFailure as exc:
-            raise ApiError("ahentic_mcp_oauth_unavailable", exc.message, 400) from None
+            # An address the outbound-address policy refuses keeps its own code.
+            code = exc.code if exc.code == outbound.REFUSED else "ahentic_mcp_oauth_unavailable"
+            raise ApiError(code, exc.message, 400) from None
         return Response({"authorizationUrl": url})
 
     @described(disconnect)

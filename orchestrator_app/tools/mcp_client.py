@@ -1,5 +1,10 @@
 """The MCP client seam: the one module that imports the ``mcp`` SDK.
 
+Every request goes through the outbound-address policy (``orchestrator_app/outbound.py``):
+the server's host is resolved and checked before the exchange, and every request of the
+exchange goes to that checked address (``MCP_ALLOW_INSECURE_LOCAL`` also allows local
+addresses, as ``OUTBOUND_ALLOW_PRIVATE`` does).
+
 Two synchronous calls over Streamable HTTP, each its own connection run with ``asyncio.run``
 (a worker step is synchronous and short-lived, so nothing is kept between calls):
 ``list_tools`` (``tools/list``, every page) and ``call_tool`` (``tools/call``). Both take the
@@ -26,6 +31,8 @@ from pydantic import ValidationError
 
 from sessions_app.conf import ahentic_settings
 
+from .. import outbound
+
 UNAVAILABLE = "ahentic_mcp_unavailable"
 TIMEOUT = "ahentic_mcp_timeout"
 BAD_RESULT = "ahentic_mcp_bad_result"
@@ -34,6 +41,8 @@ INSECURE_URL = "ahentic_mcp_insecure_url"
 # A server that never stops paginating cannot hold a step.
 MAX_PAGES = 50
 LOCAL_NAMES = ("localhost",)
+# The MCP client's own setting that also allows non-public addresses (local development).
+SETTING = "MCP_ALLOW_INSECURE_LOCAL"
 
 
 class McpFailure(Exception):
@@ -45,10 +54,27 @@ class McpFailure(Exception):
         self.message = message
 
 
+def rule() -> outbound.Policy:
+    """The outbound-address policy of the MCP client and its OAuth requests."""
+    return outbound.policy(SETTING)
+
+
 def url_problem(url: str) -> str | None:
-    """Why the client refuses ``url``, or None. https always; http only with
-    ``MCP_ALLOW_INSECURE_LOCAL`` and a host that is ``localhost`` or a loopback or private IP
-    literal (a DNS name could resolve anywhere, so none is trusted)."""
+    """Why the client refuses ``url``, or None: its scheme (``scheme_problem``), or a host
+    that is ``localhost`` or a non-public address literal the outbound-address policy refuses
+    (a name is checked when it is resolved, before each exchange)."""
+    problem = scheme_problem(url)
+    if problem:
+        return problem
+    if urlsplit(url).scheme == "https":
+        return outbound.host_problem((urlsplit(url).hostname or "").lower(), rule())
+    return None
+
+
+def scheme_problem(url: str) -> str | None:
+    """https always; http only with ``MCP_ALLOW_INSECURE_LOCAL`` and a host that is
+    ``localhost`` or a loopback or private IP literal (a DNS name could resolve anywhere, so
+    none is trusted)."""
     try:
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
@@ -85,6 +111,9 @@ def _failure(exc: BaseException, statuses: list[int], timeout: float) -> McpFail
     if any(status in (401, 403) for status in statuses):
         return McpFailure(AUTH_REQUIRED, "The server refused the credentials (HTTP 401/403).")
     leaves = _leaves(exc)
+    for leaf in leaves:
+        if isinstance(leaf, outbound.OutboundError):  # a request the policy refused
+            return _outbound_failure(leaf)
     if any(isinstance(leaf, TimeoutError | httpx2.TimeoutException) for leaf in leaves):
         return McpFailure(TIMEOUT, f"The server did not answer within {timeout:g} s.")
     if any(isinstance(leaf, ValidationError) for leaf in leaves):
@@ -100,10 +129,21 @@ def _failure(exc: BaseException, statuses: list[int], timeout: float) -> McpFail
     return McpFailure(UNAVAILABLE, f"The call failed ({type(leaves[0]).__name__}).")
 
 
+def _outbound_failure(exc: outbound.OutboundError) -> McpFailure:
+    if exc.code == outbound.REFUSED:
+        return McpFailure(exc.code, exc.message)
+    return McpFailure(UNAVAILABLE, f"The server cannot be reached: {exc.message}")
+
+
 def _run(url: str, token: str | None, timeout: float, work) -> Any:
-    problem = url_problem(url)
+    problem = scheme_problem(url)
     if problem:
         raise McpFailure(INSECURE_URL, problem)
+    transport = outbound.AsyncPinnedTransport(rule())
+    try:
+        transport.pin_url(url)  # resolved and checked once: every request goes there
+    except outbound.OutboundError as exc:
+        raise _outbound_failure(exc) from None
     statuses: list[int] = []
 
     async def record(response: httpx2.Response) -> None:
@@ -112,8 +152,8 @@ def _run(url: str, token: str | None, timeout: float, work) -> Any:
     async def main() -> Any:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         with anyio.fail_after(timeout):
-            async with httpx2.AsyncClient(
-                headers=headers, timeout=timeout, event_hooks={"response": [record]}
+            async with outbound.async_client(
+                transport, headers=headers, timeout=timeout, event_hooks={"response": [record]}
             ) as http:
                 async with Client(streamable_http_client(url, http_client=http)) as client:
                     return await work(client)

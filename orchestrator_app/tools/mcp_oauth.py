@@ -7,8 +7,14 @@ endpoints. Dynamic client registration (RFC 7591) when the server offers it, els
 id staff entered. Authorization code with PKCE (S256), ``resource`` (RFC 8707) on every
 request, and the refresh_token grant.
 
+Every request (discovery documents, registration, token) goes through the outbound-address
+policy (``orchestrator_app/outbound.py``): the addresses a server's metadata names are
+resolved and checked like the server's own, the connection goes to the checked address, and
+no redirect is followed.
+
 Pure HTTP with no database and no secrets in messages: ``tools/mcp.py`` stores what it returns
-in the vault. Failures are ``McpFailure(AUTH_REQUIRED, ...)``.
+in the vault. Failures are ``McpFailure(AUTH_REQUIRED, ...)``, or
+``McpFailure("ahentic_outbound_refused", ...)`` for an address the policy refuses.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import httpx2 as httpx
 
-from .mcp_client import AUTH_REQUIRED, McpFailure, url_problem
+from .. import outbound
+from .mcp_client import AUTH_REQUIRED, McpFailure, rule, scheme_problem
 
 HTTP_TIMEOUT_S = 15
 
@@ -44,12 +51,19 @@ class TokenSet:
     scope: str
 
 
+def _refused(exc: outbound.OutboundRefused) -> McpFailure:
+    return McpFailure(exc.code, f"OAuth request refused: {exc.message}")
+
+
 def _get_json(url: str) -> dict[str, Any] | None:
-    if url_problem(url):
+    if scheme_problem(url):
         return None
     try:
-        response = httpx.get(url, timeout=HTTP_TIMEOUT_S, headers={"Accept": "application/json"})
-    except httpx.HTTPError:
+        with outbound.client(rule(), timeout=HTTP_TIMEOUT_S) as http:
+            response = http.get(url, headers={"Accept": "application/json"})
+    except outbound.OutboundRefused as exc:
+        raise _refused(exc) from None
+    except (httpx.HTTPError, outbound.OutboundError):
         return None
     if response.status_code != 200:
         return None
@@ -144,12 +158,15 @@ def authorization_url(
 
 
 def _post(url: str, *, expect=(200,), **kwargs) -> dict[str, Any]:
-    problem = url_problem(url)
+    problem = scheme_problem(url)
     if problem:
         raise McpFailure(AUTH_REQUIRED, f"OAuth endpoint refused: {problem}")
     try:
-        response = httpx.post(url, timeout=HTTP_TIMEOUT_S, **kwargs)
-    except httpx.HTTPError as exc:
+        with outbound.client(rule(), timeout=HTTP_TIMEOUT_S) as http:
+            response = http.post(url, **kwargs)
+    except outbound.OutboundRefused as exc:
+        raise _refused(exc) from None
+    except (httpx.HTTPError, outbound.OutboundError) as exc:
         raise McpFailure(
             AUTH_REQUIRED, f"The authorization server cannot be reached ({type(exc).__name__})."
         ) from None

@@ -7,5 +7,6 @@ the URLs staff registered in the admin.
   backoff, give up, disable an endpoint after repeated failures, the "deliver due" sweep, and
   the admin's verbs (test event, retry now, re-enable, rotate the secret).
 - ``transport``: the HTTP POST itself (``http.client``: no redirects, a timeout, http(s) only,
-  private addresses refused unless ``WEBHOOK_ALLOW_PRIVATE``).
+  private addresses refused by the outbound-address policy, ``orchestrator_app/outbound.py``,
+  unless ``WEBHOOK_ALLOW_PRIVATE`` or ``OUTBOUND_ALLOW_PRIVATE``).
 """
