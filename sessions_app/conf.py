@@ -87,6 +87,8 @@ DEFAULTS: dict[str, Any] = {
     # and how long a tools/call waits for its answer before telling the client to call again.
     "MCP_SERVER": True,
     "MCP_CALL_WAIT_S": 20,
+    # The live tokens (not revoked, not expired) one user may hold for the endpoint; None: no cap.
+    "MCP_TOKENS_PER_USER": 20,
     "FILES_API": False,
     # Scheduled runs (docs/howto/schedules.md): how late a due time may still fire (a due time
     # older than this when a tick sees it is missed, never backfilled), and how many firings in
@@ -105,6 +107,11 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_S": 60,
     "WEBHOOK_ALLOW_PRIVATE": False,
     "WEBHOOK_LOG_DAYS": 30,
+    # The django-q2 cluster (queue) that runs the delivery attempts: "" is the site's own
+    # Q_CLUSTER, shared with the chats' steps; a name (with an ALT_CLUSTERS entry in Q_CLUSTER
+    # and its own ``Q_CLUSTER_NAME=<name> manage.py qcluster``) keeps a slow receiver from
+    # holding the workers chats wait for.
+    "WEBHOOK_CLUSTER": "",
     # History (docs: the sidebar's History panel): seconds a deleted chat can be restored (the
     # sidebar's "Undo"; POST sessions/<id>/restore) before it is purged with all it holds;
     # 0 purges at once.

@@ -697,3 +697,66 @@ def test_the_demo_command_points_an_endpoint_for_every_event_at_the_receiver(db)
     assert endpoint.url == "http://127.0.0.1:8124/demo/webhooks/"
     assert endpoint.events == ALL_EVENTS
     assert endpoint.active
+
+
+# --- isolation from the chat's workers ---------------------------------------------------------
+
+
+@pytest.fixture
+def enqueued():
+    """The task packages enqueued meanwhile (django-q2's ``pre_enqueue`` signal)."""
+    from django_q.signals import pre_enqueue
+
+    seen: list[dict] = []
+
+    def record(sender, task, **kwargs):
+        seen.append(task)
+
+    pre_enqueue.connect(record, dispatch_uid="test-webhook-cluster")
+    yield seen
+    pre_enqueue.disconnect(dispatch_uid="test-webhook-cluster")
+
+
+def test_deliveries_go_to_the_webhook_cluster_and_steps_stay_on_the_sites(
+    owner_client, session, llm, run_tasks, endpoint, receiver, hooks, enqueued, sweep
+):
+    hooks(WEBHOOK_CLUSTER="ahentic_webhooks")
+    llm.enqueue(text_reply("Hello there."))
+
+    post_message(owner_client, session, run_tasks, "Hi")
+
+    assert receiver.events() == ["run.started", "run.finished"]
+    by_func = {}
+    for task in enqueued:
+        by_func.setdefault(task["func"], set()).add(task.get("cluster"))
+    assert by_func["orchestrator_app.tasks.deliver_webhook"] == {"ahentic_webhooks"}
+    assert by_func["orchestrator_app.tasks.run_step"] == {None}
+
+    # Retries the sweep enqueues go there too; without the setting, to the site's cluster.
+    WebhookDelivery.objects.update(status="failed", next_attempt_at=timezone.now())
+    enqueued.clear()
+    sweep(timezone.now())
+    assert {t.get("cluster") for t in enqueued} == {"ahentic_webhooks"}
+    hooks(WEBHOOK_CLUSTER="")
+    WebhookDelivery.objects.update(status="failed", next_attempt_at=timezone.now())
+    enqueued.clear()
+    sweep(timezone.now())
+    assert enqueued and {t.get("cluster") for t in enqueued} == {None}
+
+
+def test_a_webhook_cluster_setting_is_checked(db, hooks, settings):
+    hooks(WEBHOOK_CLUSTER=7)
+    assert "ahentic.E049" in check_ids()
+    # A named cluster starts (Q_CLUSTER_NAME=<name> manage.py qcluster) only with an
+    # ALT_CLUSTERS entry in Q_CLUSTER.
+    hooks(WEBHOOK_CLUSTER="ahentic_webhooks")
+    settings.Q_CLUSTER = {k: v for k, v in settings.Q_CLUSTER.items() if k != "ALT_CLUSTERS"}
+    ids = check_ids()
+    assert "ahentic.E049" not in ids and "ahentic.W024" in ids
+    settings.Q_CLUSTER = {
+        **settings.Q_CLUSTER,
+        "ALT_CLUSTERS": {"ahentic_webhooks": {"workers": 1, "timeout": 60, "retry": 90}},
+    }
+    assert "ahentic.W024" not in check_ids()
+    hooks(WEBHOOK_CLUSTER="")
+    assert not {"ahentic.E049", "ahentic.W024"} & set(check_ids())

@@ -127,14 +127,19 @@ def create_deliveries(
 
 
 def enqueue_attempt(delivery_id: int, now: datetime | None = None) -> None:
-    """Enqueue ``deliver_webhook`` for a delivery once the current transaction commits."""
+    """Enqueue ``deliver_webhook`` for a delivery once the current transaction commits, on the
+    ``WEBHOOK_CLUSTER`` queue when one is set (the site's own cluster otherwise)."""
     args: tuple = (delivery_id,) if now is None else (delivery_id, now.isoformat())
+    options = {"ack_failure": True, "save": False}
+    cluster = ahentic_settings.WEBHOOK_CLUSTER
+    if cluster:
+        options["cluster"] = str(cluster)
     db.on_commit(
         lambda: async_task(
             "orchestrator_app.tasks.deliver_webhook",
             *args,
             group="ahentic_webhooks",
-            q_options={"ack_failure": True, "save": False},
+            q_options=options,
         ),
         WebhookDelivery,
     )

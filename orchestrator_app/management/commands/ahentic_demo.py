@@ -84,6 +84,11 @@ class Command(BaseCommand):
                 self._ensure_mcp_server(mcp_url)
             if not no_worker:
                 children.append(subprocess.Popen([*manage, "qcluster"], env=env))
+                hooks = ahentic_settings.WEBHOOK_CLUSTER
+                if hooks:
+                    # The webhook deliveries' own cluster (docs/howto/webhooks.md).
+                    hooks_env = {**env, "Q_CLUSTER_NAME": str(hooks)}
+                    children.append(subprocess.Popen([*manage, "qcluster"], env=hooks_env))
             children.append(
                 subprocess.Popen([*manage, "runserver", "--noreload", addrport], env=env)
             )

@@ -1,0 +1,22 @@
+"""Settings for bench/webhook_isolation.py and the qcluster workers it starts: the throughput
+bench's settings (SQLite, the ORM broker, the local Messages API server) with a site cluster of
+two workers, the webhook deliveries' own cluster of one (``BENCH_WEBHOOK_CLUSTER``; empty: the
+deliveries share the site's cluster) and the receiver on 127.0.0.1 allowed."""
+
+import os
+
+from bench.settings_throughput import *  # noqa: F403
+from bench.settings_throughput import AHENTIC, Q_CLUSTER
+
+Q_CLUSTER = {
+    **Q_CLUSTER,
+    "workers": 2,
+    "ALT_CLUSTERS": {"bench_webhooks": {"workers": 1, "timeout": 60, "retry": 90}},
+}
+AHENTIC = {
+    **AHENTIC,
+    "WEBHOOK_ALLOW_PRIVATE": True,
+    "WEBHOOK_TIMEOUT_S": 5,
+    "WEBHOOK_CLUSTER": os.environ.get("BENCH_WEBHOOK_CLUSTER", ""),
+    "VAULT_KEYS": ["YmVuY2gtb25seS12YXVsdC1rZXktbm90LXNlY3JldCE="],
+}
