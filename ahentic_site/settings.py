@@ -132,7 +132,9 @@ Q_CLUSTER = {
     # The webhook deliveries' own queue (AHENTIC["WEBHOOK_CLUSTER"]): a receiver that never
     # answers holds one of these workers, never a chat's. manage.py ahentic_demo starts it;
     # elsewhere: Q_CLUSTER_NAME=ahentic_webhooks manage.py qcluster.
-    "ALT_CLUSTERS": {"ahentic_webhooks": {"workers": 1, "timeout": 60, "retry": 90}},
+    "ALT_CLUSTERS": {
+        "ahentic_webhooks": {"workers": 1, "timeout": 60, "retry": 90, "poll": 1},
+    },
 }
 
 # The agent's mails (docs/howto/notifications.md) are printed by the demo's processes.

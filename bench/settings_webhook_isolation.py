@@ -6,12 +6,19 @@ deliveries share the site's cluster) and the receiver on 127.0.0.1 allowed."""
 import os
 
 from bench.settings_throughput import *  # noqa: F403
-from bench.settings_throughput import AHENTIC, Q_CLUSTER
+from bench.settings_throughput import AHENTIC, DATABASES, Q_CLUSTER
+
+if os.environ.get("BENCH_PGDATABASE"):
+    DATABASES["default"]["NAME"] = os.environ["BENCH_PGDATABASE"]
 
 Q_CLUSTER = {
     **Q_CLUSTER,
     "workers": 2,
-    "ALT_CLUSTERS": {"bench_webhooks": {"workers": 1, "timeout": 60, "retry": 90}},
+    # Deliveries wait for no one: their cluster polls the queue twice a second, not twenty
+    # times like the site's.
+    "ALT_CLUSTERS": {
+        "bench_webhooks": {"workers": 1, "timeout": 60, "retry": 90, "poll": 0.5},
+    },
 }
 AHENTIC = {
     **AHENTIC,

@@ -5,7 +5,8 @@ model is the local Messages API server; each run makes four tool calls then repl
 chat takes five steps and sends six webhook events: run.started, four tool.executed and
 run.finished), in three set-ups, each with fresh qclusters and a warm-up first:
 
-- baseline: no webhook endpoint;
+- baseline: no webhook endpoint (the same processes as the isolated set-up: the site's
+  cluster and the webhook deliveries' own);
 - isolated: an endpoint for every event whose receiver accepts the connection and never
   answers, with the deliveries on their own cluster (``WEBHOOK_CLUSTER``, one worker);
 - shared (``--shared``, for comparison): the same receiver, the deliveries on the site's
@@ -16,7 +17,11 @@ Each set-up runs ``--rounds`` rounds (6 new chats each); the median wall time co
 the times with the load average beside them and the ratio isolated / baseline measured in the
 same run. Target (issue "Where features meet"): within 1.2x.
 
-Usage: .venv/bin/python bench/webhook_isolation.py [--chats 6] [--rounds 3] [--shared]
+On SQLite by default; ``--pgport PORT`` uses a running PostgreSQL server on 127.0.0.1 (user
+postgres, no password) and a database of its own, ``--pgdatabase`` (dropped and made again).
+
+Usage: .venv/bin/python bench/webhook_isolation.py [--chats 6] [--rounds 5] [--shared]
+       [--pgport 5432 --pgdatabase ahentic_bench_webhooks]
 """
 
 from __future__ import annotations
@@ -142,8 +147,10 @@ def measure(label: str, *, env, chats: int, rounds: int, webhook_cluster: str, u
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chats", type=int, default=6)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--shared", action="store_true", help="also measure the shared cluster")
+    parser.add_argument("--pgport", help="a PostgreSQL server's port on 127.0.0.1")
+    parser.add_argument("--pgdatabase", default="ahentic_bench_webhooks")
     args = parser.parse_args()
 
     env = {
@@ -152,6 +159,11 @@ def main() -> None:
         "PYTHONPATH": str(ROOT),
         "BENCH_DB": os.path.join(tempfile.mkdtemp(prefix="ahentic-bench-"), "bench.sqlite3"),
     }
+    if args.pgport:
+        env.update(BENCH_PGPORT=args.pgport, BENCH_PGDATABASE=args.pgdatabase)
+        psql = ["psql", "-h", "127.0.0.1", "-p", args.pgport, "-U", "postgres", "-c"]
+        subprocess.run([*psql, f"DROP DATABASE IF EXISTS {args.pgdatabase}"], check=True)
+        subprocess.run([*psql, f"CREATE DATABASE {args.pgdatabase}"], check=True)
     os.environ.update(env)
     import django
 
@@ -160,7 +172,8 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from orchestrator_app.models import WebhookDelivery, WebhookEndpoint
+    from orchestrator_app.models import WebhookDelivery
+    from orchestrator_app.webhooks.delivery import endpoint_create
     from orchestrator_app.testing.localapi import LocalMessagesServer
     from orchestrator_app.webhooks.events import SUBSCRIBABLE
 
@@ -173,14 +186,15 @@ def main() -> None:
         settings.AHENTIC = {**settings.AHENTIC, "BASE_URL": server.url}
         user = get_user_model().objects.create_user("bench")
         timeout = settings.AHENTIC["WEBHOOK_TIMEOUT_S"]
+        backend = "PostgreSQL" if args.pgport else "SQLite"
         print(
             f"{args.chats} parallel chats x {TOOL_CALLS_PER_RUN + 1} steps, a site cluster of "
-            f"2 workers, SQLite, ORM broker; WEBHOOK_TIMEOUT_S {timeout}"
+            f"2 workers, {backend}, ORM broker; WEBHOOK_TIMEOUT_S {timeout}"
         )
         common = {"env": env, "chats": args.chats, "rounds": args.rounds, "user": user}
-        baseline = measure("baseline (no endpoint)", webhook_cluster="", **common)
+        baseline = measure("baseline (no endpoint)", webhook_cluster=WEBHOOK_CLUSTER, **common)
 
-        WebhookEndpoint.objects.create(
+        endpoint_create(
             name="Silent", url=receiver.url, events=[value for value, _ in SUBSCRIBABLE]
         )
         isolated = measure(

@@ -582,8 +582,8 @@ def mcp_server_problems(conf) -> list[str]:
 
 @register()
 def check_mcp(app_configs=None, **kwargs):
-    """The MCP client (docs/howto/mcp-client.md): E034 credentials exist or
-    a server takes per-user or site credentials and ``VAULT_KEYS`` is empty; E035
+    """The MCP client (docs/howto/mcp-client.md): E034 credentials exist, a server takes
+    per-user or site credentials, or webhook endpoints exist, and ``VAULT_KEYS`` is empty; E035
     ``VAULT_KEYS`` is not a list of Fernet keys; E036 a vault key is the ``SECRET_KEY``;
     W017 ``MCP_SERVERS`` (the settings' or an agent's latest version) names no registered
     server; W018 an active server's URL the client refuses (https, or http to a local address
@@ -594,7 +594,7 @@ def check_mcp(app_configs=None, **kwargs):
     from sessions_app.models import Agent, AgentVersion
 
     from . import vault
-    from .models import McpCredential, McpServer
+    from .models import McpCredential, McpServer, WebhookEndpoint
     from .tools.mcp_client import url_problem
 
     messages = []
@@ -624,6 +624,7 @@ def check_mcp(app_configs=None, **kwargs):
         needs_key = McpCredential.objects.filter(revoked_at__isnull=True).exists() or any(
             s.auth != McpServer.Auth.NONE for s in servers
         )
+        hooks_need_key = WebhookEndpoint.objects.exists()
         configs = list(
             Agent.objects.filter(active=True)
             .annotate(config=Subquery(latest.values("config")[:1]))
@@ -631,11 +632,15 @@ def check_mcp(app_configs=None, **kwargs):
         )
     except (OperationalError, ProgrammingError):
         return messages  # no tables yet (before migrate)
-    if needs_key and not ahentic_settings.VAULT_KEYS:
+    if (needs_key or hooks_need_key) and not ahentic_settings.VAULT_KEYS:
+        holders = [
+            *(["MCP servers take credentials"] if needs_key else []),
+            *(["webhook endpoints have signing secrets"] if hooks_need_key else []),
+        ]
         messages.append(
             Error(
-                "MCP servers take credentials but AHENTIC['VAULT_KEYS'] is empty: tokens "
-                "cannot be stored or read.",
+                f"{' and '.join(holders).capitalize()} but AHENTIC['VAULT_KEYS'] is empty: "
+                "they cannot be stored or read.",
                 hint="Set AHENTIC['VAULT_KEYS'] = [<Fernet.generate_key()>] from the "
                 "environment (never the SECRET_KEY).",
                 id="ahentic.E034",
