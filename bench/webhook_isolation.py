@@ -173,8 +173,8 @@ def main() -> None:
     from django.core.management import call_command
 
     from orchestrator_app.models import WebhookDelivery
-    from orchestrator_app.webhooks.delivery import endpoint_create
     from orchestrator_app.testing.localapi import LocalMessagesServer
+    from orchestrator_app.webhooks.delivery import endpoint_create
     from orchestrator_app.webhooks.events import SUBSCRIBABLE
 
     server = LocalMessagesServer().start()

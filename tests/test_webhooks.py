@@ -16,9 +16,9 @@ from django_q.models import Schedule
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from orchestrator_app import signals, tasks
-from orchestrator_app.webhooks import delivery
 from orchestrator_app.models import WebhookDelivery, WebhookEndpoint
 from orchestrator_app.testing.localapi import text_reply
+from orchestrator_app.webhooks import delivery
 
 from .conftest import post_message
 from .factories import UserFactory
