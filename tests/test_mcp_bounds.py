@@ -21,7 +21,11 @@ HUGE = "mcp__tickets__huge_result"
 
 
 def test_a_huge_result_is_stored_as_the_models_cut_with_a_note_and_its_size(
-    owner_client, session, llm, run_tasks, tickets  # noqa: F811
+    owner_client,
+    session,
+    llm,
+    run_tasks,
+    tickets,  # noqa: F811
 ):
     tickets.state["extras"] = True
     McpServer.objects.filter(slug="tickets").update(readonly_default_allow=True)
@@ -49,7 +53,11 @@ def test_a_huge_result_is_stored_as_the_models_cut_with_a_note_and_its_size(
 
 
 def test_a_small_result_is_stored_whole_without_a_note(
-    owner_client, session, llm, run_tasks, tickets  # noqa: F811
+    owner_client,
+    session,
+    llm,
+    run_tasks,
+    tickets,  # noqa: F811
 ):
     tickets.state["extras"] = True
     McpServer.objects.filter(slug="tickets").update(readonly_default_allow=True)
@@ -62,7 +70,12 @@ def test_a_small_result_is_stored_whole_without_a_note(
 
 
 def test_a_300_character_tool_name_is_refreshed_offered_and_called(
-    owner_client, session, llm, run_tasks, tickets, admin_client  # noqa: F811
+    owner_client,
+    session,
+    llm,
+    run_tasks,
+    tickets,  # noqa: F811
+    admin_client,
 ):
     tickets.state["extras"] = True
     server = McpServer.objects.get(slug="tickets")
