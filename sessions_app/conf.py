@@ -133,8 +133,8 @@ DEFAULTS: dict[str, Any] = {
     # Development only: allow http:// server URLs whose host is localhost or a loopback or
     # private IP address literal (never a DNS name that could resolve elsewhere).
     "MCP_ALLOW_INSECURE_LOCAL": False,
-    # Fernet keys (urlsafe base64 of 32 bytes), newest first, that encrypt MCP credentials at
-    # rest; rotation: prepend a new key, run ``manage.py ahentic_vault_rotate``, then drop the
+    # Fernet keys (urlsafe base64 of 32 bytes), newest first, that encrypt MCP credentials and
+    # webhook signing secrets at rest; rotation: prepend a new key, run ``manage.py ahentic_vault_rotate``, then drop the
     # old key. Never derived from SECRET_KEY.
     "VAULT_KEYS": [],
 }

@@ -33,7 +33,7 @@ from sessions_app.attachments import ToolImage
 from sessions_app.conf import ahentic_settings
 
 from ..models import McpServer, McpTool
-from . import MCP_PREFIX, NAME_RE, Summary, Tool, ToolContext, ToolError
+from . import MCP_PREFIX, NAME_RE, RESULT_CHARS, Summary, Tool, ToolContext, ToolError
 from . import mcp_client as client
 from .mcp_credentials import access_token, connect_hint, has_credential, note_used
 
@@ -340,10 +340,9 @@ def result_of(raw: Any, remote: str) -> dict[str, Any]:
 
 def bounded(text: str) -> dict[str, Any]:
     """The result kept for a text of any size: whole when its JSON fits the cut the model reads
-    of a tool result (``prompt.RESULT_CHARS``), else as much of its start as fits with a note
+    of a tool result (``RESULT_CHARS``), else as much of its start as fits with a note
     saying it was cut, and ``fullChars``, its full length. What is stored is then what the
     model sees: a 5 MB answer never reaches the database, the API or the trace."""
-    from ..loop.prompt import RESULT_CHARS
 
     def size(value: dict[str, Any]) -> int:
         return len(json.dumps(value, ensure_ascii=False))
