@@ -1,7 +1,8 @@
 """Settings for bench/webhook_isolation.py and the qcluster workers it starts: the throughput
-bench's settings (SQLite, the ORM broker, the local Messages API server) with a site cluster of
-two workers, the webhook deliveries' own cluster of one (``BENCH_WEBHOOK_CLUSTER``; empty: the
-deliveries share the site's cluster) and the receiver on 127.0.0.1 allowed."""
+bench's settings (SQLite or PostgreSQL, the ORM broker, the local Messages API server) with a
+site cluster of two workers, the webhook deliveries' own cluster of one
+(``BENCH_WEBHOOK_CLUSTER``; empty: the deliveries share the site's cluster), a cache all the
+processes share, and the receiver on 127.0.0.1 allowed."""
 
 import os
 
@@ -19,6 +20,14 @@ Q_CLUSTER = {
     "ALT_CLUSTERS": {
         "bench_webhooks": {"workers": 1, "timeout": 60, "retry": 90, "poll": 0.5},
     },
+}
+# One cache for the bench and its workers: disabling the endpoint between rounds (which drops
+# the cached subscriptions) reaches every process at once.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": os.path.join(os.path.dirname(os.environ["BENCH_DB"]), "cache"),
+    }
 }
 AHENTIC = {
     **AHENTIC,

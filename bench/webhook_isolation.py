@@ -3,19 +3,20 @@
 Runs 6 chats in parallel through real qcluster workers (a site cluster of two workers; the
 model is the local Messages API server; each run makes four tool calls then replies, so every
 chat takes five steps and sends six webhook events: run.started, four tool.executed and
-run.finished), in three set-ups, each with fresh qclusters and a warm-up first:
+run.finished) with the webhook deliveries on their own cluster (``WEBHOOK_CLUSTER``, one
+worker), in rounds that alternate on the same running processes:
 
-- baseline: no webhook endpoint (the same processes as the isolated set-up: the site's
-  cluster and the webhook deliveries' own);
-- isolated: an endpoint for every event whose receiver accepts the connection and never
-  answers, with the deliveries on their own cluster (``WEBHOOK_CLUSTER``, one worker);
-- shared (``--shared``, for comparison): the same receiver, the deliveries on the site's
-  cluster (the behaviour before ``WEBHOOK_CLUSTER``): each attempt holds a chat worker for
-  ``WEBHOOK_TIMEOUT_S``.
+- baseline: no webhook endpoint (the one endpoint is disabled);
+- isolated: the endpoint, for every event, enabled: its receiver accepts the connection and
+  never answers, so each attempt waits ``WEBHOOK_TIMEOUT_S`` in the deliveries' worker.
 
-Each set-up runs ``--rounds`` rounds (6 new chats each); the median wall time counts. Prints
-the times with the load average beside them and the ratio isolated / baseline measured in the
-same run. Target (issue "Where features meet"): within 1.2x.
+Alternating rounds meet the same load from the rest of the machine. Each round takes 6 new
+chats; the median of ``--rounds`` rounds counts. Prints each round with the load average beside
+it and the ratio isolated / baseline. Target (issue "Where features meet"): within 1.2x.
+
+``--shared`` then restarts the site's cluster with the deliveries on it (``WEBHOOK_CLUSTER``
+"", as before the setting) and runs one round with the silent receiver, for comparison: each
+attempt holds a chat worker for ``WEBHOOK_TIMEOUT_S``.
 
 On SQLite by default; ``--pgport PORT`` uses a running PostgreSQL server on 127.0.0.1 (user
 postgres, no password) and a database of its own, ``--pgdatabase`` (dropped and made again).
@@ -119,29 +120,25 @@ def stop_clusters(workers: list[subprocess.Popen]) -> None:
             worker.wait()
 
 
-def measure(label: str, *, env, chats: int, rounds: int, webhook_cluster: str, user) -> float:
-    """The median seconds ``chats`` parallel chats take, over ``rounds`` rounds."""
-    from django.conf import settings
-
+def round_of(label: str, *, chats: int, user) -> float:
+    """Seconds ``chats`` new chats take to finish their runs, in parallel."""
     from orchestrator_app.control import runs
     from sessions_app import services
     from sessions_app.models import Session
 
-    # This process enqueues the first step (and sends run.started) with the same setting.
+    sessions = [services.session_create(owner=user) for _ in range(chats)]
+    started = time.perf_counter()
+    run_all(runs, Session, sessions, f"{label} chats")
+    elapsed = time.perf_counter() - started
+    print(f"  {label}: {elapsed:.2f} s   load average: {load()}")
+    return elapsed
+
+
+def set_cluster(webhook_cluster: str) -> None:
+    """This process enqueues first steps (and sends run.started) with the workers' setting."""
+    from django.conf import settings
+
     settings.AHENTIC = {**settings.AHENTIC, "WEBHOOK_CLUSTER": webhook_cluster}
-    workers = start_clusters(env, webhook_cluster)
-    try:
-        run_all(runs, Session, [services.session_create(owner=user) for _ in range(4)], "warm-up")
-        times = []
-        for n in range(rounds):
-            sessions = [services.session_create(owner=user) for _ in range(chats)]
-            started = time.perf_counter()
-            run_all(runs, Session, sessions, f"{label} chats (round {n + 1})")
-            times.append(time.perf_counter() - started)
-            print(f"  {label}: {times[-1]:.2f} s   load average: {load()}")
-    finally:
-        stop_clusters(workers)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -172,10 +169,14 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
+    from orchestrator_app.control import runs
     from orchestrator_app.models import WebhookDelivery
     from orchestrator_app.testing.localapi import LocalMessagesServer
+    from orchestrator_app.webhooks import delivery
     from orchestrator_app.webhooks.delivery import endpoint_create
     from orchestrator_app.webhooks.events import SUBSCRIBABLE
+    from sessions_app import services
+    from sessions_app.models import Session
 
     server = LocalMessagesServer().start()
     server.responder = responder
@@ -191,31 +192,52 @@ def main() -> None:
             f"{args.chats} parallel chats x {TOOL_CALLS_PER_RUN + 1} steps, a site cluster of "
             f"2 workers, {backend}, ORM broker; WEBHOOK_TIMEOUT_S {timeout}"
         )
-        common = {"env": env, "chats": args.chats, "rounds": args.rounds, "user": user}
-        baseline = measure("baseline (no endpoint)", webhook_cluster=WEBHOOK_CLUSTER, **common)
-
-        endpoint_create(
+        endpoint, _ = endpoint_create(
             name="Silent", url=receiver.url, events=[value for value, _ in SUBSCRIBABLE]
         )
-        isolated = measure(
-            "isolated (silent receiver, own cluster)", webhook_cluster=WEBHOOK_CLUSTER, **common
-        )
+        set_cluster(WEBHOOK_CLUSTER)
+        workers = start_clusters(env, WEBHOOK_CLUSTER)
+        times: dict[str, list[float]] = {"baseline": [], "isolated": []}
+        try:
+            run_all(
+                runs, Session, [services.session_create(owner=user) for _ in range(4)], "warm-up"
+            )
+            for n in range(args.rounds):
+                delivery.endpoint_disable(endpoint_id=endpoint.pk, reason="baseline round")
+                times["baseline"].append(
+                    round_of(f"round {n + 1} baseline (no endpoint)", chats=args.chats, user=user)
+                )
+                delivery.endpoint_enable(endpoint_id=endpoint.pk)
+                times["isolated"].append(
+                    round_of(
+                        f"round {n + 1} isolated (silent receiver, own cluster)",
+                        chats=args.chats,
+                        user=user,
+                    )
+                )
+        finally:
+            stop_clusters(workers)
         attempted = receiver.accepted
-        results = [("isolated", isolated)]
+        baseline = statistics.median(times["baseline"])
+        isolated = statistics.median(times["isolated"])
+        shared = None
         if args.shared:
             WebhookDelivery.objects.all().delete()
-            shared = measure(
-                "shared (silent receiver, site cluster)",
-                webhook_cluster="",
-                **{**common, "rounds": 1},
-            )
-            results.append(("shared", shared))
+            set_cluster("")
+            workers = start_clusters(env, "")
+            try:
+                shared = round_of(
+                    "shared (silent receiver, site cluster)", chats=args.chats, user=user
+                )
+            finally:
+                stop_clusters(workers)
 
         print(f"load average: {load()}")
         print(f"baseline: {baseline:.2f} s (median of {args.rounds})")
-        for label, seconds in results:
-            print(f"{label}: {seconds:.2f} s, {seconds / baseline:.2f}x the baseline")
-        print(f"connections the silent receiver accepted while the isolated chats ran: {attempted}")
+        print(f"isolated: {isolated:.2f} s (median of {args.rounds})")
+        if shared is not None:
+            print(f"shared: {shared:.2f} s, {shared / baseline:.2f}x the baseline")
+        print(f"connections the silent receiver accepted during the rounds: {attempted}")
         ratio = isolated / baseline
         print(
             f"{'PASS' if ratio <= TARGET else 'FAIL'}: isolated / baseline = {ratio:.2f}x "
