@@ -116,12 +116,15 @@ def create_deliveries(
     ]
     with db.atomic(WebhookDelivery):
         WebhookDelivery.objects.bulk_create(rows)
-        # bulk_create sets primary keys on every backend but older MySQL/MariaDB: read back.
-        ids = list(
-            db.primary(WebhookDelivery)
-            .filter(webhook_id__in=[r.webhook_id for r in rows])
-            .values_list("pk", flat=True)
-        )
+        # bulk_create sets primary keys on PostgreSQL, SQLite and MariaDB (one query less in
+        # the step that sent the event); on MySQL they are read back.
+        ids = [r.pk for r in rows]
+        if None in ids:
+            ids = list(
+                db.primary(WebhookDelivery)
+                .filter(webhook_id__in=[r.webhook_id for r in rows])
+                .values_list("pk", flat=True)
+            )
         for pk in ids:
             enqueue_attempt(pk)
     return rows
