@@ -129,6 +129,12 @@ Q_CLUSTER = {
     "catch_up": False,
     "poll": 0.25,
     "label": "Task queue",
+    # The webhook deliveries' own queue (AHENTIC["WEBHOOK_CLUSTER"]): a receiver that never
+    # answers holds one of these workers, never a chat's. manage.py ahentic_demo starts it;
+    # elsewhere: Q_CLUSTER_NAME=ahentic_webhooks manage.py qcluster.
+    "ALT_CLUSTERS": {
+        "ahentic_webhooks": {"workers": 1, "timeout": 60, "retry": 90, "poll": 1},
+    },
 }
 
 # The agent's mails (docs/howto/notifications.md) are printed by the demo's processes.
@@ -146,6 +152,7 @@ AHENTIC = {
     # The demo's webhook endpoint is this site's own receiver page (/demo/webhooks/), on
     # 127.0.0.1: a private address, refused unless allowed.
     "WEBHOOK_ALLOW_PRIVATE": True,
+    "WEBHOOK_CLUSTER": "ahentic_webhooks",
     # The demo's ticket MCP server runs on http://127.0.0.1:<port> (manage.py ahentic_demo).
     "MCP_ALLOW_INSECURE_LOCAL": DEBUG,
     # Encrypts MCP credentials at rest. A real site reads its own keys from the environment

@@ -21,6 +21,8 @@ from django.views.decorators.http import require_http_methods
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from orchestrator_app.models import WebhookEndpoint
+from orchestrator_app.vault import VaultError
+from orchestrator_app.webhooks.delivery import signing_secret
 
 CACHE_KEY = "ahentic_demo_webhooks"
 KEEP = 50
@@ -38,8 +40,8 @@ def receive(request):
     body = request.body.decode("utf-8", "replace")
     for endpoint in WebhookEndpoint.objects.all():
         try:
-            payload = Webhook(endpoint.secret).verify(body, dict(request.headers))
-        except WebhookVerificationError:
+            payload = Webhook(signing_secret(endpoint)).verify(body, dict(request.headers))
+        except (WebhookVerificationError, VaultError):
             continue
         received = cache.get(CACHE_KEY, [])
         received.insert(

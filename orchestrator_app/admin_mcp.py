@@ -64,7 +64,9 @@ class McpToolInline(admin.TabularInline):
 
     @admin.display(description="readOnlyHint", boolean=True)
     def read_only(self, obj: McpTool) -> bool | None:
-        listed = {t.get("name"): t for t in obj.server.tool_list or []}
+        listed = {
+            mcp_tools.setting_name(t.get("name") or ""): t for t in obj.server.tool_list or []
+        }
         item = listed.get(obj.name)
         return None if item is None else bool(item.get("readOnly"))
 

@@ -25,6 +25,14 @@ class McpTokenAddForm(forms.ModelForm):
             raise forms.ValidationError("An expiry must be in the future.")
         return expires_at
 
+    def clean(self):
+        cleaned = super().clean()
+        user = cleaned.get("user")
+        problem = mcp_tokens.limit_problem(user) if user is not None else None
+        if problem:
+            raise forms.ValidationError(problem, code="ahentic_mcp_token_limit")
+        return cleaned
+
 
 @admin.register(McpToken)
 class McpTokenAdmin(UserColumnsAdmin):

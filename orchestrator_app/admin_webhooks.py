@@ -20,15 +20,26 @@ from django.utils.safestring import SafeString
 from sessions_app.admin import ReadOnlyAdmin, pretty_json
 from sessions_app.conf import ahentic_settings
 
+from . import vault
 from .admin import counted
 from .models import WebhookDelivery, WebhookEndpoint
 from .webhooks import delivery, transport
 from .webhooks.events import SUBSCRIBABLE
 
 
-def masked(secret: str) -> str:
+def masked(sealed: str) -> str:
     """``whsec_…AbCd``: enough to tell two secrets apart, not to sign with."""
+    try:
+        secret = vault.unseal(sealed)
+    except vault.VaultError:
+        return "(cannot be decrypted with VAULT_KEYS)"
     return f"whsec_…{secret[-4:]}" if secret else "-"
+
+
+NO_VAULT = (
+    "Signing secrets are stored encrypted: set AHENTIC['VAULT_KEYS'] (a Fernet key from the "
+    "environment) first."
+)
 
 
 class WebhookEndpointForm(forms.ModelForm):
@@ -51,6 +62,12 @@ class WebhookEndpointForm(forms.ModelForm):
         if problem:
             raise forms.ValidationError(problem, code="webhook_url")
         return url
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.instance.pk is None and (not vault.configured() or vault.key_problem()):
+            raise forms.ValidationError(NO_VAULT, code="ahentic_vault_missing")
+        return cleaned
 
 
 @admin.action(description="Send a test event", permissions=["change"])
@@ -85,6 +102,9 @@ def reenable(model_admin, request, queryset):
 
 @admin.action(description="Rotate secret", permissions=["change"])
 def rotate_secret(model_admin, request, queryset):
+    if not vault.configured() or vault.key_problem():
+        model_admin.message_user(request, NO_VAULT, messages.ERROR)
+        return None
     rotated = []
     for endpoint in queryset:
         secret = delivery.secret_rotate(endpoint_id=endpoint.pk)
@@ -144,7 +164,10 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if not change:
-            obj.save()
+            created, obj.new_secret = delivery.endpoint_create(
+                name=obj.name, url=obj.url, events=obj.events, active=obj.active
+            )
+            obj.pk, obj.secret, obj.created_at = created.pk, created.secret, created.created_at
             return
         # Only what the form edits: the failure count and the reason belong to the delivery
         # service, which may be writing them right now.
@@ -161,7 +184,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
     def response_add(self, request, obj, post_url_continue=None):
         # The one page that shows a new endpoint's secret in full.
-        return self.secret_page(request, [(obj, obj.secret)], title="Webhook endpoint added")
+        return self.secret_page(request, [(obj, obj.new_secret)], title="Webhook endpoint added")
 
     def secret_page(self, request, secrets: list, *, title: str) -> TemplateResponse:
         site = self.admin_site.name

@@ -582,8 +582,8 @@ def mcp_server_problems(conf) -> list[str]:
 
 @register()
 def check_mcp(app_configs=None, **kwargs):
-    """The MCP client (docs/howto/mcp-client.md): E034 credentials exist or
-    a server takes per-user or site credentials and ``VAULT_KEYS`` is empty; E035
+    """The MCP client (docs/howto/mcp-client.md): E034 credentials exist, a server takes
+    per-user or site credentials, or webhook endpoints exist, and ``VAULT_KEYS`` is empty; E035
     ``VAULT_KEYS`` is not a list of Fernet keys; E036 a vault key is the ``SECRET_KEY``;
     W017 ``MCP_SERVERS`` (the settings' or an agent's latest version) names no registered
     server; W018 an active server's URL the client refuses (https, or http to a local address
@@ -594,7 +594,7 @@ def check_mcp(app_configs=None, **kwargs):
     from sessions_app.models import Agent, AgentVersion
 
     from . import vault
-    from .models import McpCredential, McpServer
+    from .models import McpCredential, McpServer, WebhookEndpoint
     from .tools.mcp_client import url_problem
 
     messages = []
@@ -624,6 +624,7 @@ def check_mcp(app_configs=None, **kwargs):
         needs_key = McpCredential.objects.filter(revoked_at__isnull=True).exists() or any(
             s.auth != McpServer.Auth.NONE for s in servers
         )
+        hooks_need_key = WebhookEndpoint.objects.exists()
         configs = list(
             Agent.objects.filter(active=True)
             .annotate(config=Subquery(latest.values("config")[:1]))
@@ -631,11 +632,15 @@ def check_mcp(app_configs=None, **kwargs):
         )
     except (OperationalError, ProgrammingError):
         return messages  # no tables yet (before migrate)
-    if needs_key and not ahentic_settings.VAULT_KEYS:
+    if (needs_key or hooks_need_key) and not ahentic_settings.VAULT_KEYS:
+        holders = [
+            *(["MCP servers take credentials"] if needs_key else []),
+            *(["webhook endpoints have signing secrets"] if hooks_need_key else []),
+        ]
         messages.append(
             Error(
-                "MCP servers take credentials but AHENTIC['VAULT_KEYS'] is empty: tokens "
-                "cannot be stored or read.",
+                f"{' and '.join(holders).capitalize()} but AHENTIC['VAULT_KEYS'] is empty: "
+                "they cannot be stored or read.",
                 hint="Set AHENTIC['VAULT_KEYS'] = [<Fernet.generate_key()>] from the "
                 "environment (never the SECRET_KEY).",
                 id="ahentic.E034",
@@ -771,7 +776,13 @@ def check_webhooks(app_configs=None, **kwargs):
     errors = _webhook_errors()
     if errors:
         return errors
-    q_timeout = (getattr(settings, "Q_CLUSTER", {}) or {}).get("timeout")
+    q_cluster = getattr(settings, "Q_CLUSTER", {}) or {}
+    q_timeout = q_cluster.get("timeout")
+    cluster = ahentic_settings.WEBHOOK_CLUSTER
+    if cluster and cluster != q_cluster.get("name"):
+        alt = (q_cluster.get("ALT_CLUSTERS") or {}).get(cluster)
+        if isinstance(alt, dict):
+            q_timeout = alt.get("timeout", q_timeout)
     needed = ahentic_settings.WEBHOOK_TIMEOUT_S + _WEBHOOK_SLACK_S
     if q_timeout is not None and q_timeout < needed:
         errors.append(
@@ -783,6 +794,37 @@ def check_webhooks(app_configs=None, **kwargs):
             )
         )
     return errors
+
+
+@register()
+def check_webhook_cluster(app_configs=None, **kwargs):
+    """E049: ``WEBHOOK_CLUSTER`` is not a string. W024: it names a cluster that Q_CLUSTER has
+    no ``ALT_CLUSTERS`` entry for: ``Q_CLUSTER_NAME=<name> manage.py qcluster`` needs one to
+    start, and without a running cluster of that name no delivery is ever attempted."""
+    cluster = ahentic_settings.WEBHOOK_CLUSTER
+    if not isinstance(cluster, str):
+        return [
+            Error(
+                f"AHENTIC['WEBHOOK_CLUSTER'] must be a django-q2 cluster name, not {cluster!r}.",
+                hint='"" runs deliveries on the site\'s own cluster.',
+                id="ahentic.E049",
+            )
+        ]
+    q_cluster = getattr(settings, "Q_CLUSTER", {}) or {}
+    if not cluster or cluster == q_cluster.get("name"):
+        return []
+    alt = q_cluster.get("ALT_CLUSTERS")
+    if isinstance(alt, dict) and isinstance(alt.get(cluster), dict):
+        return []
+    return [
+        Warning(
+            f"AHENTIC['WEBHOOK_CLUSTER'] is {cluster!r}, but Q_CLUSTER has no ALT_CLUSTERS "
+            "entry of that name: that cluster cannot start, and deliveries wait for it.",
+            hint=f'Add Q_CLUSTER["ALT_CLUSTERS"] = {{"{cluster}": {{"workers": 1}}}} and run '
+            f"Q_CLUSTER_NAME={cluster} manage.py qcluster beside the site's cluster.",
+            id="ahentic.W024",
+        )
+    ]
 
 
 @register()
@@ -923,7 +965,7 @@ def check_notification_cache(app_configs=None, **kwargs):
 def check_mcp_server(app_configs=None, **kwargs):
     """The MCP endpoint's settings (docs/howto/mcp-server.md): ``MCP_SERVER`` a bool
     (E038), ``MCP_CALL_WAIT_S`` a number of seconds >= 0 (E039); over 60 s a tools/call holds a
-    web worker that long (W020)."""
+    web worker that long (W020); ``MCP_TOKENS_PER_USER`` a whole number >= 1 or None (E050)."""
     errors = []
     if not isinstance(ahentic_settings.MCP_SERVER, bool):
         errors.append(
@@ -949,6 +991,16 @@ def check_mcp_server(app_configs=None, **kwargs):
                 "worker that long.",
                 hint="Keep it at 60 or less; a client calls again to get a slower answer.",
                 id="ahentic.W020",
+            )
+        )
+    cap = ahentic_settings.MCP_TOKENS_PER_USER
+    if cap is not None and not _at_least(cap, 1):
+        errors.append(
+            Error(
+                f"AHENTIC['MCP_TOKENS_PER_USER'] must be a whole number of at least 1 or None, "
+                f"not {cap!r}.",
+                hint="20 lets each user hold twenty live tokens; None sets no cap.",
+                id="ahentic.E050",
             )
         )
     return errors

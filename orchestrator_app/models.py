@@ -139,7 +139,9 @@ def new_webhook_secret() -> str:
 
 class WebhookEndpoint(models.Model):
     """A URL staff registered for some event types. The secret signs every delivery; it is
-    generated on create and shown in full only once (after creating or rotating it)."""
+    generated on create (``webhooks.delivery.endpoint_create``), shown in full only once (after
+    creating or rotating it) and stored encrypted by ``orchestrator_app.vault``, like the MCP
+    credentials."""
 
     name = models.CharField(max_length=100)
     # http(s) only; whether a private address is allowed is checked by the admin form and again
@@ -148,7 +150,7 @@ class WebhookEndpoint(models.Model):
         "URL", max_length=500, validators=[URLValidator(schemes=["http", "https"])]
     )
     events = models.JSONField(default=list, help_text="The event types sent to this URL.")
-    secret = models.CharField(max_length=120, default=new_webhook_secret, editable=False)
+    secret = models.TextField(blank=True, default="", editable=False)  # sealed
     active = models.BooleanField(default=True)
     disabled_reason = models.CharField(max_length=300, blank=True, default="")
     # Deliveries that gave up in a row (any delivered one resets it); WEBHOOK_DISABLE_AFTER of

@@ -87,6 +87,8 @@ DEFAULTS: dict[str, Any] = {
     # and how long a tools/call waits for its answer before telling the client to call again.
     "MCP_SERVER": True,
     "MCP_CALL_WAIT_S": 20,
+    # The live tokens (not revoked, not expired) one user may hold for the endpoint; None: no cap.
+    "MCP_TOKENS_PER_USER": 20,
     "FILES_API": False,
     # Scheduled runs (docs/howto/schedules.md): how late a due time may still fire (a due time
     # older than this when a tick sees it is missed, never backfilled), and how many firings in
@@ -111,6 +113,11 @@ DEFAULTS: dict[str, Any] = {
     # WEBHOOK_ALLOW_PRIVATE and MCP_ALLOW_INSECURE_LOCAL still allow them for their caller.
     "OUTBOUND_ALLOW_PRIVATE": False,
     "OUTBOUND_ALLOWED_NETWORKS": [],
+    # The django-q2 cluster (queue) that runs the delivery attempts: "" is the site's own
+    # Q_CLUSTER, shared with the chats' steps; a name (with an ALT_CLUSTERS entry in Q_CLUSTER
+    # and its own ``Q_CLUSTER_NAME=<name> manage.py qcluster``) keeps a slow receiver from
+    # holding the workers chats wait for.
+    "WEBHOOK_CLUSTER": "",
     # History (docs: the sidebar's History panel): seconds a deleted chat can be restored (the
     # sidebar's "Undo"; POST sessions/<id>/restore) before it is purged with all it holds;
     # 0 purges at once.
@@ -132,8 +139,8 @@ DEFAULTS: dict[str, Any] = {
     # Development only: allow http:// server URLs whose host is localhost or a loopback or
     # private IP address literal (never a DNS name that could resolve elsewhere).
     "MCP_ALLOW_INSECURE_LOCAL": False,
-    # Fernet keys (urlsafe base64 of 32 bytes), newest first, that encrypt MCP credentials at
-    # rest; rotation: prepend a new key, run ``manage.py ahentic_vault_rotate``, then drop the
+    # Fernet keys (urlsafe base64 of 32 bytes), newest first, that encrypt MCP credentials and
+    # webhook signing secrets at rest; rotation: prepend a new key, run ``manage.py ahentic_vault_rotate``, then drop the
     # old key. Never derived from SECRET_KEY.
     "VAULT_KEYS": [],
 }

@@ -64,7 +64,15 @@ class ReorderingServer(MCPServer):
 
     async def list_tools(self):
         tools = await super().list_tools()
+        if not self.state["extras"]:
+            tools = [t for t in tools if t.name not in EXTRAS]
         return list(reversed(tools)) if self.state["reverse"] else tools
+
+
+# Listed only when the state's ``extras`` is set: a tool with a huge result, one with a name no
+# column holds.
+LONG_NAME = "find_" + "tickets_by_a_very_long_name_" * 10 + "x" * 15
+EXTRAS = ("huge_result", LONG_NAME)
 
 
 def fresh_state() -> dict[str, Any]:
@@ -74,6 +82,7 @@ def fresh_state() -> dict[str, Any]:
         "garbage": False,
         "hang_s": 0,
         "reverse": False,
+        "extras": False,
         "tokens": set(),
         "auth_seen": [],
         # OAuth: codes issued at /authorize, refresh tokens the token endpoint accepts.
@@ -124,6 +133,18 @@ def build_app(state: dict[str, Any]):
         """Counts by status, as structured content only."""
         state["calls"].append(("ticket_stats", {}))
         return CallToolResult(content=[], structured_content={"open": 2, "closed": 1})
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def huge_result(chars: int = 5_000_000) -> str:
+        """A result of ``chars`` characters."""
+        state["calls"].append(("huge_result", {"chars": chars}))
+        return ("0123456789" * (chars // 10 + 1))[:chars]
+
+    @server.tool(name=LONG_NAME, annotations=ToolAnnotations(readOnlyHint=True))
+    async def long_named(status: str = "open") -> str:
+        """A tool whose name is 300 characters long."""
+        state["calls"].append((LONG_NAME, {"status": status}))
+        return f"#1 found by the long name ({status})"
 
     mcp_app = server.streamable_http_app()
 

@@ -2,6 +2,7 @@
 filtering, retries with backoff, timeouts, giving up, automatic disabling, and the admin."""
 
 import json
+import re
 import threading
 from collections import deque
 from datetime import timedelta
@@ -17,6 +18,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from orchestrator_app import signals, tasks
 from orchestrator_app.models import WebhookDelivery, WebhookEndpoint
 from orchestrator_app.testing.localapi import text_reply
+from orchestrator_app.webhooks import delivery
 
 from .conftest import post_message
 from .factories import UserFactory
@@ -99,7 +101,7 @@ def receiver(_receiver_server):
 
 @pytest.fixture
 def endpoint(db, receiver):
-    return WebhookEndpoint.objects.create(name="Hooks", url=receiver.url, events=ALL_EVENTS)
+    return create_endpoint(name="Hooks", url=receiver.url, events=ALL_EVENTS)
 
 
 @pytest.fixture
@@ -139,9 +141,19 @@ def finished(send, session, run=1):
     send(signals.run_finished, session, run=run, outcome="idle", error_code="")
 
 
+def create_endpoint(**fields) -> WebhookEndpoint:
+    """An endpoint with a secret, as the admin makes one (stored encrypted)."""
+    return delivery.endpoint_create(**fields)[0]
+
+
+def plain(endpoint) -> str:
+    """The endpoint's signing secret as it is now, decrypted."""
+    return delivery.signing_secret(WebhookEndpoint.objects.get(pk=endpoint.pk))
+
+
 def verified(endpoint, request) -> dict:
     """The request's JSON, after its signature verifies with the endpoint's secret."""
-    return Webhook(endpoint.secret).verify(request["body"], request["headers"])
+    return Webhook(plain(endpoint)).verify(request["body"], request["headers"])
 
 
 def staff_with(*codenames):
@@ -194,7 +206,7 @@ def test_a_delivery_is_signed_the_standard_webhooks_way(session, endpoint, recei
     assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("delivered", 1, 204)
 
     # Signed with another secret, or altered, it does not verify.
-    other = WebhookEndpoint.objects.create(name="Other", url=receiver.url, events=[])
+    other = create_endpoint(name="Other", url=receiver.url, events=[])
     with pytest.raises(WebhookVerificationError):
         verified(other, request)
     with pytest.raises(WebhookVerificationError):
@@ -262,12 +274,8 @@ def test_each_signal_is_delivered_as_its_event_with_ids_and_statuses_only(
 
 
 def test_an_endpoint_gets_only_the_events_it_subscribed_to(session, receiver, send):
-    starts = WebhookEndpoint.objects.create(
-        name="Starts", url=receiver.url + "/starts", events=["run.started"]
-    )
-    WebhookEndpoint.objects.create(
-        name="Off", url=receiver.url + "/off", events=ALL_EVENTS, active=False
-    )
+    starts = create_endpoint(name="Starts", url=receiver.url + "/starts", events=["run.started"])
+    create_endpoint(name="Off", url=receiver.url + "/off", events=ALL_EVENTS, active=False)
 
     finished(send, session)
     send(signals.run_started, session, run=2)
@@ -473,8 +481,9 @@ def test_the_secret_is_shown_once_after_adding_an_endpoint_and_never_in_lists_or
 
     endpoint = WebhookEndpoint.objects.get()
     assert endpoint.events == ["run.finished", "run.started"]
-    assert endpoint.secret.startswith("whsec_")
-    assert endpoint.secret in response.content.decode()
+    secret = plain(endpoint)
+    assert secret.startswith("whsec_")
+    assert secret in response.content.decode()
     finished(send, session)
     delivery = WebhookDelivery.objects.get()
     for page in (
@@ -484,10 +493,10 @@ def test_the_secret_is_shown_once_after_adding_an_endpoint_and_never_in_lists_or
         f"{DELIVERIES}{delivery.pk}/change/",
     ):
         html = admin_client.get(page).content.decode()
-        assert endpoint.secret not in html, page
-        assert endpoint.secret[6:] not in html, page
+        assert secret not in html, page
+        assert secret[6:] not in html, page
     page = admin_client.get(f"{ENDPOINTS}{endpoint.pk}/change/").content.decode()
-    assert f"whsec_…{endpoint.secret[-4:]}" in page
+    assert f"whsec_…{secret[-4:]}" in page
 
 
 def test_the_change_form_edits_the_endpoint_and_its_active_box_disables_and_re_enables(
@@ -516,15 +525,14 @@ def test_the_change_form_edits_the_endpoint_and_its_active_box_disables_and_re_e
 def test_rotating_the_secret_shows_the_new_one_once_and_signs_with_it(
     admin_client, session, endpoint, receiver, send
 ):
-    old = endpoint.secret
+    old = plain(endpoint)
 
     response = admin_client.post(
         ENDPOINTS, {"action": "rotate_secret", "_selected_action": [endpoint.pk]}
     )
 
-    endpoint.refresh_from_db()
-    assert endpoint.secret != old
-    assert endpoint.secret in response.content.decode()
+    assert plain(endpoint) != old
+    assert plain(endpoint) in response.content.decode()
     finished(send, session)
     assert verified(endpoint, receiver.requests[0])["type"] == "run.finished"
 
@@ -548,9 +556,8 @@ def test_staff_with_the_change_permission_send_a_test_event(client, endpoint, re
 def test_staff_without_the_change_permission_cannot_use_the_endpoint_actions(
     client, endpoint, receiver, run_tasks
 ):
-    broken = WebhookEndpoint.objects.create(
-        name="Broken", url=receiver.url, events=ALL_EVENTS, active=False, disabled_reason="Down"
-    )
+    broken = create_endpoint(name="Broken", url=receiver.url, events=ALL_EVENTS, active=False)
+    WebhookEndpoint.objects.filter(pk=broken.pk).update(disabled_reason="Down")
     client.force_login(staff_with("view_webhookendpoint"))
 
     for action, target in (
@@ -677,7 +684,7 @@ def signed_post(client, secret: str, payload: dict):
 def test_the_demo_receiver_keeps_verified_deliveries_and_lists_them(client, admin_client, endpoint):
     event = {"type": "run.finished", "timestamp": "t", "data": {"session": "s1", "run": 2}}
 
-    assert signed_post(client, endpoint.secret, event).status_code == 204
+    assert signed_post(client, plain(endpoint), event).status_code == 204
     forged = signed_post(client, "whsec_" + "A" * 44, {**event, "data": {"run": 99}})
     assert forged.status_code == 400
 
@@ -697,3 +704,129 @@ def test_the_demo_command_points_an_endpoint_for_every_event_at_the_receiver(db)
     assert endpoint.url == "http://127.0.0.1:8124/demo/webhooks/"
     assert endpoint.events == ALL_EVENTS
     assert endpoint.active
+
+
+# --- isolation from the chat's workers ---------------------------------------------------------
+
+
+@pytest.fixture
+def enqueued():
+    """The task packages enqueued meanwhile (django-q2's ``pre_enqueue`` signal)."""
+    from django_q.signals import pre_enqueue
+
+    seen: list[dict] = []
+
+    def record(sender, task, **kwargs):
+        seen.append(task)
+
+    pre_enqueue.connect(record, dispatch_uid="test-webhook-cluster")
+    yield seen
+    pre_enqueue.disconnect(dispatch_uid="test-webhook-cluster")
+
+
+def test_deliveries_go_to_the_webhook_cluster_and_steps_stay_on_the_sites(
+    owner_client, session, llm, run_tasks, endpoint, receiver, hooks, enqueued, sweep
+):
+    hooks(WEBHOOK_CLUSTER="ahentic_webhooks")
+    llm.enqueue(text_reply("Hello there."))
+
+    post_message(owner_client, session, run_tasks, "Hi")
+
+    assert receiver.events() == ["run.started", "run.finished"]
+    by_func = {}
+    for task in enqueued:
+        by_func.setdefault(task["func"], set()).add(task.get("cluster"))
+    assert by_func["orchestrator_app.tasks.deliver_webhook"] == {"ahentic_webhooks"}
+    assert by_func["orchestrator_app.tasks.run_step"] == {None}
+
+    # Retries the sweep enqueues go there too; without the setting, to the site's cluster.
+    WebhookDelivery.objects.update(status="failed", next_attempt_at=timezone.now())
+    enqueued.clear()
+    sweep(timezone.now())
+    assert {t.get("cluster") for t in enqueued} == {"ahentic_webhooks"}
+    hooks(WEBHOOK_CLUSTER="")
+    WebhookDelivery.objects.update(status="failed", next_attempt_at=timezone.now())
+    enqueued.clear()
+    sweep(timezone.now())
+    assert enqueued and {t.get("cluster") for t in enqueued} == {None}
+
+
+def test_a_webhook_cluster_setting_is_checked(db, hooks, settings):
+    hooks(WEBHOOK_CLUSTER=7)
+    assert "ahentic.E049" in check_ids()
+    # A named cluster starts (Q_CLUSTER_NAME=<name> manage.py qcluster) only with an
+    # ALT_CLUSTERS entry in Q_CLUSTER.
+    hooks(WEBHOOK_CLUSTER="ahentic_webhooks")
+    settings.Q_CLUSTER = {k: v for k, v in settings.Q_CLUSTER.items() if k != "ALT_CLUSTERS"}
+    ids = check_ids()
+    assert "ahentic.E049" not in ids and "ahentic.W024" in ids
+    settings.Q_CLUSTER = {
+        **settings.Q_CLUSTER,
+        "ALT_CLUSTERS": {"ahentic_webhooks": {"workers": 1, "timeout": 60, "retry": 90}},
+    }
+    assert "ahentic.W024" not in check_ids()
+    hooks(WEBHOOK_CLUSTER="")
+    assert not {"ahentic.E049", "ahentic.W024"} & set(check_ids())
+
+
+# --- the signing secret at rest ----------------------------------------------------------------
+
+
+def test_the_secret_is_stored_encrypted_shown_once_and_signs_decrypted(
+    admin_client, session, receiver, send
+):
+    from orchestrator_app import vault
+
+    response = admin_client.post(
+        f"{ENDPOINTS}add/", endpoint_form(url=receiver.url, events=["run.finished"])
+    )
+
+    stored = WebhookEndpoint.objects.values_list("secret", flat=True).get()
+    shown = re.search(r'ahentic-webhook-secret">(whsec_[^<]+)<', response.content.decode())[1]
+    assert "whsec_" not in stored and shown[6:] not in stored  # encrypted at rest
+    assert vault.unseal(stored) == shown
+    finished(send, session)
+    [request] = receiver.requests
+    Webhook(shown).verify(request["body"], request["headers"])  # signed with the decrypted one
+
+    endpoint = WebhookEndpoint.objects.get()
+    rotated = admin_client.post(
+        ENDPOINTS, {"action": "rotate_secret", "_selected_action": [endpoint.pk]}
+    ).content.decode()
+    new_stored = WebhookEndpoint.objects.values_list("secret", flat=True).get()
+    new_shown = vault.unseal(new_stored)
+    assert new_shown != shown and new_shown in rotated and new_shown not in new_stored
+
+
+def test_without_vault_keys_no_endpoint_is_added_and_a_check_says_why(
+    admin_client, endpoint, hooks
+):
+    hooks(VAULT_KEYS=[])
+    assert "ahentic.E034" in check_ids()
+
+    response = admin_client.post(f"{ENDPOINTS}add/", endpoint_form(url=endpoint.url))
+
+    assert response.status_code == 200
+    assert "VAULT_KEYS" in response.content.decode()
+    assert WebhookEndpoint.objects.count() == 1
+    assert admin_client.get(ENDPOINTS).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_encrypts_existing_secrets_and_reverses(receiver):
+    from django.core.management import call_command
+
+    from orchestrator_app import vault
+
+    plain = "whsec_" + "A" * 44
+    call_command("migrate", "orchestrator_app", "0011", verbosity=0)
+    try:
+        WebhookEndpoint.objects.create(name="Old", url=receiver.url, events=[], secret=plain)
+        call_command("migrate", "orchestrator_app", verbosity=0)
+        stored = WebhookEndpoint.objects.values_list("secret", flat=True).get()
+        assert stored != plain and vault.unseal(stored) == plain
+
+        call_command("migrate", "orchestrator_app", "0011", verbosity=0)
+        assert WebhookEndpoint.objects.values_list("secret", flat=True).get() == plain
+    finally:
+        call_command("migrate", "orchestrator_app", verbosity=0)

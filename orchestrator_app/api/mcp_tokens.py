@@ -62,7 +62,7 @@ mcp_token_create = describe(
     "mcp_token_create",
     "Make an MCP token (its secret is in this answer only)",
     {201: McpTokenIssuedSerializer},
-    WRITE_ERRORS,
+    (*WRITE_ERRORS, 409),
     request=McpTokenCreateSerializer,
 )
 mcp_token_revoke = describe(

@@ -14,9 +14,13 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
+
+from sessions_app import db
+from sessions_app.conf import ahentic_settings
 
 from ..errors import AhenticError
 from ..models import McpToken
@@ -57,15 +61,34 @@ def token_create(
             "ahentic_invalid_input", gettext("expiresAt must be in the future."), 400
         )
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = McpToken.objects.create(
-        user=user,
-        name=name,
-        prefix=secret[:SHOWN_CHARS],
-        token_hash=token_digest(secret),
-        expires_at=expires_at,
-        created_by=created_by or user,
-    )
+    with db.atomic(McpToken):
+        # The user's row, locked: two requests at once count and insert one after the other.
+        db.primary(get_user_model()).select_for_update().filter(pk=user.pk).first()
+        problem = limit_problem(user)
+        if problem:
+            raise AhenticError("ahentic_mcp_token_limit", problem, 409)
+        token = McpToken.objects.create(
+            user=user,
+            name=name,
+            prefix=secret[:SHOWN_CHARS],
+            token_hash=token_digest(secret),
+            expires_at=expires_at,
+            created_by=created_by or user,
+        )
     return IssuedToken(token=token, secret=secret)
+
+
+def limit_problem(user) -> str | None:
+    """Why ``user`` may not have another token (``MCP_TOKENS_PER_USER`` live ones: not revoked,
+    not expired), or None."""
+    limit = ahentic_settings.MCP_TOKENS_PER_USER
+    if limit is None or McpToken.objects.usable().filter(user=user).count() < limit:
+        return None
+    return ngettext(
+        "A user may hold at most %(limit)s live MCP token: revoke one first.",
+        "A user may hold at most %(limit)s live MCP tokens: revoke one first.",
+        limit,
+    ) % {"limit": limit}
 
 
 def token_authenticate(secret: str) -> McpToken | None:

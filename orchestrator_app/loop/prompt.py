@@ -28,13 +28,12 @@ from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
 from sessions_app.tokens import block_tokens, definition_tokens
 
 from .. import skills
-from ..tools import Tool
+from ..tools import RESULT_CHARS, Tool
 from ..tools.admin_tools import page_context_with_admin
 
-# Tool results are cut to 8000 characters. The shorter cut applies to what a sub-agent inherits
-# from its parent: a cut that depended on which run is current would change the bytes of every
+# Tool results are cut to 8000 characters (``tools.RESULT_CHARS``). The shorter cut applies
+# to what a sub-agent inherits from its parent: a cut that depended on which run is current would change the bytes of every
 # earlier result at each new message and rewrite the cached prefix (0.1x -> 1.25x the price).
-RESULT_CHARS = 8000
 HISTORY_RESULT_CHARS = 1500
 CACHE = {"type": "ephemeral"}
 

@@ -54,6 +54,9 @@ from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Names of remote MCP servers' tools (``tools/mcp.py``); no registered tool may take one.
 MCP_PREFIX = "mcp__"
+# The characters of a tool result (its JSON text) the model reads of its own run's results
+# (``loop/prompt.py``); an MCP result is stored cut to it (``tools/mcp.py``).
+RESULT_CHARS = 8000
 RUNTIMES = ("server", "browser")
 # A grant key is stored in ``ToolGrant.tool_name`` (64 characters): a longer one is never granted.
 GRANT_KEY_MAX = 64

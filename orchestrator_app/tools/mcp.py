@@ -33,7 +33,7 @@ from sessions_app.attachments import ToolImage
 from sessions_app.conf import ahentic_settings
 
 from ..models import McpServer, McpTool
-from . import MCP_PREFIX, NAME_RE, Summary, Tool, ToolContext, ToolError
+from . import MCP_PREFIX, NAME_RE, RESULT_CHARS, Summary, Tool, ToolContext, ToolError
 from . import mcp_client as client
 from .mcp_credentials import access_token, connect_hint, has_credential, note_used
 
@@ -56,6 +56,18 @@ def tool_name(slug: str, name: str) -> str:
     room = 64 - len(prefix) - len(digest) - 1
     safe = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[: max(room, 0)]
     return f"{prefix}{safe}_{digest}"
+
+
+def setting_name(name: str) -> str:
+    """The server's tool ``name`` as its settings row (``McpTool.name``) holds it: the name
+    itself when it fits the column, else its start, ``_`` and the first 8 hex digits of its
+    SHA-256 (stable, and two long names that share a beginning stay apart). A server may name a
+    tool with any number of characters; no database column has to hold more than this."""
+    limit = McpTool._meta.get_field("name").max_length
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - len(digest) - 1]}_{digest}"
 
 
 def slug_of(name: str) -> str | None:
@@ -130,7 +142,7 @@ def tools_refresh(server: McpServer, *, user=None, timeout: float | None = None)
         [
             McpTool(
                 server=server,
-                name=item["name"],
+                name=setting_name(item["name"]),
                 policy=allow
                 if item["readOnly"] and server.readonly_default_allow
                 else McpTool.Policy.ALWAYS_ASK,
@@ -200,7 +212,7 @@ def offered(servers: list[McpServer]) -> list[Tool]:
     tools = []
     for server in servers:
         for item in server.tool_list or []:
-            row = settings.get((server.pk, item.get("name")))
+            row = settings.get((server.pk, setting_name(item.get("name") or "")))
             if row is None or not row.enabled or row.policy == McpTool.Policy.NEVER:
                 continue
             tools.append(build_tool(server, item, row.policy))
@@ -298,7 +310,8 @@ def result_of(raw: Any, remote: str) -> dict[str, Any]:
                 texts.append("[an image the server sent could not be decoded]")
                 continue
             extension = IMAGE_EXTENSIONS.get(str(block.get("mimeType")), "png")
-            images.append(ToolImage(data, f"{remote}-{len(images) + 1}.{extension}"))
+            name = f"{setting_name(remote)}-{len(images) + 1}.{extension}"
+            images.append(ToolImage(data, name))
         elif kind == "resource_link":
             line = f"Resource link: {block.get('name') or ''} <{block.get('uri', '')}>"
             if block.get("description"):
@@ -319,10 +332,35 @@ def result_of(raw: Any, remote: str) -> dict[str, Any]:
     text = "\n\n".join(texts)
     if raw.get("isError") is True:
         raise ToolError(TOOL_ERROR, text[:4000] or f"{remote} reported an error.")
-    result: dict[str, Any] = {"text": text}
+    result = bounded(text)
     if images:
         result["images"] = images
     return result
+
+
+def bounded(text: str) -> dict[str, Any]:
+    """The result kept for a text of any size: whole when its JSON fits the cut the model reads
+    of a tool result (``RESULT_CHARS``), else as much of its start as fits with a note
+    saying it was cut, and ``fullChars``, its full length. What is stored is then what the
+    model sees: a 5 MB answer never reaches the database, the API or the trace."""
+
+    def size(value: dict[str, Any]) -> int:
+        return len(json.dumps(value, ensure_ascii=False))
+
+    if size({"text": text}) <= RESULT_CHARS:
+        return {"text": text}
+    note = (
+        f"\n\n[Cut: the result has {len(text):,} characters; only its start is shown. Ask "
+        "for less (a filter, a page, a smaller range) to see the rest.]"
+    )
+    shown = text[:RESULT_CHARS]
+    while True:
+        result = {"text": shown + note, "fullChars": len(text)}
+        excess = size(result) - RESULT_CHARS
+        if excess <= 0:
+            return result
+        # Each character dropped shortens the JSON by at least one (escapes by more).
+        shown = shown[: len(shown) - excess]
 
 
 def servers_for_user(user) -> list[McpServer]:

@@ -34,6 +34,7 @@ from standardwebhooks.webhooks import Webhook
 from sessions_app import db
 from sessions_app.conf import ahentic_settings
 
+from .. import vault
 from ..models import WebhookDelivery, WebhookEndpoint, WebhookEvent, new_webhook_secret
 from . import transport
 
@@ -115,26 +116,34 @@ def create_deliveries(
     ]
     with db.atomic(WebhookDelivery):
         WebhookDelivery.objects.bulk_create(rows)
-        # bulk_create sets primary keys on every backend but older MySQL/MariaDB: read back.
-        ids = list(
-            db.primary(WebhookDelivery)
-            .filter(webhook_id__in=[r.webhook_id for r in rows])
-            .values_list("pk", flat=True)
-        )
+        # bulk_create sets primary keys on PostgreSQL, SQLite and MariaDB (one query less in
+        # the step that sent the event); on MySQL they are read back.
+        ids = [r.pk for r in rows]
+        if None in ids:
+            ids = list(
+                db.primary(WebhookDelivery)
+                .filter(webhook_id__in=[r.webhook_id for r in rows])
+                .values_list("pk", flat=True)
+            )
         for pk in ids:
             enqueue_attempt(pk)
     return rows
 
 
 def enqueue_attempt(delivery_id: int, now: datetime | None = None) -> None:
-    """Enqueue ``deliver_webhook`` for a delivery once the current transaction commits."""
+    """Enqueue ``deliver_webhook`` for a delivery once the current transaction commits, on the
+    ``WEBHOOK_CLUSTER`` queue when one is set (the site's own cluster otherwise)."""
     args: tuple = (delivery_id,) if now is None else (delivery_id, now.isoformat())
+    options = {"ack_failure": True, "save": False}
+    cluster = ahentic_settings.WEBHOOK_CLUSTER
+    if cluster:
+        options["cluster"] = str(cluster)
     db.on_commit(
         lambda: async_task(
             "orchestrator_app.tasks.deliver_webhook",
             *args,
             group="ahentic_webhooks",
-            q_options={"ack_failure": True, "save": False},
+            q_options=options,
         ),
         WebhookDelivery,
     )
@@ -143,14 +152,20 @@ def enqueue_attempt(delivery_id: int, now: datetime | None = None) -> None:
 # --- one attempt -----------------------------------------------------------------------------
 
 
+def signing_secret(endpoint: WebhookEndpoint) -> str:
+    """The endpoint's secret, decrypted (``vault.VaultError`` when no key opens it)."""
+    return vault.unseal(endpoint.secret)
+
+
 def signed_headers(endpoint: WebhookEndpoint, delivery: WebhookDelivery, body: str):
     """The Standard Webhooks headers, signed at the time of sending (receivers reject a
-    timestamp more than a few minutes off their clock)."""
+    timestamp more than a few minutes off their clock) with the decrypted secret."""
     sent_at = timezone.now()
+    secret = signing_secret(endpoint)
     return {
         "webhook-id": delivery.webhook_id,
         "webhook-timestamp": str(int(sent_at.timestamp())),
-        "webhook-signature": Webhook(endpoint.secret).sign(delivery.webhook_id, sent_at, body),
+        "webhook-signature": Webhook(secret).sign(delivery.webhook_id, sent_at, body),
     }
 
 
@@ -188,10 +203,17 @@ def deliver(delivery_id: int, *, now: datetime | None = None) -> str:
     endpoint = row.endpoint
     body = body_of(row)
     try:
+        headers = signed_headers(endpoint, row, body)
+    except vault.VaultError:
+        # Retried: the attempt succeeds once the key that sealed the secret is back.
+        return record_failure(
+            row, attempt, now, error="The signing secret cannot be decrypted with VAULT_KEYS."
+        )
+    try:
         answer = transport.post(
             endpoint.url,
             body.encode(),
-            signed_headers(endpoint, row, body),
+            headers,
             timeout=timeout,
             allow_private=bool(ahentic_settings.WEBHOOK_ALLOW_PRIVATE),
         )
@@ -348,11 +370,23 @@ def endpoint_disable(*, endpoint_id: int, reason: str) -> bool:
     return bool(updated)
 
 
+def endpoint_create(
+    *, name: str, url: str, events: list[str], active: bool = True
+) -> tuple[WebhookEndpoint, str]:
+    """A new endpoint with a new secret, stored encrypted; returns it and the secret, to show
+    this once. ``vault.VaultError`` without ``VAULT_KEYS``."""
+    secret = new_webhook_secret()
+    endpoint = WebhookEndpoint.objects.create(
+        name=name, url=url, events=events, active=active, secret=vault.seal(secret)
+    )  # post_save drops the cached subscriptions
+    return endpoint, secret
+
+
 def secret_rotate(*, endpoint_id: int) -> str | None:
-    """A new secret for the endpoint (the old one stops signing at once); the new one, to show
-    this once."""
+    """A new secret for the endpoint (the old one stops signing at once), stored encrypted; the
+    new one, to show this once. ``vault.VaultError`` without ``VAULT_KEYS``."""
     secret = new_webhook_secret()
     updated = WebhookEndpoint.objects.filter(pk=endpoint_id).update(
-        secret=secret, updated_at=timezone.now()
+        secret=vault.seal(secret), updated_at=timezone.now()
     )
     return secret if updated else None

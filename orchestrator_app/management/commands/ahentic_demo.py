@@ -84,6 +84,11 @@ class Command(BaseCommand):
                 self._ensure_mcp_server(mcp_url)
             if not no_worker:
                 children.append(subprocess.Popen([*manage, "qcluster"], env=env))
+                hooks = ahentic_settings.WEBHOOK_CLUSTER
+                if hooks:
+                    # The webhook deliveries' own cluster (docs/howto/webhooks.md).
+                    hooks_env = {**env, "Q_CLUSTER_NAME": str(hooks)}
+                    children.append(subprocess.Popen([*manage, "qcluster"], env=hooks_env))
             children.append(
                 subprocess.Popen([*manage, "runserver", "--noreload", addrport], env=env)
             )
@@ -219,14 +224,13 @@ class Command(BaseCommand):
         """A webhook endpoint for every event, pointed at the demo site's own receiver page
         (``ahentic_site/webhooks.py``); made once, and moved when the demo's address changes."""
         from orchestrator_app.models import WebhookEndpoint
+        from orchestrator_app.webhooks.delivery import endpoint_create
         from orchestrator_app.webhooks.events import SUBSCRIBABLE
 
         url = f"http://{addrport}/demo/webhooks/"
         endpoint = WebhookEndpoint.objects.filter(name=DEMO_WEBHOOK).first()
         if endpoint is None:
-            WebhookEndpoint.objects.create(
-                name=DEMO_WEBHOOK, url=url, events=[value for value, _ in SUBSCRIBABLE]
-            )
+            endpoint_create(name=DEMO_WEBHOOK, url=url, events=[value for value, _ in SUBSCRIBABLE])
         elif endpoint.url != url:
             WebhookEndpoint.objects.filter(pk=endpoint.pk).update(url=url)
 

@@ -1,4 +1,5 @@
-"""Re-encrypt every stored MCP secret with the newest ``AHENTIC["VAULT_KEYS"]`` key.
+"""Re-encrypt every stored secret (MCP credentials, webhook signing secrets) with the newest
+``AHENTIC["VAULT_KEYS"]`` key.
 
 Rotation: prepend a new key to ``VAULT_KEYS`` (keep the old ones), deploy, run this command,
 then remove the old keys. Each row is rewritten by a conditional UPDATE on the values it read,
@@ -10,16 +11,17 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from orchestrator_app import vault
-from orchestrator_app.models import McpAuthorization, McpCredential
+from orchestrator_app.models import McpAuthorization, McpCredential, WebhookEndpoint
 
 SEALED = {
     McpCredential: ("access_token", "refresh_token", "client_secret"),
     McpAuthorization: ("verifier", "client_secret"),
+    WebhookEndpoint: ("secret",),
 }
 
 
 class Command(BaseCommand):
-    help = "Re-encrypt stored MCP credentials with the newest AHENTIC['VAULT_KEYS'] key."
+    help = "Re-encrypt stored MCP credentials and webhook secrets with the newest AHENTIC['VAULT_KEYS'] key."
 
     def handle(self, *args, **options):
         if not vault.configured():
