@@ -17,6 +17,7 @@ from orchestrator_app import outbound, signals
 from orchestrator_app.models import McpServer, WebhookDelivery, WebhookEndpoint
 from orchestrator_app.tools import mcp_oauth
 from orchestrator_app.tools.mcp_client import McpFailure
+from orchestrator_app.webhooks.delivery import endpoint_create
 
 from .conftest import API
 from .outbound_addresses import (
@@ -105,7 +106,7 @@ def deliver(django_capture_on_commit_callbacks, session):
     delivery row."""
 
     def send(url: str) -> WebhookDelivery:
-        WebhookEndpoint.objects.create(name="Hooks", url=url, events=["run.finished"])
+        endpoint_create(name="Hooks", url=url, events=["run.finished"])
         with django_capture_on_commit_callbacks(execute=True):
             signals.send_after_commit(
                 signals.run_finished, session, run=1, outcome="idle", error_code=""
