@@ -405,11 +405,20 @@ def pause(
     return Outcome("paused")
 
 
-def mark_started(lease: Lease, call: Event) -> None:
-    """Record that execution began, so a crash is healed as "outcome unknown", never re-run."""
-    session_services.event_payload_merge(
-        event=call, started={"lease": lease.token, "at": timezone.now().isoformat()}
-    )
+def mark_started(lease: Lease, call: Event) -> bool:
+    """The last check before the tool starts, and the record that it did (a crash is then
+    healed as "outcome unknown", never re-run). One transaction: the lease is confirmed by its
+    conditional UPDATE, which holds the session row's lock until the commit, then the call is
+    marked started. A cancel takes the same lock, so it comes either first (False: the tool
+    never starts, the cancel answered the call) or after (it finds the call started and leaves
+    it to record its real result). False too when the run was taken over."""
+    with db.atomic():
+        if not runstate.lease_refresh(lease):
+            return False
+        session_services.event_payload_merge(
+            event=call, started={"lease": lease.token, "at": timezone.now().isoformat()}
+        )
+    return True
 
 
 def execute(
@@ -451,7 +460,8 @@ def execute(
                 clear_pending=clear_pending,
                 artifactKey=artifact_key,
             )
-    mark_started(lease, call)
+    if not mark_started(lease, call):
+        return Outcome("lost")
     tracer.add(
         "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
     )
