@@ -184,60 +184,105 @@ def test_the_users_quota_holds_under_concurrent_uploads_into_different_chats(own
 # --- 3. a cancel that returned: no tool starts afterwards ------------------------------------------
 
 
-def cancel_when_about_to_run(session, nth: int):
-    """Patch the step's progress write (the label the user sees as a tool starts) so that the
-    user's cancel lands right after the step announced its ``nth`` tool: its checks done, the
-    tool about to start."""
-    original = runstate.progress_set
-    announced = []
-    cancelled = []
+class Starts(list):
+    """``tools_for_tests.CALLS`` while a test watches it: each tool's start (the test tools
+    record their call first thing) with whether the user's cancel had returned by then."""
 
-    def progress_then_cancel(lease, label):
+    def __init__(self, cancel_returned: threading.Event):
+        super().__init__()
+        self.cancel_returned = cancel_returned
+        self.after_cancel: list[bool] = []
+
+    def append(self, item):
+        self.after_cancel.append(self.cancel_returned.is_set())
+        super().append(item)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_sent_as_the_step_is_about_to_start_a_tool_never_returns_before_it_starts(
+    owner_client, session, llm
+):
+    """The user presses Stop in the moment after the step announced the tool (its progress
+    label written, its checks done): from another request, with its own connection. Either the
+    cancel comes first and the tool never starts, or the tool started before the cancel
+    returned; never a tool that starts once the cancel said the run was stopped."""
+    from . import tools_for_tests
+
+    returned = threading.Event()
+    starts = Starts(returned)
+    cancels = []
+    original = runstate.progress_set
+
+    def cancel_from_another_request():
+        try:
+            cancels.append(runs.run_cancel(session_id=session.pk))
+            returned.set()
+        finally:
+            connection.close()
+
+    canceller = threading.Thread(target=cancel_from_another_request)
+
+    def progress_then_stop(lease, label):
         written = original(lease, label)
-        announced.append(label)
-        if len(announced) == nth:
-            cancelled.append(runs.run_cancel(session_id=session.pk))
+        if not canceller.is_alive() and not cancels:
+            canceller.start()
+            canceller.join(1)  # done by then unless the step holds the row (it must)
         return written
 
-    return mock.patch.object(runstate, "progress_set", progress_then_cancel), cancelled
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "late"}, id="toolu_late")), text_reply("-"))
+    with (
+        mock.patch.object(runstate, "progress_set", progress_then_stop),
+        mock.patch.object(tools_for_tests, "CALLS", starts),
+    ):
+        response = post(owner_client, session, "messages", {"content": "Echo"})
+        canceller.join(30)
+
+    assert response.status_code == 202
+    assert cancels == [True]
+    assert Session.objects.get(pk=session.pk).status == Session.Status.CANCELLED
+    assert True not in starts.after_cancel  # no tool started after the cancel returned
+    [answer] = Event.objects.filter(session=session, kind=Event.Kind.TOOL_RESPONSE)
+    result = json.loads(answer.content)
+    if starts:  # it started first: its real result is kept
+        assert result == {"ok": True, "echo": "late"}
+    else:
+        assert result["error"] == "cancelled"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_cancel_between_two_tool_calls_stops_the_second_before_it_starts(
-    owner_client, session, llm, run_tasks, tool_calls
+    owner_client, session, llm, tool_calls
 ):
+    """The cancel lands once the first call's result is recorded (``tool_executed``, sent
+    after that commit: committed data, hence ``transaction=True``, where the synchronous
+    worker runs the step in the request), before the second call starts."""
+    cancels = []
+
+    def cancel_after_the_first(sender, session, tool_use_id, **kwargs):
+        if tool_use_id == "toolu_1":
+            cancels.append(runs.run_cancel(session_id=session.pk))
+
     llm.enqueue(
         tool_reply(
             tool_call("echo", {"text": "first"}, id="toolu_1"),
             tool_call("echo", {"text": "second"}, id="toolu_2"),
         )
     )
-    patch, cancelled = cancel_when_about_to_run(session, 2)
-    with patch:
-        run_tasks(post, owner_client, session, "messages", {"content": "Echo twice"})
+    signals.tool_executed.connect(cancel_after_the_first, weak=False, dispatch_uid="test_stop")
+    try:
+        post(owner_client, session, "messages", {"content": "Echo twice"})
+    finally:
+        signals.tool_executed.disconnect(dispatch_uid="test_stop")
 
-    assert cancelled == [True]
+    assert cancels == [True]
     assert tool_calls == [{"tool": "echo", "input": {"text": "first"}}]
     assert Session.objects.get(pk=session.pk).status == Session.Status.CANCELLED
     answers = {
         e.tool_use_id: json.loads(e.content)
         for e in Event.objects.filter(session=session, kind=Event.Kind.TOOL_RESPONSE)
     }
-    assert answers["toolu_1"]["ok"] is True
+    assert answers["toolu_1"] == {"ok": True, "echo": "first"}
     assert answers["toolu_2"]["error"] == "cancelled"
-
-
-def test_a_cancel_while_the_step_is_about_to_run_its_only_tool_runs_nothing(
-    owner_client, session, llm, run_tasks, tool_calls
-):
-    llm.enqueue(tool_reply(tool_call("echo", {"text": "late"}, id="toolu_late")))
-    patch, cancelled = cancel_when_about_to_run(session, 1)
-    with patch:
-        run_tasks(post, owner_client, session, "messages", {"content": "Echo"})
-
-    assert cancelled == [True]
-    assert tool_calls == []
-    [answer] = Event.objects.filter(session=session, kind=Event.Kind.TOOL_RESPONSE)
-    assert json.loads(answer.content)["error"] == "cancelled"
 
 
 @needs_row_locks
