@@ -9,7 +9,7 @@
 
 The race tests run real threads with their own database connections (``transaction=True``).
 They really race on PostgreSQL (the PostgreSQL leg runs them); those that cannot race on SQLite,
-whose write transactions queue one behind the other, say so in their skip reason.
+whose write transactions queue one behind the other, skip there and say so.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from django.core import mail
 from django.db import connection
 from django.db.models.signals import post_save
 from django.test import Client
-from django.utils import timezone
 from django_q.models import Schedule
 
 from orchestrator_app import signals, tasks
@@ -45,9 +44,9 @@ pytestmark = pytest.mark.usefixtures("llm_strict")
 MCP = f"{API}/mcp"
 CONCURRENT = 8
 needs_row_locks = pytest.mark.skipif(
-    connection.vendor == "sqlite",
-    reason="SQLite queues every write transaction behind the last (BEGIN IMMEDIATE): the race "
-    "cannot happen there; the PostgreSQL and MariaDB legs run it",
+    connection.vendor != "postgresql",
+    reason="needs PostgreSQL's row locks and parallel transactions (SQLite queues every write "
+    "transaction behind the last, so the race cannot happen there); the PostgreSQL leg runs it",
 )
 
 
