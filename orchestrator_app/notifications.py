@@ -16,8 +16,8 @@ per-process cache the worker never sees a poll (system check ahentic.W014 with `
 
 Exactly once: each mail is claimed by inserting its ``Notification`` row (unique kind and key)
 before it is sent, so two workers or a task run twice send one mail. The approval mail's key is
-the waiting call (chat, run, call id), never a time, so checks at any clock agree. A mail carries the tool's
-name and the chat's title, never a tool's input.
+the waiting call (chat, run, call id), never a time, so checks at any clock agree. A mail
+carries the tool's name and the chat's title, never a tool's input.
 """
 
 from __future__ import annotations
