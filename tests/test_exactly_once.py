@@ -228,13 +228,17 @@ def test_a_cancel_sent_as_the_step_is_about_to_start_a_tool_never_returns_before
             canceller.join(1)  # done by then unless the step holds the row (it must)
         return written
 
-    llm.enqueue(tool_reply(tool_call("echo", {"text": "late"}, id="toolu_late")), text_reply("-"))
-    with (
-        mock.patch.object(runstate, "progress_set", progress_then_stop),
-        mock.patch.object(tools_for_tests, "CALLS", starts),
-    ):
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "late"}, id="toolu_late")))
+    # The step runs here, once; the step it hands the run to is never run (the run stays
+    # live for the cancel, whenever the cancel gets the row).
+    with mock.patch("orchestrator_app.control.queue.async_task"):
         response = post(owner_client, session, "messages", {"content": "Echo"})
-        canceller.join(30)
+        with (
+            mock.patch.object(runstate, "progress_set", progress_then_stop),
+            mock.patch.object(tools_for_tests, "CALLS", starts),
+        ):
+            tasks.run_step(str(session.pk), 1)
+            canceller.join(30)
 
     assert response.status_code == 202
     assert cancels == [True]
