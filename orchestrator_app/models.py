@@ -238,7 +238,8 @@ class Notification(models.Model):
         SCHEDULE_RUN = "schedule_run", "Scheduled run ended"
 
     kind = models.CharField(max_length=24, choices=Kind.choices)
-    # approval: "<session id>:<tool_use_id>"; schedule_run: the schedule run's id.
+    # approval: "<session id>:<run>:<tool_use_id>" (the waiting call); schedule_run: the
+    # schedule run's id.
     key = models.CharField(max_length=200)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ahentic_notifications"

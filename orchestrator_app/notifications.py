@@ -15,8 +15,9 @@ shared by the web and worker processes (Redis, Memcached, the database cache): w
 per-process cache the worker never sees a poll (system check ahentic.W014 with ``--deploy``).
 
 Exactly once: each mail is claimed by inserting its ``Notification`` row (unique kind and key)
-before it is sent, so two workers or a task run twice send one mail. A mail carries the tool's
-name and the chat's title, never a tool's input.
+before it is sent, so two workers or a task run twice send one mail. The approval mail's key is
+the waiting call (chat, run, call id), never a time, so checks at any clock agree. A mail
+carries the tool's name and the chat's title, never a tool's input.
 """
 
 from __future__ import annotations
@@ -211,7 +212,10 @@ def approval_mail(session_id, tool_use_id: str, *, now: datetime | None = None) 
     label = tool_label(pending.name)
     return _claim_and_send(
         kind=Notification.Kind.APPROVAL,
-        key=f"{session.pk}:{tool_use_id}",
+        # The waiting call (chat, run, call id), never a time: a later check, on another
+        # worker's clock or after a retry, finds the claim; a call id the model gives again in
+        # a later run is another wait.
+        key=f"{session.pk}:{session.run_seq}:{tool_use_id}",
         user=session.owner,
         session_id=session.pk,
         template="approval",

@@ -27,6 +27,7 @@ from typing import IO, Any
 from django.conf import settings as django_settings
 from django.core.files.base import File
 from django.core.files.storage import default_storage, storages
+from django.db import IntegrityError
 from django.db.models import Sum
 from django.db.models.signals import post_delete
 from django.template.defaultfilters import filesizeformat
@@ -34,7 +35,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from . import db, media
 from .conf import ahentic_settings
-from .models import Attachment, Session
+from .models import Attachment, AttachmentQuota, Session
 
 MAX_NAME_CHARS = 255
 EXTENSIONS = {
@@ -361,6 +362,20 @@ def _owner_of(session_id, *, lock: bool):
     return owner[0]
 
 
+def _quota_lock(owner_id) -> None:
+    """Lock the owner's ``AttachmentQuota`` row (made on first use) until the caller's
+    transaction ends: the quota's sum and the inserts that follow it are then one user's
+    upload at a time, whichever chats they go to. Lock order: the session row, then this."""
+    rows = db.primary(AttachmentQuota).select_for_update().filter(user_id=owner_id)
+    if list(rows.values_list("pk", flat=True)):
+        return
+    try:
+        with db.atomic(AttachmentQuota):  # a savepoint: a concurrent first upload may win
+            db.primary(AttachmentQuota).create(user_id=owner_id)
+    except IntegrityError:  # made meanwhile by another upload (committed): take its lock
+        list(rows.values_list("pk", flat=True))
+
+
 def store_files(
     *,
     session_id,
@@ -370,8 +385,9 @@ def store_files(
 ) -> list[Attachment]:
     """Store files of the session, all or none: each inspected (and scaled), the limits checked
     (the chat's count, the owner's quota), the files saved to the storage, then the count and
-    quota checked again and the rows inserted under the session row's lock, so concurrent
-    uploads cannot pass the limits together. A session deleted meanwhile is a 404
+    quota checked again and the rows inserted under the session row's lock and the owner's
+    quota row's (``_quota_lock``), so concurrent uploads, into one chat or several, cannot
+    pass the limits together. A session deleted meanwhile is a 404
     ``ahentic_session_not_found``; the saved files go with any refusal."""
     owner_id = _owner_of(session_id, lock=False)
     facts = [inspect(incoming) for incoming in files]
@@ -390,6 +406,8 @@ def store_files(
             rows[-1].storage_name = saved[-1]
         with db.atomic(Attachment):
             owner_id = _owner_of(session_id, lock=True)
+            if ahentic_settings.ATTACHMENT_QUOTA_BYTES is not None:
+                _quota_lock(owner_id)
             _limits(session_id, owner_id, adding, len(rows), per_session=per_session)
             for row in rows:
                 row.save(force_insert=True)

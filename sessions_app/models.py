@@ -512,6 +512,25 @@ class Attachment(models.Model):
         return f"{self.name} ({self.content_type}, {self.size} bytes)"
 
 
+class AttachmentQuota(models.Model):
+    """A user's row for the attachment quota (``ATTACHMENT_QUOTA_BYTES``), made with their
+    first stored file. ``attachments.store_files`` locks it while it sums the user's files and
+    inserts new ones, so uploads into different chats of one user are counted one after the
+    other and never pass the quota together. It holds no count: the sum is taken from the
+    attachments, so deleting a file or a chat needs no bookkeeping here. The app's own row
+    rather than the user's: the user table may live in another database and is the host's."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="+",
+    )
+
+    def __str__(self) -> str:
+        return f"attachment quota of user {self.user_id}"
+
+
 class TraceEvent(models.Model):
     GAP = "trace_gap"
 

@@ -111,10 +111,14 @@ def resource_metadata(request):
 
 def same_origin(request) -> bool:
     """A browser's request carries ``Origin``: it must be this site (the transport's defence
-    against DNS rebinding); clients outside a browser send none."""
+    against DNS rebinding); clients outside a browser send none. ``Origin: null`` (a sandboxed
+    frame, a ``file:`` page, a redirect across sites) names no site, so it is refused: read as
+    a URL it would be a relative path, which the host check lets through."""
     origin = request.headers.get("Origin")
     if not origin:
         return True
+    if origin.strip().lower() == "null":
+        return False
     return url_has_allowed_host_and_scheme(
         origin, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )

@@ -14,6 +14,8 @@ The endpoint waits up to ``AHENTIC["MCP_CALL_WAIT_S"]`` for the answer. A call t
 approval returns at once: the client is told to approve it in the chat and to call again with
 the same arguments; that repeated call (an undelivered ``McpCall`` of the token, the same tool
 and arguments) returns the recorded result instead of running the tool a second time.
+Identical calls that arrive together are one call too: a call begins under its token row's
+lock (``call_begin``), where it first looks for the undelivered call another request began.
 """
 
 from __future__ import annotations
@@ -94,14 +96,7 @@ def call_tool(*, token: McpToken, version, tool: Tool, arguments: dict[str, Any]
     """Run (or find the earlier run of) one client call; see the module's docstring.
     ``tool`` is one of ``mcp_tools(token.user, version)``."""
     digest = input_digest(tool.name, arguments)
-    earlier = (
-        McpCall.objects.filter(
-            token=token, tool_name=tool.name, input_digest=digest, delivered_at__isnull=True
-        )
-        .select_related("session")
-        .order_by("-created_at")
-        .first()
-    )
+    earlier = undelivered_call(token, tool.name, digest)
     if earlier is not None:
         outcome = call_outcome(earlier, wait=True)
         if outcome.status != Status.REFUSED:
@@ -123,11 +118,42 @@ def call_tool(*, token: McpToken, version, tool: Tool, arguments: dict[str, Any]
     return call_outcome(call, wait=True)
 
 
+def undelivered_call(token: McpToken, tool_name: str, digest: str) -> McpCall | None:
+    """The token's newest call of the same tool and arguments whose answer the client has not
+    received yet (it waits, runs, or has its result ready). Read from the write database: the
+    call may have been made a moment ago."""
+    return (
+        db.primary(McpCall)
+        .filter(token=token, tool_name=tool_name, input_digest=digest, delivered_at__isnull=True)
+        .select_related("session")
+        .order_by("-created_at")
+        .first()
+    )
+
+
 def call_begin(
     *, token: McpToken, version, tool: Tool, arguments: dict[str, Any], digest: str
 ) -> McpCall:
     """Begin the call's run in an idle MCP chat of the token today (or a new one), and
-    enqueue its step."""
+    enqueue its step (once the block commits).
+
+    Under the token row's lock: identical calls that arrive together (same token, tool and
+    arguments) queue here, and all but the first find the call the first began, so they make
+    one call, one approval card and one run. The block writes rows only (no model call, no
+    tool, no network); other calls of the same token wait for it, not for the call's run."""
+    with db.atomic(McpCall):
+        list(db.primary(McpToken).select_for_update().filter(pk=token.pk).values_list("pk"))
+        begun = undelivered_call(token, tool.name, digest)
+        if begun is not None:
+            return begun
+        return _call_begin(
+            token=token, version=version, tool=tool, arguments=arguments, digest=digest
+        )
+
+
+def _call_begin(
+    *, token: McpToken, version, tool: Tool, arguments: dict[str, Any], digest: str
+) -> McpCall:
     user = token.user
     call_id = f"{MCP_CALL_PREFIX}{uuid.uuid4().hex[:24]}"
     today = timezone.localdate()

@@ -402,11 +402,24 @@ def pause(
     return Outcome("paused")
 
 
-def mark_started(lease: Lease, call: Event) -> None:
-    """Record that execution began, so a crash is healed as "outcome unknown", never re-run."""
-    session_services.event_payload_merge(
-        event=call, started={"lease": lease.token, "at": timezone.now().isoformat()}
-    )
+def start_tool(lease: Lease, tracer: TraceBuffer, call: Event, tool: Tool, summary: str) -> bool:
+    """The last check before the tool starts, and the record that it did (a crash is then
+    healed as "outcome unknown", never re-run). One transaction: the progress label the user
+    sees (an internal tool's: the lease only) is written conditional on the lease, which holds
+    the session row's lock until the commit, and the call is marked started. A cancel takes the
+    same lock, so it comes either first (False: the tool never starts; the cancel answered the
+    call) or after (it finds the call started and leaves it to record its real result). False
+    too when the run was taken over. The heartbeat thread keeps the lease while the tool runs."""
+    with db.atomic():
+        if tool.internal:
+            held = runstate.lease_refresh(lease)
+        else:
+            held = progress(lease, tracer, summary[:1].upper() + summary[1:])
+        if held:
+            session_services.event_payload_merge(
+                event=call, started={"lease": lease.token, "at": timezone.now().isoformat()}
+            )
+    return held
 
 
 def execute(
@@ -421,14 +434,6 @@ def execute(
     clear_pending: bool,
 ) -> Outcome:
     timeout = float(tool.timeout or ahentic_settings.TOOL_TIMEOUT_S)
-    # The progress label the user sees also extends the lease; the heartbeat thread keeps it
-    # while the tool runs.
-    if tool.internal:
-        held = runstate.lease_refresh(lease)
-    else:
-        held = progress(lease, tracer, summary[:1].upper() + summary[1:])
-    if not held:
-        return Outcome("lost")
     artifact_key = None
     if tool.artifact_field and store.FROM_MEMORY in tool_input:
         try:
@@ -448,7 +453,8 @@ def execute(
                 clear_pending=clear_pending,
                 artifactKey=artifact_key,
             )
-    mark_started(lease, call)
+    if not start_tool(lease, tracer, call, tool, summary):
+        return Outcome("lost")
     tracer.add(
         "tool_executed", summary, tool=tool.name, call_id=call.tool_use_id, approved=approved
     )
