@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0015_session_history'),
+        ('sessions_app', '0016_session_browser_available'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
