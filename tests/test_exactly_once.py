@@ -199,10 +199,10 @@ class Starts(list):
 
 @pytest.mark.xfail(
     connection.vendor == "mysql",
-    reason="On MariaDB, InnoDB picks the step's answer as a deadlock victim in this "
-    "interleaving (the cancel holds the session row; the step's seq UPDATE after the tool "
-    "returned is refused with error 1213), so the call is left for the heal to answer; seen "
-    "in the MariaDB leg, not yet explained",
+    reason="Intermittent on MariaDB: under load InnoDB once picked the step's answer as a "
+    "deadlock victim in this interleaving (error 1213 on the seq UPDATE after the tool "
+    "returned, the cancel having committed), leaving the call for the heal to answer; it "
+    "passed in every run alone",
     strict=False,
 )
 @pytest.mark.django_db(transaction=True)
