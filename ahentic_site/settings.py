@@ -173,3 +173,16 @@ LOGGING = {
         "ahentic": {"handlers": ["console"], "level": os.environ.get("AHENTIC_LOG", "INFO")},
     },
 }
+
+if os.environ.get("AHENTIC_DEMO_OTEL_CONSOLE") == "1":
+    # `AHENTIC_DEMO_OTEL_CONSOLE=1 make demo`: every span of the agent's runs is printed by the
+    # process that ends it (docs/howto/observability.md). A real site configures its SDK and
+    # exporter the same way, once, before it serves (the SDK comes with the dev extra).
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    _provider = TracerProvider(resource=Resource.create({"service.name": "ahentic-demo"}))
+    _provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    trace.set_tracer_provider(_provider)

@@ -54,8 +54,8 @@ class OrchestratorAppConfig(AppConfig):
 
         run_finished.connect(on_run_finished, dispatch_uid="ahentic_schedule_run_finished")
 
-        # OpenTelemetry: the approvals waiting, counted when a metric reader collects, and the
-        # schedule firings by outcome.
+        # OpenTelemetry: the approvals waiting, counted when a metric reader collects; the
+        # runs and the schedule firings by outcome.
         from sessions_app.models import Session
 
         from . import telemetry
@@ -63,6 +63,7 @@ class OrchestratorAppConfig(AppConfig):
         telemetry.count_approvals_with(
             lambda: Session.objects.filter(status=Session.Status.AWAITING_HUMAN).count()
         )
+        run_finished.connect(telemetry.on_run_finished, dispatch_uid="ahentic_telemetry_runs")
         schedule_run_finished.connect(
             telemetry.on_schedule_run_finished, dispatch_uid="ahentic_telemetry_schedules"
         )

@@ -82,7 +82,7 @@ class Instruments:
         self.runs = meter.create_counter(
             "ahentic.runs",
             unit="{run}",
-            description="Runs that came to rest, by ahentic.run.outcome and gen_ai.agent.name.",
+            description="Runs that came to rest, by ahentic.run.outcome.",
         )
         self.spend = meter.create_counter(
             "ahentic.spend", unit="USD", description="Model spend in USD, by gen_ai.agent.name."
@@ -233,14 +233,19 @@ def fail(span: trace.Span, code: str) -> None:
     span.set_attribute("error.type", code)
 
 
-def run_ended(agent: str, outcome: str, error_code: str) -> None:
-    """The run came to rest: the step's span gets the outcome, ``ahentic.runs`` counts it."""
+def run_ended(outcome: str, error_code: str) -> None:
+    """The run came to rest in this step: its span gets the outcome (and the error)."""
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attribute("ahentic.run.outcome", outcome)
         if error_code:
             fail(span, error_code)
-    metric.runs.add(1, {"ahentic.run.outcome": outcome, "gen_ai.agent.name": agent})
+
+
+def on_run_finished(sender: Any, outcome: str, **kwargs: Any) -> None:
+    """A receiver of ``run_finished``: ``ahentic.runs`` counts every run that came to rest,
+    wherever it ended (a step, a cancel in a web request, the recovery sweep)."""
+    metric.runs.add(1, {"ahentic.run.outcome": outcome})
 
 
 def spent(agent: str, usd: Any) -> None:

@@ -359,3 +359,14 @@ def test_the_trace_context_is_carried_in_the_step_task(
     trace_id = format(span.get_span_context().trace_id, "032x")
     assert sent[0]["trace"]["traceparent"].split("-")[1] == trace_id
     assert "trace" not in sent[1]
+
+
+def test_a_run_cancelled_while_it_waits_is_counted(otel, owner_client, session, llm, run_tasks):
+    llm.enqueue(tool_reply(tool_call("publish_note", NOTE, id="toolu_publish")))
+    post_message(owner_client, session, run_tasks, "Publish")
+
+    response = run_tasks(post, owner_client, session, "cancel")
+
+    assert response.status_code in (200, 202), response.content
+    [runs] = otel.points("ahentic.runs")
+    assert (runs.value, runs.attributes["ahentic.run.outcome"]) == (1, "cancelled")

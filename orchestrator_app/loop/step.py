@@ -155,7 +155,7 @@ class StepRunner:
         send_after_commit(
             run_finished, self.session_id, run=self.run_seq, outcome=to_status, error_code=code
         )
-        telemetry.run_ended(self.agent, to_status, code)
+        telemetry.run_ended(to_status, code)
 
     def finish(self, reason: str = "final_reply") -> None:
         if PendingMessage.objects.filter(session_id=self.session_id).exists():
