@@ -63,6 +63,7 @@ CONTENT_LIMIT = 4000
 tracer = trace.get_tracer(INSTRUMENTATION, VERSION)
 meter = metrics.get_meter(INSTRUMENTATION, VERSION)
 
+
 class Instruments:
     """The app's metric instruments, made by ``meter`` (``metric``: the API's global meter)."""
 
@@ -144,9 +145,7 @@ def capture_content() -> bool:
 def redact(value: Any) -> Any:
     """``value`` (JSON-like) with the value under every secret-looking name masked."""
     if isinstance(value, dict):
-        return {
-            key: MASK if is_secret_name(key) else redact(item) for key, item in value.items()
-        }
+        return {key: MASK if is_secret_name(key) else redact(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]
     return value
@@ -275,7 +274,9 @@ class ChatCall:
         attributes = {**self.metric_attributes, "gen_ai.response.model": result.model}
         metric.operation_duration.record(time.monotonic() - self.started, attributes)
         metric.token_usage.record(result.input_tokens, {**attributes, "gen_ai.token.type": "input"})
-        metric.token_usage.record(result.output_tokens, {**attributes, "gen_ai.token.type": "output"})
+        metric.token_usage.record(
+            result.output_tokens, {**attributes, "gen_ai.token.type": "output"}
+        )
         span = self.span
         if not span.is_recording():
             return
