@@ -305,7 +305,8 @@ class ChatCall:
 def chat_span(
     model: str, conversation_id: Any, request: Callable[[], dict[str, Any]]
 ) -> Iterator[ChatCall]:
-    """The span of one model call (``chat <model>``). ``request()`` gives the request's
+    """The span of one model call (``chat <model>``); the caller gives it the reply
+    (``ChatCall.result``), an exception marks it failed. ``request()`` gives the request's
     ``system`` and ``messages``, read only to record them as content (with the opt-in)."""
     with tracer.start_as_current_span(
         f"chat {model}", kind=SpanKind.CLIENT, record_exception=False
@@ -321,7 +322,12 @@ def chat_span(
             )
             set_content(span, "gen_ai.system_instructions", lambda: request()["system"])
             set_content(span, "gen_ai.input.messages", lambda: request()["messages"])
-        yield ChatCall(span, model)
+        call = ChatCall(span, model)
+        try:
+            yield call
+        except Exception as exc:  # the app's code (``llm.LLMError``), else the exception's name
+            call.error(str(getattr(exc, "code", "") or type(exc).__name__))
+            raise
 
 
 # --- tools ----------------------------------------------------------------------------------

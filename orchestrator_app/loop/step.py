@@ -395,22 +395,15 @@ class StepRunner:
         )
         try:
             with telemetry.chat_span(model, self.session_id, lambda: request) as chat:
-                try:
-                    result = llm.call_model(
-                        model=model,
-                        system=request["system"],
-                        messages=request["messages"],
-                        tools=request["tools"],
-                        max_tokens=max_tokens,
-                        on_progress=self.on_stream,
-                        **options,
-                    )
-                except llm.LLMError as exc:
-                    chat.error(exc.code)
-                    raise
-                except llm.Aborted:
-                    chat.error("ahentic_aborted")
-                    raise
+                result = llm.call_model(
+                    model=model,
+                    system=request["system"],
+                    messages=request["messages"],
+                    tools=request["tools"],
+                    max_tokens=max_tokens,
+                    on_progress=self.on_stream,
+                    **options,
+                )
                 chat.result(result)
         except llm.Aborted:
             runstate.live_text_clear(self.session_id)
