@@ -1,8 +1,8 @@
 """OpenTelemetry: a run seen as spans and metrics, through the SDK's in-memory exporters.
 
 The app's tracer and instruments (``orchestrator_app.telemetry``) are swapped for ones of a
-test SDK provider per test (nothing global is set: the other modules keep the API's no-op
-tracer). The web requests are driven through the test client inside a span standing for the
+test SDK provider per test (the ``otel`` fixture, tests/conftest.py: nothing global is set, so
+the other modules keep the API's no-op tracer). The web requests are driven through the test client inside a span standing for the
 host's own Django instrumentation; the steps run in the synchronous worker.
 """
 
@@ -11,11 +11,6 @@ from unittest import mock
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from orchestrator_app import tasks, telemetry
@@ -26,56 +21,12 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 
 from . import tools_for_artifacts, tools_for_tests  # noqa: F401  (register the test tools)
-from .conftest import decide, post, post_message
+from .conftest import Otel, decide, post, post_message
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
 NOTE = {"title": "Opening hours", "body": "We open at nine."}
 SECRET = "hunter2-do-not-export"
-
-
-class Otel:
-    def __init__(self):
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meters = MeterProvider(metric_readers=[self.reader])
-        # The host's own instrumentation (its web requests' server spans).
-        self.host = self.provider.get_tracer("host")
-
-    def spans(self, prefix: str = "") -> list:
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
-
-    def one(self, name: str):
-        [span] = self.spans(name)
-        return span
-
-    def points(self, name: str) -> list:
-        data = self.reader.get_metrics_data()
-        return [
-            point
-            for resource in (data.resource_metrics if data else [])
-            for scope in resource.scope_metrics
-            for found in scope.metrics
-            if found.name == name
-            for point in found.data.data_points
-        ]
-
-    def request(self, name: str):
-        return self.host.start_as_current_span(name, kind=SpanKind.SERVER)
-
-
-@pytest.fixture
-def otel(monkeypatch):
-    found = Otel()
-    monkeypatch.setattr(telemetry, "tracer", found.provider.get_tracer("django-ahentic"))
-    monkeypatch.setattr(
-        telemetry, "metric", telemetry.Instruments(found.meters.get_meter("django-ahentic"))
-    )
-    yield found
-    found.meters.shutdown()
-    found.provider.shutdown()
 
 
 def every_attribute_value(otel: Otel) -> list[str]:
