@@ -7,6 +7,7 @@ host's own Django instrumentation; the steps run in the synchronous worker.
 """
 
 import json
+from datetime import UTC, datetime, timedelta
 from unittest import mock
 
 import pytest
@@ -22,6 +23,7 @@ from sessions_app.models import Session
 
 from . import tools_for_artifacts, tools_for_tests  # noqa: F401  (register the test tools)
 from .conftest import Otel, decide, post, post_message
+from .factories import agent_create, schedule_create
 
 pytestmark = pytest.mark.usefixtures("llm_strict")
 
@@ -321,3 +323,20 @@ def test_a_run_cancelled_while_it_waits_is_counted(otel, owner_client, session, 
     assert response.status_code in (200, 202), response.content
     [runs] = otel.points("ahentic.runs")
     assert (runs.value, runs.attributes["ahentic.run.outcome"]) == (1, "cancelled")
+
+
+def test_schedule_firings_are_counted_by_outcome_and_steps_named_by_agent(
+    owner, llm, run_tasks, otel
+):
+    digest = agent_create("digest")
+    start = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+    schedule_create(owner, digest, now=start)
+    llm.enqueue(text_reply("Digest: nothing new."))
+
+    fired = run_tasks(tasks.schedule_tick, (start + timedelta(minutes=5, seconds=20)).isoformat())
+
+    assert fired == 1
+    [point] = otel.points("ahentic.schedule.firings")
+    assert (point.value, point.attributes["ahentic.schedule.outcome"]) == (1, "done")
+    step = otel.one("invoke_agent digest")
+    assert step.attributes["gen_ai.agent.name"] == "digest"
