@@ -340,3 +340,40 @@ def test_schedule_firings_are_counted_by_outcome_and_steps_named_by_agent(
     assert (point.value, point.attributes["ahentic.schedule.outcome"]) == (1, "done")
     step = otel.one("invoke_agent digest")
     assert step.attributes["gen_ai.agent.name"] == "digest"
+
+
+def test_the_demo_prints_spans_to_the_console_with_one_setting(tmp_path):
+    """``AHENTIC_DEMO_OTEL_CONSOLE=1`` (``make demo``): the demo settings install the SDK's
+    console exporter. In a process of its own: the global providers are set once."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    code = (
+        "import django; django.setup()\n"
+        "from orchestrator_app import telemetry\n"
+        "with telemetry.step_span('s', 1, None, 'demo'):\n"
+        "    pass\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "ahentic_site.settings",
+        "AHENTIC_VAR_DIR": str(tmp_path),
+    }
+    shown = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**env, "AHENTIC_DEMO_OTEL_CONSOLE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    quiet = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert shown.returncode == 0, shown.stderr
+    assert '"name": "invoke_agent demo"' in shown.stdout
+    assert (quiet.returncode, quiet.stdout) == (0, "")
