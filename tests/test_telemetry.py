@@ -377,3 +377,60 @@ def test_the_demo_prints_spans_to_the_console_with_one_setting(tmp_path):
     assert shown.returncode == 0, shown.stderr
     assert '"name": "invoke_agent demo"' in shown.stdout
     assert (quiet.returncode, quiet.stdout) == (0, "")
+
+
+def test_the_demo_sends_spans_over_otlp_with_one_setting(tmp_path):
+    """``AHENTIC_DEMO_OTEL_OTLP=1`` (``make demo``): the demo settings send the spans over
+    OTLP/HTTP to ``OTEL_EXPORTER_OTLP_ENDPOINT``; here a receiver of the test's own."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    import os
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from .conftest import ROOT
+
+    received = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    code = (
+        "import django; django.setup()\n"
+        "from orchestrator_app import telemetry\n"
+        "with telemetry.step_span('s', 1, None, 'demo'):\n"
+        "    pass\n"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "ahentic_site.settings",
+        "AHENTIC_VAR_DIR": str(tmp_path),
+        "AHENTIC_DEMO_OTEL_OTLP": "1",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+    }
+    try:
+        sent = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert sent.returncode == 0, sent.stderr
+    assert [path for path, _ in received] == ["/v1/traces"]
+    assert b"invoke_agent demo" in received[0][1]
