@@ -173,3 +173,37 @@ LOGGING = {
         "ahentic": {"handlers": ["console"], "level": os.environ.get("AHENTIC_LOG", "INFO")},
     },
 }
+
+_DEMO_OTEL_CONSOLE = os.environ.get("AHENTIC_DEMO_OTEL_CONSOLE") == "1"
+_DEMO_OTEL_OTLP = os.environ.get("AHENTIC_DEMO_OTEL_OTLP") == "1"
+if _DEMO_OTEL_CONSOLE or _DEMO_OTEL_OTLP:
+    # `AHENTIC_DEMO_OTEL_CONSOLE=1 make demo`: every span of the agent's runs is printed by the
+    # process that ends it; `AHENTIC_DEMO_OTEL_OTLP=1 make demo`: every span is sent over
+    # OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (http://localhost:4318 unless set), e.g. a local
+    # Jaeger or Phoenix (docs/howto/observability.md). A real site configures its SDK and
+    # exporter the same way, once, before it serves (the SDK comes with the dev extra, the OTLP
+    # exporter with the otel extra).
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SimpleSpanProcessor,
+    )
+
+    _provider = TracerProvider(resource=Resource.create({"service.name": "ahentic-demo"}))
+    if _DEMO_OTEL_CONSOLE:
+        _provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+    if _DEMO_OTEL_OTLP:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError as exc:
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(
+                "AHENTIC_DEMO_OTEL_OTLP=1 needs the OTLP exporter: pip install "
+                '"django-ahentic[otel]" (or opentelemetry-exporter-otlp-proto-http)'
+            ) from exc
+        _provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(_provider)

@@ -20,7 +20,14 @@ Targets (issue "Plain Django: public ORM only"): CPU per tool step at 400 events
 step's own CPU <= 2x the floor. The load average is printed before and after: the machine is
 shared, so the ratios of one run matter, the absolute times less.
 
+OpenTelemetry (``--otel``): ``noop`` (the default) runs with the API alone, as a site without
+an SDK does: the no-op tracer and meter. ``sdk`` installs an SDK ``TracerProvider`` (every span
+recorded into an in-memory exporter) and ``MeterProvider`` (an in-memory reader), as a site
+that exports its traces does, without the export's network cost. The code before telemetry
+existed is measured by running this script from a checkout of that commit.
+
 Usage: .venv/bin/python bench/step_overhead.py [--steps 8] [--sizes 40,400,4000]
+    [--otel noop|sdk]
 """
 
 from __future__ import annotations
@@ -229,11 +236,29 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
         server.stop()
 
 
+def install_otel_sdk() -> None:
+    """The global OpenTelemetry SDK providers, recording everything in memory."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--sizes", default="40,400,4000")
+    parser.add_argument("--otel", choices=("noop", "sdk"), default="noop")
     args = parser.parse_args()
+    if args.otel == "sdk":
+        install_otel_sdk()
     django_setup()
     from orchestrator_app.tools import tool
 
@@ -247,7 +272,7 @@ def main() -> None:
         return {"ok": True, "key": input.get("key"), "value": "fact " * 60}
 
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"otel: {args.otel}; load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     results = {retention: measure(retention, sizes, args.steps) for retention in (400, None)}
     print(f"{'retention':>10} {'events':>7} {'ms/step':>8} {'SQL/step':>9} {'vs 40':>6}" + " " * 20)
     for retention, measured in results.items():

@@ -50,6 +50,20 @@ class OrchestratorAppConfig(AppConfig):
             from . import admin_webhooks  # noqa: F401
         # A scheduled run's log row ends when its run does (the tick settles it otherwise).
         from .control.schedules import on_run_finished
-        from .signals import run_finished
+        from .signals import run_finished, schedule_run_finished
 
         run_finished.connect(on_run_finished, dispatch_uid="ahentic_schedule_run_finished")
+
+        # OpenTelemetry: the approvals waiting, counted when a metric reader collects; the
+        # runs and the schedule firings by outcome.
+        from sessions_app.models import Session
+
+        from . import telemetry
+
+        telemetry.count_approvals_with(
+            lambda: Session.objects.filter(status=Session.Status.AWAITING_HUMAN).count()
+        )
+        run_finished.connect(telemetry.on_run_finished, dispatch_uid="ahentic_telemetry_runs")
+        schedule_run_finished.connect(
+            telemetry.on_schedule_run_finished, dispatch_uid="ahentic_telemetry_schedules"
+        )

@@ -1019,3 +1019,34 @@ def check_history(app_configs=None, **kwargs):
             id="ahentic.E042",
         )
     ]
+
+
+@register()
+def check_otel_capture_content(app_configs=None, **kwargs):
+    """E053: ``OTEL_CAPTURE_CONTENT`` is a bool (docs/howto/observability.md)."""
+    if isinstance(ahentic_settings.OTEL_CAPTURE_CONTENT, bool):
+        return []
+    return [
+        Error(
+            "AHENTIC['OTEL_CAPTURE_CONTENT'] must be True or False.",
+            hint="False records sizes and ids only; True adds prompts, replies and tool "
+            "inputs and results to the spans (redacted).",
+            id="ahentic.E053",
+        )
+    ]
+
+
+@register(deploy=True)
+def check_otel_capture_content_deploy(app_configs=None, **kwargs):
+    """W026 (``check --deploy``): spans carry the users' conversations to the tracing backend
+    while ``DEBUG`` is False."""
+    if ahentic_settings.OTEL_CAPTURE_CONTENT is not True or settings.DEBUG:
+        return []
+    return [
+        Warning(
+            "AHENTIC['OTEL_CAPTURE_CONTENT'] is on: the users' prompts, the replies and tool "
+            "inputs and results (redacted) go to your tracing backend.",
+            hint="Turn it off unless that backend may hold the conversations.",
+            id="ahentic.W026",
+        )
+    ]

@@ -12,9 +12,11 @@ from .loop import files, step
 from .webhooks import delivery
 
 
-def run_step(session_id: str, run_seq: int) -> None:
-    """Run one step of a session's run. A redelivered or duplicate task returns quietly."""
-    step.run_step(session_id, int(run_seq))
+def run_step(session_id: str, run_seq: int, trace: dict[str, str] | None = None) -> None:
+    """Run one step of a session's run. A redelivered or duplicate task returns quietly.
+    ``trace``: the W3C trace context the step joins or links to (``control.queue``); a task
+    queued without it runs all the same."""
+    step.run_step(session_id, int(run_seq), trace=trace)
 
 
 def recover() -> int:

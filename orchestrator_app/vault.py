@@ -10,11 +10,27 @@ A secret is never shown back in full: ``hint`` gives ``••••abcd`` for th
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from sessions_app.conf import ahentic_settings
 
 MASK = "••••"
+# Names whose values are secrets: form fields (the browser tools never read or fill one
+# unasked), and, with the names of credentials, the keys telemetry masks
+# (``orchestrator_app.telemetry.redact``).
+SENSITIVE_FIELD_PATTERN = r"pass|secret|token|otp|csrf|cvc|cvv|card.?num|ssn"
+_SECRET_NAME = re.compile(
+    SENSITIVE_FIELD_PATTERN + r"|authorization|api.?key|cookie|credential|private.?key",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(name: Any) -> bool:
+    """Whether a value named ``name`` (a form field, a JSON key, a header) is a secret."""
+    return bool(_SECRET_NAME.search(str(name)))
 
 
 class VaultError(Exception):

@@ -143,6 +143,9 @@ DEFAULTS: dict[str, Any] = {
     # webhook signing secrets at rest; rotation: prepend a new key, run ``manage.py ahentic_vault_rotate``, then drop the
     # old key. Never derived from SECRET_KEY.
     "VAULT_KEYS": [],
+    # OpenTelemetry (docs/howto/observability.md): record prompts, replies, tool inputs and
+    # results on the spans, redacted (``orchestrator_app.telemetry``). Off: sizes and ids only.
+    "OTEL_CAPTURE_CONTENT": False,
 }
 
 

@@ -36,7 +36,17 @@ APP_LAYERS = {
         # above may use.
         (
             "base",
-            ("models", "llm", "errors", "skills", "json_limits", "signals", "vault", "outbound"),
+            (
+                "models",
+                "llm",
+                "errors",
+                "skills",
+                "json_limits",
+                "signals",
+                "vault",
+                "outbound",
+                "telemetry",  # OpenTelemetry: spans, metrics, the trace context of a task
+            ),
         ),
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
         ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
@@ -232,7 +242,8 @@ def test_every_module_of_the_apps_has_a_layer():
 
 
 def test_imports_point_down_only_and_only_llm_imports_anthropic():
-    """... and only the MCP client seam (and the demo's MCP server) imports the mcp SDK."""
+    """... and only the MCP client seam (and the demo's MCP server) imports the mcp SDK, and
+    only ``orchestrator_app.telemetry`` imports OpenTelemetry."""
     wrong = []
     modules = _app_modules()
     for name, path in modules.items():
@@ -243,6 +254,8 @@ def test_imports_point_down_only_and_only_llm_imports_anthropic():
                 wrong.append(f"{name} imports {imported} (a higher app)")
             if top == "anthropic" and name != "orchestrator_app.llm":
                 wrong.append(f"{name} imports anthropic")
+            if top == "opentelemetry" and name != "orchestrator_app.telemetry":
+                wrong.append(f"{name} imports opentelemetry")
             # The MCP client seam; the demo's MCP server is a test double (a server, no client).
             if top in ("mcp", "mcp_types") and name not in MCP_IMPORTERS:
                 wrong.append(f"{name} imports the mcp SDK")

@@ -145,3 +145,22 @@ def test_a_per_process_cache_with_approval_mails_is_w014_on_deploy(settings):
     settings.AHENTIC = {**settings.AHENTIC, "NOTIFY_APPROVAL_AFTER_S": 300}
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache"}}
     assert "ahentic.W014" not in deploy_ids()
+
+
+def test_otel_capture_content_must_be_a_bool_e053(settings):
+    settings.AHENTIC = {**settings.AHENTIC, "OTEL_CAPTURE_CONTENT": "yes"}
+    assert "ahentic.E053" in ids()
+    settings.AHENTIC = {**settings.AHENTIC, "OTEL_CAPTURE_CONTENT": True}
+    assert "ahentic.E053" not in ids()
+
+
+def test_otel_content_capture_in_production_is_w026_on_deploy(settings):
+    def deploy_ids():
+        return {m.id for m in run_checks(include_deployment_checks=True)}
+
+    settings.AHENTIC = {**settings.AHENTIC, "OTEL_CAPTURE_CONTENT": True}
+    settings.DEBUG = False
+    assert "ahentic.W026" in deploy_ids()
+    assert "ahentic.W026" not in ids()  # a deployment concern only
+    settings.AHENTIC = {**settings.AHENTIC, "OTEL_CAPTURE_CONTENT": False}
+    assert "ahentic.W026" not in deploy_ids()

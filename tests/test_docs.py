@@ -142,7 +142,7 @@ def check_python(code: str) -> None:
 
 MAKE_TARGETS = set(re.findall(r"^([\w.-]+):", (ROOT / "Makefile").read_text(), re.M))
 # Programs the shell examples run besides manage.py and make (a typo here fails the test).
-PROGRAMS = {"cd", "pip", "python", "curl", "gunicorn", "claude", "mkdocs"}
+PROGRAMS = {"cd", "pip", "python", "curl", "gunicorn", "claude", "mkdocs", "phoenix"}
 
 
 def check_manage_py(args: list[str]) -> None:

@@ -674,3 +674,34 @@ def test_always_allow_grants_that_tool_of_that_server_in_every_chat(
     payload = post_message(owner_client, second, run_tasks, "open another")
     assert payload["status"] == "idle"
     assert [c["title"] for c in calls_of(tickets, "create_ticket")] == ["One", "Two"]
+
+
+def test_each_mcp_call_is_a_span_and_counted_by_server_and_outcome(
+    owner_client, session, llm, run_tasks, tickets, otel
+):
+    McpServer.objects.filter(slug="tickets").update(timeout_s=1, readonly_default_allow=True)
+    llm.enqueue(text_reply("Ready."))
+    post_message(owner_client, session, run_tasks, "hi")  # lists the tools
+    llm.enqueue(tool_reply(tool_call(LIST, {}, id="toolu_ok")), text_reply("Two tickets."))
+    post_message(owner_client, session, run_tasks, "list the tickets")
+    tickets.state["hang_s"] = 3
+    llm.enqueue(tool_reply(tool_call(LIST, {}, id="toolu_slow")), text_reply("It timed out."))
+    post_message(owner_client, session, run_tasks, "list them again")
+
+    listed = otel.one("mcp tickets tools/list")
+    assert listed.attributes["ahentic.mcp.server"] == "tickets"
+    ok, slow = sorted(otel.spans("mcp tickets tools/call"), key=lambda s: s.start_time)
+    [tool_span] = [s for s in otel.spans("execute_tool ") if s.context.span_id == ok.parent.span_id]
+    assert tool_span.attributes["gen_ai.tool.call.id"] == "toolu_ok"
+    assert ok.attributes["gen_ai.tool.name"] == "list_tickets"
+    assert ok.status.status_code.name == "UNSET"
+    assert (slow.status.status_code.name, slow.attributes["error.type"]) == (
+        "ERROR",
+        "ahentic_mcp_timeout",
+    )
+    counted = {
+        (p.attributes["mcp.method.name"], p.attributes["ahentic.mcp.outcome"]): p.value
+        for p in otel.points("ahentic.mcp.calls")
+        if p.attributes["ahentic.mcp.server"] == "tickets"
+    }
+    assert counted == {("tools/list", "ok"): 1, ("tools/call", "ok"): 1, ("tools/call", "error"): 1}

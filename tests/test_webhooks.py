@@ -830,3 +830,29 @@ def test_the_migration_encrypts_existing_secrets_and_reverses(receiver):
         assert WebhookEndpoint.objects.values_list("secret", flat=True).get() == plain
     finally:
         call_command("migrate", "orchestrator_app", verbosity=0)
+
+
+def test_each_delivery_attempt_is_a_span_and_counted_by_outcome(
+    session, endpoint, receiver, send, sweep, hooks, otel
+):
+    hooks(WEBHOOK_MAX_ATTEMPTS=2)
+    receiver.answer(500, 200)
+
+    finished(send, session)
+    sweep(WebhookDelivery.objects.get().next_attempt_at)
+
+    failed, delivered = sorted(otel.spans("webhook run.finished"), key=lambda s: s.start_time)
+    assert (failed.status.status_code.name, failed.attributes["error.type"]) == (
+        "ERROR",
+        "ahentic_webhook_failed",
+    )
+    assert failed.attributes["ahentic.webhook.attempt"] == 1
+    assert delivered.attributes["ahentic.webhook.outcome"] == "delivered"
+    assert delivered.attributes["ahentic.webhook.attempt"] == 2
+    counted = {
+        p.attributes["ahentic.webhook.outcome"]: p.value
+        for p in otel.points("ahentic.webhook.deliveries")
+    }
+    assert counted == {"failed": 1, "delivered": 1}
+    secret = plain(endpoint)
+    assert all(secret not in str(v) for s in otel.spans() for v in s.attributes.values())

@@ -14,7 +14,7 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, Snapshot
 
-from .. import llm
+from .. import llm, telemetry
 from ..ledger import usage
 
 log = logging.getLogger("ahentic")
@@ -32,12 +32,13 @@ def ask_brain(
     model = agents.settings_for(session).BRAIN_MODEL
     if not model:
         raise llm.LLMError("ahentic_ai_unavailable", "No BRAIN_MODEL is configured.", False)
-    result = llm.call_model(
-        model=model,
-        system=[{"type": "text", "text": instruction}],
-        messages=[{"role": "user", "content": [{"type": "text", "text": text}]}],
-        max_tokens=max_tokens,
-    )
+    request = {
+        "system": [{"type": "text", "text": instruction}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
+    }
+    with telemetry.chat_span(model, session.pk, lambda: request) as chat:
+        result = llm.call_model(model=model, max_tokens=max_tokens, **request)
+        chat.result(result)
     usage.usage_record_call(session=session, run=session.run_seq, purpose=purpose, result=result)
     return result.text.strip()
 

@@ -6,6 +6,8 @@ from django_q.tasks import async_task
 
 from sessions_app import db
 
+from .. import telemetry
+
 
 def enqueue_step(session_id, run_seq: int) -> None:
     """Enqueue ``run_step`` once the surrounding transaction commits (ids only).
@@ -13,7 +15,12 @@ def enqueue_step(session_id, run_seq: int) -> None:
     A step that succeeds is not stored as a django-q2 task row (``save``: False): the
     session's trace records every step, and with django-q2's default ``save_limit`` the
     cluster's monitor would read and prune up to 250 stored tasks after each step. A failed
-    step is still stored, for the django-q2 admin."""
+    step is still stored, for the django-q2 admin.
+
+    The task carries the trace context (``telemetry.task_context``, read now: the web
+    request's, or the run's first step's) as ``trace=``, only when there is one."""
+    carried = telemetry.task_context()
+    context = {"trace": carried} if carried else {}
     db.on_commit(
         lambda: async_task(
             "orchestrator_app.tasks.run_step",
@@ -21,6 +28,7 @@ def enqueue_step(session_id, run_seq: int) -> None:
             run_seq,
             group="ahentic",
             q_options={"ack_failure": True, "save": False},
+            **context,
         )
     )
 

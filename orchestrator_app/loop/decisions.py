@@ -18,6 +18,7 @@ from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event, Session
 from sessions_app.runstate import PendingTool
 
+from .. import telemetry
 from ..control.queue import enqueue_step
 from ..control.runs import require_llm
 from ..control.toolcalls import deny_turn, result_text, tool_response_record, unanswered_tool_calls
@@ -139,6 +140,7 @@ def approval_decide(
             data={"decision": decision, "reason": reason, "call_id": pending.call_id},
         )
         enqueue_step(session.pk, session.run_seq)
+    telemetry.approval_decided(pending.name, pending.call_id, decision)
 
 
 def browser_result_record(

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import F
 from django.utils import timezone
 
 from artifacts_app import store
@@ -32,7 +33,7 @@ from sessions_app.models import Event, Session
 from sessions_app.runstate import Lease, PendingTool
 from sessions_app.services import TraceBuffer
 
-from .. import llm
+from .. import llm, telemetry
 from ..control import plan as plan_rules
 from ..control.heartbeat import LeaseHeartbeat
 from ..control.toolcalls import result_text, tool_response_record
@@ -115,12 +116,17 @@ def progress(lease: Lease, tracer: TraceBuffer, label: str) -> bool:
 
 def load_session(lease: Lease, *, queued: bool = False) -> Session:
     """The step's session with its owner; with ``queued``, also whether messages wait in the
-    queue (``has_queued``) and the site's tokens today (``daily_tokens``), read in the same
-    query."""
+    queue (``has_queued``), the site's tokens today (``daily_tokens``) and the slug of its
+    agent (``agent_slug``, for telemetry), read in the same query."""
     if not queued:
         return runstate.session_load(lease.session_id)
     return runstate.session_load(
-        lease.session_id, queued=True, annotations=usage.daily_tokens_annotation()
+        lease.session_id,
+        queued=True,
+        annotations={
+            **usage.daily_tokens_annotation(),
+            "agent_slug": F("agent_version__agent__slug"),
+        },
     )
 
 
@@ -167,6 +173,7 @@ def answer(
                 tool_use_id=call.tool_use_id,
                 is_error=not ok,
             )
+    telemetry.tool_result(result, ok)
     excerpt = result_text(result)[:240]
     tracer.add(
         "tool_result",
@@ -244,9 +251,17 @@ def check_call(
 
 
 def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Event) -> Outcome:
-    """Check, pause or run one tool call. ``session`` is the step's (read when it started; the
-    step is the only writer of what the checks read while it runs, and every write below is
-    conditional on the lease, so a cancel meanwhile makes them write nothing)."""
+    """Check, pause or run one tool call, in its ``execute_tool`` span. ``session`` is the
+    step's (read when it started; the step is the only writer of what the checks read while it
+    runs, and every write below is conditional on the lease, so a cancel meanwhile makes them
+    write nothing)."""
+    with telemetry.tool_span(
+        call.payload.get("tool", ""), call.tool_use_id, lambda: call.payload.get("input") or {}
+    ):
+        return handle_call(lease, tracer, session, call)
+
+
+def handle_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Event) -> Outcome:
     name = call.payload.get("tool", "")
     pending = PendingTool.from_json(session.pending_tool)
     if pending is not None and pending.call_id != call.tool_use_id:
@@ -261,6 +276,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
     # However the call ends (executed or refused), its approval card is then done.
     clear_pending = pending is not None
     if problem:
+        telemetry.tool_decision("refused")
         return answer(lease, tracer, call, problem, False, clear_pending=clear_pending)
     assert tool is not None
 
@@ -313,6 +329,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
         elif policy != "always_ask" and is_preallowed(tool, session, tool_input):
             approved = "preallowed"
         else:
+            telemetry.tool_decision("awaiting_approval")
             return pause(
                 lease,
                 tracer,
@@ -324,6 +341,7 @@ def process_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Even
                 artifact=artifact,
                 always_ask=policy == "always_ask",
             )
+    telemetry.tool_decision(str(approved or "not_required"))
     if tool.runtime == "browser":
         return pause(
             lease,
@@ -390,6 +408,7 @@ def pause(
     if not runstate.run_pause(lease, status=status, pending=pending, label=label):
         return Outcome("lost")
     if status == Session.Status.AWAITING_HUMAN:
+        telemetry.approval_requested(tool.name, call.tool_use_id)
         send_after_commit(
             approval_requested,
             lease.session_id,

@@ -18,7 +18,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, PendingMessage, Session, open_calls
 from sessions_app.runstate import Lease
 
-from .. import llm
+from .. import llm, telemetry
 from ..control import brain, runs
 from ..control import plan as plan_rules
 from ..control.queue import enqueue_memory, enqueue_naming, enqueue_step
@@ -81,6 +81,8 @@ class StepRunner:
         self.refreshed_at = time.monotonic()
         self.lost_lease = False  # found lost outside the model stream (``keep_lease``)
         self.step_number = self.session.step_count
+        # The agent's slug, read with the session (telemetry's span names and metrics).
+        self.agent = getattr(self.session, "agent_slug", None) or "default"
         # The window's events as read at the step's start (``window``), until the step writes
         # an event before its request (a healed call, a promoted message).
         self.window_read: list[EventRow] | None = None
@@ -153,6 +155,7 @@ class StepRunner:
         send_after_commit(
             run_finished, self.session_id, run=self.run_seq, outcome=to_status, error_code=code
         )
+        telemetry.run_ended(to_status, code)
 
     def finish(self, reason: str = "final_reply") -> None:
         if PendingMessage.objects.filter(session_id=self.session_id).exists():
@@ -391,15 +394,17 @@ class StepRunner:
             **options,
         )
         try:
-            result = llm.call_model(
-                model=model,
-                system=request["system"],
-                messages=request["messages"],
-                tools=request["tools"],
-                max_tokens=max_tokens,
-                on_progress=self.on_stream,
-                **options,
-            )
+            with telemetry.chat_span(model, self.session_id, lambda: request) as chat:
+                result = llm.call_model(
+                    model=model,
+                    system=request["system"],
+                    messages=request["messages"],
+                    tools=request["tools"],
+                    max_tokens=max_tokens,
+                    on_progress=self.on_stream,
+                    **options,
+                )
+                chat.result(result)
         except llm.Aborted:
             runstate.live_text_clear(self.session_id)
             self.trace("llm_aborted", "Model call abandoned: the run was cancelled")
@@ -624,6 +629,7 @@ class StepRunner:
                 add_to_session=False,
             )
             sums = usage.session_sums(record, self.step_number)
+            telemetry.spent(self.agent, record.cost_usd)
             # Written only while the lease holds, checked under the row lock in the insert's
             # transaction: a cancel that commits first leaves no tool_use behind it. The call's
             # usage goes into the same UPDATE; the reply's event replaces its live text in the
@@ -712,7 +718,8 @@ class StepRunner:
             self.report_to_parent(f"Sub-agent asks: {question}")
 
 
-def run_step(session_id, run_seq: int) -> None:
+def run_step(session_id, run_seq: int, trace: dict[str, str] | None = None) -> None:
+    """Run one step, in its ``invoke_agent`` span (``trace``: the carried trace context)."""
     lease = runstate.run_claim(session_id=session_id, run_seq=run_seq)
     if lease is None:
         return
@@ -720,6 +727,12 @@ def run_step(session_id, run_seq: int) -> None:
         runner = StepRunner(lease)
     except Session.DoesNotExist:
         return
+    with telemetry.step_span(session_id, run_seq, trace, runner.agent):
+        run_claimed(runner)
+
+
+def run_claimed(runner: StepRunner) -> None:
+    session_id = runner.session_id
     try:
         runner.run()
     except Session.DoesNotExist:  # deleted mid-step: nothing left to record

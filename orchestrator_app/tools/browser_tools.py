@@ -7,12 +7,13 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy as _
 
+from ..vault import SENSITIVE_FIELD_PATTERN
 from . import tool
 
-# Form fields whose values are secrets: filling one needs the user's approval, and page_read
-# never returns its value. One rule for Python and the sidebar, which receives both patterns
-# from the ``{% ahentic_sidebar %}`` tag (JavaScript reads them as case-insensitive RegExps).
-SENSITIVE_FIELD_PATTERN = r"pass|secret|token|otp|csrf|cvc|cvv|card.?num|ssn"
+# Form fields whose values are secrets (``vault.SENSITIVE_FIELD_PATTERN``): filling one needs
+# the user's approval, and page_read never returns its value. One rule for Python and the
+# sidebar, which receives both patterns from the ``{% ahentic_sidebar %}`` tag (JavaScript
+# reads them as case-insensitive RegExps).
 SENSITIVE_AUTOCOMPLETE_PATTERN = r"password|one-time-code|cc-number|cc-csc"
 _SENSITIVE_FIELD = re.compile(SENSITIVE_FIELD_PATTERN, re.IGNORECASE)
 

@@ -125,7 +125,12 @@ def tools_refresh(server: McpServer, *, user=None, timeout: float | None = None)
     try:
         token = access_token(server, user)
         listed = usable_listing(
-            client.list_tools(server.url, token=token, timeout=timeout or timeout_of(server))
+            client.list_tools(
+                server.url,
+                token=token,
+                timeout=timeout or timeout_of(server),
+                server=server.slug,
+            )
         )
     except client.McpFailure as exc:
         McpServer.objects.filter(pk=server.pk).update(
@@ -271,7 +276,12 @@ def call(server_id: int, remote: str, user, tool_input: dict[str, Any]) -> dict[
     try:
         token = access_token(server, user)
         raw = client.call_tool(
-            server.url, remote, tool_input, token=token, timeout=timeout_of(server)
+            server.url,
+            remote,
+            tool_input,
+            token=token,
+            timeout=timeout_of(server),
+            server=server.slug,
         )
     except client.McpFailure as exc:
         hint = connect_hint(server) if exc.code == client.AUTH_REQUIRED else None

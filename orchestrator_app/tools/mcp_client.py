@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from sessions_app.conf import ahentic_settings
 
-from .. import outbound
+from .. import outbound, telemetry
 
 UNAVAILABLE = "ahentic_mcp_unavailable"
 TIMEOUT = "ahentic_mcp_timeout"
@@ -135,7 +135,20 @@ def _outbound_failure(exc: outbound.OutboundError) -> McpFailure:
     return McpFailure(UNAVAILABLE, f"The server cannot be reached: {exc.message}")
 
 
-def _run(url: str, token: str | None, timeout: float, work) -> Any:
+def _run(
+    url: str, token: str | None, timeout: float, work, *, server: str, method: str, tool: str = ""
+) -> Any:
+    """``work`` in one exchange with the server, in the call's span (``telemetry.mcp_span``,
+    labelled by ``server``: the server's slug, or the URL's host)."""
+    with telemetry.mcp_span(server or urlsplit(url).hostname or "", method, tool) as failed:
+        try:
+            return _exchange(url, token, timeout, work)
+        except McpFailure as exc:
+            failed(exc.code)
+            raise
+
+
+def _exchange(url: str, token: str | None, timeout: float, work) -> Any:
     problem = scheme_problem(url)
     if problem:
         raise McpFailure(INSECURE_URL, problem)
@@ -170,9 +183,11 @@ def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def list_tools(url: str, *, token: str | None = None, timeout: float = 30) -> list[dict]:
+def list_tools(
+    url: str, *, token: str | None = None, timeout: float = 30, server: str = ""
+) -> list[dict]:
     """The server's tools as JSON (``name``, ``description``, ``inputSchema``,
-    ``annotations`` ...), every page of ``tools/list``."""
+    ``annotations`` ...), every page of ``tools/list``. ``server``: its slug, for telemetry."""
 
     async def work(client: Client) -> list[dict]:
         tools: list[dict] = []
@@ -185,15 +200,22 @@ def list_tools(url: str, *, token: str | None = None, timeout: float = 30) -> li
                 break
         return tools
 
-    return _run(url, token, timeout, work)
+    return _run(url, token, timeout, work, server=server, method="tools/list")
 
 
 def call_tool(
-    url: str, name: str, arguments: dict[str, Any], *, token: str | None = None, timeout: float
+    url: str,
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    token: str | None = None,
+    timeout: float,
+    server: str = "",
 ) -> dict[str, Any]:
-    """The ``tools/call`` result as JSON (``content``, ``structuredContent``, ``isError``)."""
+    """The ``tools/call`` result as JSON (``content``, ``structuredContent``, ``isError``).
+    ``server``: its slug, for telemetry."""
 
     async def work(client: Client) -> dict[str, Any]:
         return _dump(await client.call_tool(name, arguments, read_timeout_seconds=timeout))
 
-    return _run(url, token, timeout, work)
+    return _run(url, token, timeout, work, server=server, method="tools/call", tool=name)

@@ -34,7 +34,7 @@ from standardwebhooks.webhooks import Webhook
 from sessions_app import db
 from sessions_app.conf import ahentic_settings
 
-from .. import vault
+from .. import telemetry, vault
 from ..models import WebhookDelivery, WebhookEndpoint, WebhookEvent, new_webhook_secret
 from . import transport
 
@@ -199,7 +199,14 @@ def deliver(delivery_id: int, *, now: datetime | None = None) -> str:
     )
     if not claimed:
         return "skipped"  # another worker took this attempt
+    with telemetry.webhook_span(row.event, row.endpoint_id, attempt) as outcome:
+        done = attempt_post(row, attempt, now, timeout)
+        outcome(done, "" if done == "delivered" else f"ahentic_webhook_{done}")
+        return done
 
+
+def attempt_post(row: WebhookDelivery, attempt: int, now: datetime, timeout: float) -> str:
+    """POST the claimed attempt and record its outcome (``deliver``)."""
     endpoint = row.endpoint
     body = body_of(row)
     try:
