@@ -57,6 +57,9 @@ INSTRUMENTATION = "django-ahentic"
 PROVIDER = "anthropic"
 # The carrier key that marks a step's context as a link (a later step of the run), not a parent.
 LINK_KEY = "ahentic-link"
+# In a carrier: the run's first step (a ``traceparent``), which a step resumed by a web request
+# (a decision on a paused call) links to while its parent is that request.
+ORIGIN_KEY = "ahentic-origin"
 # Content longer than this is cut (an attribute is not a transcript).
 CONTENT_LIMIT = 4000
 
@@ -167,19 +170,42 @@ def set_content(span: trace.Span, name: str, value: Callable[[], Any]) -> None:
 # --- propagation ----------------------------------------------------------------------------
 
 
-def task_context() -> dict[str, str] | None:
+def run_origin() -> str | None:
+    """Inside a step: the ``traceparent`` of its run's first step, to keep with a pause (the
+    decision that resumes the run passes it to ``task_context``). None without one."""
+    origin = _run_origin.get()
+    if origin is None:
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(trace.NonRecordingSpan(origin)))
+    return carrier.get("traceparent")
+
+
+def task_context(origin: str | None = None) -> dict[str, str] | None:
     """The carrier a step's task takes along (``trace=`` of ``tasks.run_step``): inside a step,
     a link to the run's first step; elsewhere the current context (the web request's), as the
-    parent of the step. None when there is no valid context (no SDK, no span)."""
-    origin = _run_origin.get()
+    parent of the step, and with ``origin`` (``run_origin`` kept with a pause) a link to the
+    run's first step as well. None when there is no valid context (no SDK, no span)."""
+    current = _run_origin.get()
     carrier: dict[str, str] = {}
-    if origin is not None:
-        propagate.inject(carrier, context=trace.set_span_in_context(trace.NonRecordingSpan(origin)))
+    if current is not None:
+        propagate.inject(
+            carrier, context=trace.set_span_in_context(trace.NonRecordingSpan(current))
+        )
         if carrier:
             carrier[LINK_KEY] = "1"
     elif trace.get_current_span().get_span_context().is_valid:
         propagate.inject(carrier)
+        if origin:
+            carrier[ORIGIN_KEY] = origin
+    elif origin:
+        carrier = {"traceparent": origin, LINK_KEY: "1"}
     return carrier or None
+
+
+def _span_context(traceparent: str) -> trace.SpanContext:
+    extracted = propagate.extract({"traceparent": traceparent})
+    return trace.get_current_span(extracted).get_span_context()
 
 
 @contextmanager
@@ -200,6 +226,11 @@ def step_span(
             parent = otel_context.Context()  # a trace of its own, linked to the first step
         else:
             parent = extracted
+            first = _span_context(carrier[ORIGIN_KEY]) if carrier.get(ORIGIN_KEY) else None
+            if first is not None and first.is_valid:
+                # Resumed by a request (a decision): its child, linked to the first step.
+                links = [Link(first)]
+                origin = first
     else:
         parent = otel_context.Context()  # a task runs outside any request's context
     with tracer.start_as_current_span(

@@ -93,6 +93,9 @@ class PendingTool:
     # The fields the call changes, before -> after, for the card's diff (a preview's
     # ``Summary.changes``); None when the tool has no such preview.
     changes: list[dict[str, Any]] | None = None
+    # The run's first step as a W3C ``traceparent`` (``telemetry.run_origin``): the step the
+    # decision resumes links to it.
+    trace: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -71,11 +71,15 @@ def test_a_run_with_a_tool_and_an_approval_is_a_trace_of_spans(
     # The step started by a web request is its child (the worker joined its trace) ...
     assert first.parent.span_id == posted.context.span_id
     assert first.context.trace_id == posted.context.trace_id
+    assert first.links == ()
+    # The step the decision resumes is the decision request's child, linked to the run's first
+    # step (kept with the pause) ...
     assert resumed.parent.span_id == decided.context.span_id
-    # ... and the step a step hands over to links to that first step, in a trace of its own.
+    assert [link.context.span_id for link in resumed.links] == [first.context.span_id]
+    # ... and a step a step hands over to links to that first step, in a trace of its own.
     assert last.parent is None
-    assert [link.context.span_id for link in last.links] == [resumed.context.span_id]
-    assert last.context.trace_id != resumed.context.trace_id
+    assert [link.context.span_id for link in last.links] == [first.context.span_id]
+    assert last.context.trace_id not in (first.context.trace_id, resumed.context.trace_id)
     for step in steps:
         assert step.attributes["gen_ai.operation.name"] == "invoke_agent"
         assert step.attributes["gen_ai.agent.name"] == agent
@@ -278,8 +282,8 @@ def test_without_a_recording_span_no_carrier_and_no_content_is_built(
         redacted.append(value)
         return original_redact(value)
 
-    def counting_context():
-        found = original_context()
+    def counting_context(origin=None):
+        found = original_context(origin)
         carried.append(found)
         return found
 

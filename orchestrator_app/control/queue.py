@@ -9,7 +9,7 @@ from sessions_app import db
 from .. import telemetry
 
 
-def enqueue_step(session_id, run_seq: int) -> None:
+def enqueue_step(session_id, run_seq: int, *, origin: str | None = None) -> None:
     """Enqueue ``run_step`` once the surrounding transaction commits (ids only).
 
     A step that succeeds is not stored as a django-q2 task row (``save``: False): the
@@ -18,8 +18,9 @@ def enqueue_step(session_id, run_seq: int) -> None:
     step is still stored, for the django-q2 admin.
 
     The task carries the trace context (``telemetry.task_context``, read now: the web
-    request's, or the run's first step's) as ``trace=``, only when there is one."""
-    carried = telemetry.task_context()
+    request's, or the run's first step's; ``origin``: the run's first step a paused call kept,
+    for a decision resuming it) as ``trace=``, only when there is one."""
+    carried = telemetry.task_context(origin)
     context = {"trace": carried} if carried else {}
     db.on_commit(
         lambda: async_task(

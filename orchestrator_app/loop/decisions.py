@@ -139,7 +139,7 @@ def approval_decide(
             summary=f"{pending.name}: {decision}",
             data={"decision": decision, "reason": reason, "call_id": pending.call_id},
         )
-        enqueue_step(session.pk, session.run_seq)
+        enqueue_step(session.pk, session.run_seq, origin=pending.trace)
     telemetry.approval_decided(pending.name, pending.call_id, decision)
 
 
@@ -207,7 +207,7 @@ def browser_result_record(
             summary=f"{pending.name}: {'ok' if ok else 'error'} (browser)",
             data={"tool": pending.name, "ok": ok, "browser": True, "call_id": call_id},
         )
-        enqueue_step(session.pk, session.run_seq)
+        enqueue_step(session.pk, session.run_seq, origin=pending.trace)
 
 
 def action_run(

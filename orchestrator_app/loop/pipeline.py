@@ -396,6 +396,7 @@ def pause(
         non_preallowable=always_ask or tool.grant_key(tool_input) is None,
         paused_at=timezone.now().isoformat(),
         artifact_key=artifact.key if artifact is not None else None,
+        trace=telemetry.run_origin(),
         # Pointer fields only: storage never holds any of the body (the card's excerpt is
         # added when the payload is read).
         memory=store.pointer_json(artifact) if artifact is not None else None,
