@@ -15,6 +15,7 @@ from django.utils import timezone
 from artifacts_app import store
 from orchestrator_app import tasks
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
+from sessions_app import attachments as attachment_store
 from sessions_app import runstate
 from sessions_app import services as session_services
 from sessions_app.models import Attachment, Event, Session
@@ -96,7 +97,15 @@ def test_a_deleted_chats_sub_agents_files_and_artifacts_are_gone_at_once_and_an_
     owner_client, session, llm_strict, run_tasks
 ):
     child = spawn_child(owner_client, session, llm_strict, run_tasks)
-    files = {chat.pk: upload(owner_client, chat) for chat in (session, child)}
+    # A sub-agent's chat takes no upload: its file is one a tool of its run returned.
+    files = {
+        session.pk: upload(owner_client, session),
+        child.pk: str(
+            attachment_store.store(
+                session_id=child.pk, name="tea.png", data=png(), source=Attachment.Source.TOOL
+            ).pk
+        ),
+    }
     for chat in (session, child):
         stage(chat)
         for url in reads(chat, files[chat.pk]):
@@ -277,3 +286,15 @@ def test_a_sub_agents_chat_deleted_on_its_own_leaves_its_parents_list_and_an_und
     assert owner_client.post(session_url(child, "restore")).status_code == 200
     children = owner_client.get(session_url(session)).json()["children"]
     assert [c["id"] for c in children] == [str(child.pk)]
+
+
+def test_a_sub_agents_chat_takes_no_upload_from_the_user(owner_client, owner, session):
+    """Nothing could ever send a file uploaded into a sub-agent's chat (it takes no message)."""
+    child = SessionFactory(owner=owner, parent=session)
+    image = SimpleUploadedFile("tea.png", png(), content_type="image/png")
+
+    response = owner_client.post(session_url(child, "attachments"), {"file": [image]})
+
+    assert response.status_code == 409
+    assert response.json()["code"] == "ahentic_read_only_chat"
+    assert not Attachment.objects.filter(session=child).exists()

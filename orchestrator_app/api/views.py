@@ -249,11 +249,12 @@ class SessionViewSet(AhenticViewSet):
         self.check_object_permissions(self.request, session)
         return session
 
-    def user_chat(self) -> Session:
-        """The addressed session, for a route that starts a run for the user (a message, an
-        action): a sub-agent's chat is refused (its parent writes its task; retry and edit
-        refuse it in ``runs.attempt_start``)."""
-        session = self.get_object()
+    def user_chat(self, *fields: str) -> Session:
+        """The addressed session (only ``fields`` of it, when given), for a route that takes
+        the user's words or files for a run (a message, an action, an upload): a sub-agent's
+        chat is refused (its parent writes its task; retry and edit refuse it in
+        ``runs.attempt_start``)."""
+        session = self.get_object(*fields, "parent_id") if fields else self.get_object()
         if session.parent_id is not None:
             raise ApiError(
                 "ahentic_read_only_chat",
@@ -555,7 +556,7 @@ class SessionViewSet(AhenticViewSet):
         parser_classes=[MultiPartParser],
     )
     def attachment_upload(self, request, session_id=None):
-        session = self.get_object("id", "owner_id")
+        session = self.user_chat("id", "owner_id")
         try:
             stored = attachment_store.store_uploads(
                 session_id=session.pk, files=uploads.received(request, self.upload_handler)
