@@ -40,6 +40,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import jsonschema
@@ -339,48 +340,69 @@ NO_BROWSER = "ability_no_browser"
 FORBIDDEN = "ability_forbidden"
 
 
+class ToolPolicy:
+    """The tool policy of one session's run, for ``user`` (the session's owner by default),
+    its agent's settings read once: ``refusal`` says why the run may not call a tool. The one
+    policy both sides read: ``tools_for`` offers the model the tools it allows, and the
+    pipeline's ``check_call`` refuses every other call with its error, for the chat,
+    sub-agents, suggested actions and the site's MCP endpoint."""
+
+    def __init__(self, session, user=None):
+        self.session = session
+        self.user = user if user is not None else session.owner
+        self.settings = agents.settings_for(session)
+
+    @cached_property
+    def admin_tools_listed(self) -> bool:
+        """Whether the version's ``ADMIN_TOOLS`` names one of the site's admin models (it
+        narrows the site's list, never widens it)."""
+        from .admin_tools.bridge import agent_labels, enabled_admins
+
+        narrowed = agent_labels(self.session)
+        return narrowed is None or any(label in narrowed for label in enabled_admins())
+
+    def refusal(self, tool: Tool) -> ToolError | None:
+        """Why the run may not call ``tool``, or None when it may. In order: the agent
+        version's tools (``TOOLS`` for the site's tools, ``MCP_SERVERS`` for remote ones,
+        ``ADMIN_TOOLS`` naming none of the site's admin models), the tools granted to the
+        session (a sub-agent's), a browser to run a browser tool in (``browser_available``),
+        and the user's own permission (an agent never gives a user a tool they may not use)."""
+        from .admin_tools.bridge import ADMIN_MODULE
+        from .mcp import offered_to
+
+        session, name = self.session, tool.name
+        if name.startswith(MCP_PREFIX):
+            listed = offered_to(session, name)
+        else:
+            # An agent that keeps memory (``MEMORY``) has the memory tool, whatever ``TOOLS``
+            # names.
+            listed = (
+                self.settings.TOOLS is None
+                or name in self.settings.TOOLS
+                or (name == "memory" and bool(self.settings.MEMORY))
+            )
+            if listed and tool.module == ADMIN_MODULE:
+                listed = self.admin_tools_listed
+        if not listed:
+            return ToolError(UNAVAILABLE, f"{name} is not one of this agent's tools.")
+        if session.granted_tools is not None and name not in session.granted_tools:
+            return ToolError(UNAVAILABLE, f"There is no tool named {name!r} in this session.")
+        if tool.runtime == "browser" and not session.browser_available:
+            return ToolError(
+                NO_BROWSER,
+                f"{name} runs in the user's browser, and no browser serves this run (a "
+                "scheduled run, an MCP client's call or a run started by the site's code).",
+                hint="Do the task without browser tools, or say what the user could do in the "
+                "page.",
+            )
+        if not tool.allowed_for(self.user):
+            return ToolError(FORBIDDEN, f"The user may not use {name}.")
+        return None
+
+
 def refusal(session, tool: Tool, user=None) -> ToolError | None:
-    """Why ``session``'s run may not call ``tool`` (as ``user``, the session's owner by
-    default), or None when it may. The one policy both sides read: ``tools_for`` offers the
-    model the tools this allows, and the pipeline's ``check_call`` refuses every other call
-    with this error, for the chat, sub-agents, suggested actions and the site's MCP endpoint.
-
-    In order: the agent version's tools (``TOOLS`` for the site's tools, ``MCP_SERVERS`` for
-    remote ones, ``ADMIN_TOOLS`` naming none of the site's admin models), the tools granted to
-    the session (a sub-agent's), a browser to run a browser tool in (``browser_available``),
-    and the user's own permission (an agent never gives a user a tool they may not use)."""
-    from .admin_tools.bridge import ADMIN_MODULE, agent_labels, enabled_admins
-    from .mcp import offered_to
-
-    user = user if user is not None else session.owner
-    name = tool.name
-    settings = agents.settings_for(session)
-    if name.startswith(MCP_PREFIX):
-        listed = offered_to(session, name)
-    else:
-        # An agent that keeps memory (``MEMORY``) has the memory tool, whatever ``TOOLS`` names.
-        listed = (
-            settings.TOOLS is None
-            or name in settings.TOOLS
-            or (name == "memory" and bool(settings.MEMORY))
-        )
-        if listed and tool.module == ADMIN_MODULE:
-            narrowed = agent_labels(session)  # within the site's list, never wider
-            listed = narrowed is None or any(label in narrowed for label in enabled_admins())
-    if not listed:
-        return ToolError(UNAVAILABLE, f"{name} is not one of this agent's tools.")
-    if session.granted_tools is not None and name not in session.granted_tools:
-        return ToolError(UNAVAILABLE, f"There is no tool named {name!r} in this session.")
-    if tool.runtime == "browser" and not session.browser_available:
-        return ToolError(
-            NO_BROWSER,
-            f"{name} runs in the user's browser, and no browser serves this run (a scheduled "
-            "run, an MCP client's call or a run started by the site's code).",
-            hint="Do the task without browser tools, or say what the user could do in the page.",
-        )
-    if not tool.allowed_for(user):
-        return ToolError(FORBIDDEN, f"The user may not use {name}.")
-    return None
+    """Why ``session``'s run may not call ``tool`` (``ToolPolicy.refusal``), or None."""
+    return ToolPolicy(session, user).refusal(tool)
 
 
 def tools_for(session, user) -> list[Tool]:
@@ -390,6 +412,7 @@ def tools_for(session, user) -> list[Tool]:
     (``MCP_SERVERS``, ``tools/mcp.py``), sorted by name."""
     from .mcp import session_tools
 
-    site = [t for t in all_tools() if refusal(session, t, user) is None]
-    remote = [t for t in session_tools(session) if refusal(session, t, user) is None]
+    policy = ToolPolicy(session, user)
+    site = [t for t in all_tools() if policy.refusal(t) is None]
+    remote = [t for t in session_tools(session) if policy.refusal(t) is None]
     return site + remote
