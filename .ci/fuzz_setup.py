@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from orchestrator_app.control import mcp_tokens
+from orchestrator_app.mcp import tokens as mcp_tokens
 from orchestrator_app.models import McpServer
 from sessions_app import agents, services
 

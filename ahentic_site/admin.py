@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group
 from django.contrib.flatpages.admin import FlatPageAdmin
 from django.contrib.flatpages.models import FlatPage
 
-from orchestrator_app.admin_mixins import StaleChangeFormMixin
+from orchestrator_app.admin.mixins import StaleChangeFormMixin
 from orchestrator_app.tools.admin_tools import is_agent_request
 
 

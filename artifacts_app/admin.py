@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.safestring import SafeString
 
-from sessions_app.admin import (
+from sessions_app.admin.base import (
     ReadOnlyAdmin,
     admin_link,
     extend_session_admin,

@@ -1,4 +1,4 @@
-from django.apps import AppConfig, apps
+from django.apps import AppConfig
 
 
 class OrchestratorAppConfig(AppConfig):
@@ -25,12 +25,17 @@ class OrchestratorAppConfig(AppConfig):
         # ... and so are MCP servers that are not registered.
         agents.add_config_check(checks.mcp_server_problems)
 
+        # Remote MCP servers' tools: a tool source of the registry (mcp/tools.py).
+        from .mcp import tools as mcp_tools
+
+        mcp_tools.connect()
+
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
         # The cached agent permission answers, dropped when a user's grants change.
         connect_invalidation()
 
         # The mails a user gets while away (approval waiting, scheduled run ended).
-        from . import notifications
+        from .notifications import services as notifications
 
         notifications.connect()
 
@@ -45,11 +50,8 @@ class OrchestratorAppConfig(AppConfig):
         from .webhooks import events as webhook_events
 
         webhook_events.connect()
-        # The webhook admins; they build on orchestrator_app.admin, which cannot import them.
-        if apps.is_installed("django.contrib.admin"):
-            from . import admin_webhooks  # noqa: F401
         # A scheduled run's log row ends when its run does (the tick settles it otherwise).
-        from .control.schedules import on_run_finished
+        from .schedules.services import on_run_finished
         from .signals import run_finished, schedule_run_finished
 
         run_finished.connect(on_run_finished, dispatch_uid="ahentic_schedule_run_finished")

@@ -225,7 +225,7 @@ def check_stale_form_guard(app_configs=None, **kwargs):
                     f"{site.name!r} ({type(model_admin).__qualname__}) lacks "
                     "StaleChangeFormMixin: a change form opened before the agent edited the "
                     "object writes the old values back when saved.",
-                    hint="Add orchestrator_app.admin_mixins.StaleChangeFormMixin first in its "
+                    hint="Add orchestrator_app.admin.mixins.StaleChangeFormMixin first in its "
                     "bases (docs/howto/admin-tools.md).",
                     obj=type(model_admin),
                     id="ahentic.W005",
@@ -493,8 +493,8 @@ def check_schedules(app_configs=None, **kwargs):
     from django.core.exceptions import ValidationError
     from django.db.utils import OperationalError, ProgrammingError
 
-    from .control import schedules
     from .models import Schedule, validate_cron, validate_time_zone
+    from .schedules import services as schedules
 
     messages = []
     grace = ahentic_settings.SCHEDULE_GRACE_S
@@ -549,7 +549,7 @@ def check_schedules(app_configs=None, **kwargs):
         messages.append(
             Warning(
                 "There are active schedules but no django-q2 schedule runs "
-                "orchestrator_app.tasks.schedule_tick: nothing fires them.",
+                "orchestrator_app.schedules.tasks.schedule_tick: nothing fires them.",
                 hint="Run migrate (orchestrator_app 0006 creates it), or add a django-q2 "
                 "schedule calling it every minute.",
                 id="ahentic.W009",
@@ -561,7 +561,7 @@ def check_schedules(app_configs=None, **kwargs):
 def _tick_scheduled() -> bool:
     from django_q.models import Schedule as QSchedule
 
-    return QSchedule.objects.filter(func="orchestrator_app.tasks.schedule_tick").exists()
+    return QSchedule.objects.filter(func="orchestrator_app.schedules.tasks.schedule_tick").exists()
 
 
 def mcp_server_problems(conf) -> list[str]:
@@ -594,8 +594,8 @@ def check_mcp(app_configs=None, **kwargs):
     from sessions_app.models import Agent, AgentVersion
 
     from . import vault
+    from .mcp.client import url_problem
     from .models import McpCredential, McpServer, WebhookEndpoint
-    from .tools.mcp_client import url_problem
 
     messages = []
     problem = vault.key_problem()

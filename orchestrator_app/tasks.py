@@ -1,15 +1,12 @@
-"""django-q2 entry points: thin, id-only, idempotent."""
+"""django-q2 entry points of the run engine: thin, id-only, idempotent. The feature wings
+have their own (``schedules/tasks.py``, ``webhooks/tasks.py``, ``notifications/tasks.py``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from django.utils.dateparse import parse_datetime
-
-from . import notifications
-from .control import brain, history, runs, schedules
+from .control import brain, history, runs
 from .loop import files, step
-from .webhooks import delivery
 
 
 def run_step(session_id: str, run_seq: int, trace: dict[str, str] | None = None) -> None:
@@ -22,12 +19,6 @@ def run_step(session_id: str, run_seq: int, trace: dict[str, str] | None = None)
 def recover() -> int:
     """The ``ahentic_recover`` sweep: re-enqueue running sessions whose worker is gone."""
     return runs.recover_stalled()
-
-
-def schedule_tick(now: str | None = None) -> int:
-    """The ``ahentic_schedule_tick`` schedule, every minute: settle ended scheduled runs and
-    fire the schedules that came due. ``now`` (ISO 8601, aware) stands for the clock."""
-    return schedules.tick(datetime.fromisoformat(now) if now else None)
 
 
 def purge_deleted_chats(now: str | None = None) -> int:
@@ -49,28 +40,3 @@ def name_session(session_id: str) -> None:
 def delete_file(file_id: str) -> None:
     """Delete a file uploaded to the Files API whose attachment was deleted (best effort)."""
     files.delete_remote(file_id)
-
-
-def deliver_webhook(delivery_id: int, now: str | None = None) -> str:
-    """One attempt of a webhook delivery (a duplicate or early task returns quietly). ``now``
-    (ISO 8601) is a clock given to the sweep (tests), passed on so retries are scheduled from
-    it; without it the task reads the time when it runs."""
-    return delivery.deliver(int(delivery_id), now=parse_datetime(now) if now else None)
-
-
-def deliver_due_webhooks(now: str | None = None) -> int:
-    """The ``ahentic_webhooks`` sweep (every minute): enqueue the deliveries that are due.
-    ``now`` (ISO 8601) replaces the clock, for tests."""
-    return delivery.deliver_due(now=parse_datetime(now) if now else None)
-
-
-def notify_approval(session_id: str, tool_use_id: str, now: datetime | None = None) -> bool:
-    """A run's approval has waited NOTIFY_APPROVAL_AFTER_S: mail its owner if still unseen
-    (a one-off schedule made when the approval was requested; ``now``: the time to judge the
-    wait by, the current time when not given). Returns whether it mailed."""
-    return notifications.approval_mail(session_id, tool_use_id, now=now)
-
-
-def notify_schedule_run(**ended: str) -> bool:
-    """A scheduled run ended: mail the owner of its chat, once per schedule run."""
-    return notifications.schedule_run_mail(**ended)

@@ -17,10 +17,14 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.routers import SimpleRouter
 
-from .api import mcp_connections, mcp_server, mcp_tokens, memory, notifications, schema, views
+from .api import memory, schema, views
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 from .jsi18n import javascript_catalog
+from .mcp import api as mcp_connections
+from .mcp import api_tokens as mcp_tokens
+from .mcp import server as mcp_server
+from .notifications import api as notifications
 
 
 class OptionalSlashRouter(SimpleRouter):

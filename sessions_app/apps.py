@@ -1,4 +1,4 @@
-from django.apps import AppConfig, apps
+from django.apps import AppConfig
 
 
 class SessionsAppConfig(AppConfig):
@@ -10,7 +10,3 @@ class SessionsAppConfig(AppConfig):
     def ready(self):
         # Connects the deletion of an attachment's file to the deletion of its row.
         from . import attachments  # noqa: F401
-
-        # The memory admins; they build on sessions_app.admin, which cannot import them back.
-        if apps.is_installed("django.contrib.admin"):
-            from . import admin_memory  # noqa: F401

@@ -6,8 +6,8 @@ from django.contrib.auth.models import Permission
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
-from orchestrator_app.control import schedules
 from orchestrator_app.models import Schedule, UsageRecord
+from orchestrator_app.schedules import services as schedules
 from sessions_app import agents, services
 from sessions_app.models import Agent, Goal, Session
 

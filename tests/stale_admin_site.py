@@ -10,7 +10,7 @@ from django.contrib.flatpages.models import FlatPage
 from django.urls import path
 
 from ahentic_site.urls import urlpatterns as site_urlpatterns
-from orchestrator_app.admin_mixins import StaleChangeFormMixin
+from orchestrator_app.admin.mixins import StaleChangeFormMixin
 
 
 class GuardedFlatPageAdmin(StaleChangeFormMixin, FlatPageAdmin):

@@ -90,8 +90,8 @@ API = "orchestrator_app.api"
 # The mcp SDK: the client seam, the site's MCP endpoint (its messages are the SDK's types) and
 # the demo's MCP server.
 MCP_IMPORTERS = (
-    "orchestrator_app.tools.mcp_client",
-    "orchestrator_app.api.mcp_server",
+    "orchestrator_app.mcp.client",
+    "orchestrator_app.mcp.server",
     "orchestrator_app.testing.demo_mcp",
 )
 API_USERS = (

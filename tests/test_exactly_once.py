@@ -29,8 +29,10 @@ from django.test import Client
 from django_q.models import Schedule
 
 from orchestrator_app import signals, tasks
-from orchestrator_app.control import mcp_tokens, runs
+from orchestrator_app.control import runs
+from orchestrator_app.mcp import tokens as mcp_tokens
 from orchestrator_app.models import McpCall, Notification
+from orchestrator_app.notifications import tasks as notification_tasks
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 from sessions_app import runstate
 from sessions_app.models import Attachment, Event, Session
@@ -440,7 +442,9 @@ def pause_for_approval(client, session, llm, run_tasks, call_id="toolu_note"):
 
 def due_approval_check():
     """The newest one-off check the approval request scheduled: (its args, its due time)."""
-    row = Schedule.objects.filter(func="orchestrator_app.tasks.notify_approval").last()
+    row = Schedule.objects.filter(
+        func="orchestrator_app.notifications.tasks.notify_approval"
+    ).last()
     args = ast.literal_eval(row.args)
     return (args if isinstance(args, tuple) else (args,)), row.next_run
 
@@ -452,7 +456,7 @@ def test_the_approval_mail_is_sent_once_however_the_clock_moves_between_sweeps(
     args, due = due_approval_check()
 
     sweeps = [due, due + timedelta(hours=1), due + timedelta(days=2), due + timedelta(seconds=1)]
-    sent = [tasks.notify_approval(*args, now=now) for now in sweeps]
+    sent = [notification_tasks.notify_approval(*args, now=now) for now in sweeps]
 
     assert sent == [True, False, False, False]
     assert len(mail.outbox) == 1
@@ -466,14 +470,14 @@ def test_a_later_run_waiting_on_a_call_with_the_same_id_is_mailed_again(
     a later run is another wait."""
     pause_for_approval(owner_client, session, llm, run_tasks)
     args, due = due_approval_check()
-    assert tasks.notify_approval(*args, now=due) is True
+    assert notification_tasks.notify_approval(*args, now=due) is True
     llm.enqueue(text_reply("No note then."))
     decide(owner_client, session, run_tasks, "deny")
 
     pause_for_approval(owner_client, session, llm, run_tasks)  # run 2, the same call id
     args, due = due_approval_check()
-    assert tasks.notify_approval(*args, now=due) is True
-    assert tasks.notify_approval(*args, now=due + timedelta(hours=3)) is False
+    assert notification_tasks.notify_approval(*args, now=due) is True
+    assert notification_tasks.notify_approval(*args, now=due + timedelta(hours=3)) is False
     assert len(mail.outbox) == 2
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 from orchestrator_app.loop.prompt import RESULT_CHARS
+from orchestrator_app.mcp.tools import tool_name
 from orchestrator_app.models import McpServer, McpTool
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
-from orchestrator_app.tools.mcp import tool_name
 from sessions_app.models import Event
 
 from .conftest import model_requests, post_message, result_of, session_url

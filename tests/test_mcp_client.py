@@ -234,7 +234,7 @@ def test_a_reordered_tool_list_leaves_the_requests_tools_unchanged(
     names = [t["name"] for t in first if t["name"].startswith("mcp__")]
     assert names == [CREATE, LIST, "mcp__tickets__ticket_report", "mcp__tickets__ticket_stats"]
     # The server's listings really differ in order.
-    from orchestrator_app.tools import mcp_client
+    from orchestrator_app.mcp import client as mcp_client
 
     reversed_names = [t["name"] for t in mcp_client.list_tools(tickets.url)]
     tickets.state["reverse"] = False
@@ -481,7 +481,7 @@ def test_secrets_never_reach_the_payload_the_trace_the_model_the_logs_or_the_adm
 
 def test_the_vault_rotates_to_a_new_key_and_refuses_a_missing_one(tickets, settings, owner):
     server = per_user_server(tickets)
-    from orchestrator_app.tools import mcp_credentials
+    from orchestrator_app.mcp import credentials as mcp_credentials
 
     mcp_credentials.bearer_save(server=server, user=owner, token=USER_TOKEN)
     new_key = Fernet.generate_key().decode()
@@ -513,8 +513,8 @@ def test_the_system_checks_want_a_vault_key_for_credentials_and_known_servers(ti
 
 
 def test_long_tool_names_are_shortened_stably_to_fit_the_api_pattern():
+    from orchestrator_app.mcp.tools import tool_name
     from orchestrator_app.tools import NAME_RE
-    from orchestrator_app.tools.mcp import tool_name
 
     long_a = "a" * 70 + ".one"
     long_b = "a" * 70 + ".two"
@@ -608,7 +608,7 @@ def test_an_agent_version_may_list_only_registered_mcp_servers(tickets):
 
 
 def test_the_mcp_admin_pages_render_and_staff_revoke_a_credential(tickets, admin_client, owner):
-    from orchestrator_app.tools import mcp_credentials
+    from orchestrator_app.mcp import credentials as mcp_credentials
 
     server = McpServer.objects.get(slug="tickets")
     McpServer.objects.filter(pk=server.pk).update(auth="user")

@@ -17,7 +17,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from orchestrator_app.control import mcp_tokens
+from orchestrator_app.mcp import tokens as mcp_tokens
 from orchestrator_app.models import McpCall, McpToken, ToolGrant
 from sessions_app.models import Event, Session
 

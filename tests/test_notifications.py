@@ -19,8 +19,9 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import Schedule
 
-from orchestrator_app import notifications, tasks
 from orchestrator_app.models import Notification
+from orchestrator_app.notifications import tasks as notification_tasks
+from orchestrator_app.notifications.services import services as notifications
 from orchestrator_app.signals import schedule_run_finished, send_after_commit
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
@@ -50,7 +51,7 @@ def pause_for_approval(client, session, llm, run_tasks):
 
 def due_task():
     """The one-off schedule the approval request made: (its args, its due time)."""
-    [row] = Schedule.objects.filter(func="orchestrator_app.tasks.notify_approval")
+    [row] = Schedule.objects.filter(func="orchestrator_app.notifications.tasks.notify_approval")
     assert row.schedule_type == Schedule.ONCE
     args = ast.literal_eval(row.args)
     return (args if isinstance(args, tuple) else (args,)), row.next_run
@@ -58,7 +59,7 @@ def due_task():
 
 def run_due(now=None):
     args, due = due_task()
-    return tasks.notify_approval(*args, now=now or due)
+    return notification_tasks.notify_approval(*args, now=now or due)
 
 
 def test_an_unseen_approval_mails_the_owner_once_after_the_delay(
@@ -113,7 +114,7 @@ def test_two_workers_at_once_send_one_mail(owner_client, session, llm, run_tasks
 
     def worker():
         try:
-            results.append(tasks.notify_approval(*args, now=due))
+            results.append(notification_tasks.notify_approval(*args, now=due))
         finally:
             connection.close()
 
@@ -161,7 +162,7 @@ def test_no_mail_when_the_approval_was_decided_before_the_delay(
     mail.outbox.clear()
     args, due = due_task()
     decide(owner_client, session, run_tasks, "deny")
-    assert tasks.notify_approval(*args, now=due) is False
+    assert notification_tasks.notify_approval(*args, now=due) is False
     assert mail.outbox == []
 
 
@@ -170,9 +171,11 @@ def test_no_mail_when_the_owner_opted_out(owner_client, session, llm, run_tasks)
     assert response.status_code == 200
     pause_for_approval(owner_client, session, llm, run_tasks)
     # Nothing scheduled; and a check already scheduled before the opt-out sends nothing either.
-    assert not Schedule.objects.filter(func="orchestrator_app.tasks.notify_approval").exists()
+    assert not Schedule.objects.filter(
+        func="orchestrator_app.notifications.tasks.notify_approval"
+    ).exists()
     due = timezone.now() + timedelta(seconds=301)
-    assert tasks.notify_approval(str(session.pk), "toolu_note", now=due) is False
+    assert notification_tasks.notify_approval(str(session.pk), "toolu_note", now=due) is False
     assert mail.outbox == []
 
 
@@ -182,12 +185,14 @@ def test_no_mail_without_an_address_or_when_the_delay_is_zero(
     owner.email = ""
     owner.save()
     pause_for_approval(owner_client, session, llm, run_tasks)
-    assert not Schedule.objects.filter(func="orchestrator_app.tasks.notify_approval").exists()
+    assert not Schedule.objects.filter(
+        func="orchestrator_app.notifications.tasks.notify_approval"
+    ).exists()
     owner.email = "owner@example.com"
     owner.save()
     settings.AHENTIC = {**settings.AHENTIC, "NOTIFY_APPROVAL_AFTER_S": 0}
     later = timezone.now() + timedelta(days=1)
-    assert tasks.notify_approval(str(session.pk), "toolu_note", now=later) is False
+    assert notification_tasks.notify_approval(str(session.pk), "toolu_note", now=later) is False
     assert mail.outbox == []
 
 

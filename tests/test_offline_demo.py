@@ -4,6 +4,7 @@ from django.contrib.flatpages.models import FlatPage
 from django.test import Client
 from rest_framework.test import APIClient
 
+from orchestrator_app.schedules import tasks as schedule_tasks
 from orchestrator_app.testing.offline import demo_responder
 
 from .conftest import API
@@ -136,7 +137,6 @@ def test_the_offline_model_remembers_a_preference_and_recalls_it_in_a_new_chat(
 def test_the_offline_model_writes_the_demo_schedules_site_digest(owner, llm, run_tasks):
     from datetime import UTC, datetime, timedelta
 
-    from orchestrator_app import tasks
     from orchestrator_app.models import Schedule
 
     from .factories import agent_create, schedule_create
@@ -151,7 +151,7 @@ def test_the_offline_model_writes_the_demo_schedules_site_digest(owner, llm, run
         chat_mode=Schedule.ChatMode.CONTINUE,
     )
 
-    run_tasks(tasks.schedule_tick, (start + timedelta(minutes=5, seconds=10)).isoformat())
+    run_tasks(schedule_tasks.schedule_tick, (start + timedelta(minutes=5, seconds=10)).isoformat())
 
     client = APIClient()
     client.force_login(owner)

@@ -11,8 +11,9 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 
-from orchestrator_app.control import mcp_tokens, schedules
+from orchestrator_app.mcp import tokens as mcp_tokens
 from orchestrator_app.models import Schedule
+from orchestrator_app.schedules import services as schedules
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import agents, services
 from sessions_app.models import Agent, Session

@@ -14,9 +14,9 @@ from cryptography.fernet import Fernet
 from django.core.checks import run_checks
 
 from orchestrator_app import outbound, signals
+from orchestrator_app.mcp import client_oauth as mcp_oauth
+from orchestrator_app.mcp.client import McpFailure
 from orchestrator_app.models import McpServer, WebhookDelivery, WebhookEndpoint
-from orchestrator_app.tools import mcp_oauth
-from orchestrator_app.tools.mcp_client import McpFailure
 from orchestrator_app.webhooks.delivery import endpoint_create
 
 from .conftest import API

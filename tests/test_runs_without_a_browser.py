@@ -13,6 +13,7 @@ from django.utils import timezone
 from orchestrator_app import tasks
 from orchestrator_app.control import runs
 from orchestrator_app.models import Schedule, ScheduleRun
+from orchestrator_app.schedules import tasks as schedule_tasks
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import agents, services
 from sessions_app.models import Session
@@ -31,7 +32,7 @@ def tool_names(request: dict) -> set[str]:
 
 def fire_once(owner, agent, run_tasks, **fields) -> ScheduleRun:
     schedule = schedule_create(owner, agent, now=T0, **fields)
-    run_tasks(tasks.schedule_tick, (T0 + timedelta(minutes=5, seconds=20)).isoformat())
+    run_tasks(schedule_tasks.schedule_tick, (T0 + timedelta(minutes=5, seconds=20)).isoformat())
     return ScheduleRun.objects.get(schedule=schedule)
 
 

@@ -1,4 +1,4 @@
-"""Scheduled runs: firing through the tick task (``orchestrator_app.tasks.schedule_tick`` with
+"""Scheduled runs: firing through the tick task (``orchestrator_app.schedules.tasks.schedule_tick`` with
 a given "now"), the wall-clock rules across DST changes, pause/unpause without backfill, Run
 now, the refusals and the auto-pause, approvals left to the user, one continued chat, and the
 admin pages. Two clusters on one due time: tests/test_schedules_integration.py."""
@@ -11,9 +11,10 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django_q.models import Schedule as QSchedule
 
-from orchestrator_app import tasks
-from orchestrator_app.control import schedules
 from orchestrator_app.models import Schedule, ScheduleRun
+from orchestrator_app.notifications import tasks as notification_tasks
+from orchestrator_app.schedules import services as schedules
+from orchestrator_app.schedules import tasks as schedule_tasks
 from orchestrator_app.signals import run_finished, schedule_run_finished, send_after_commit
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import agents
@@ -33,7 +34,7 @@ def at(moment: datetime, seconds: int = 20) -> str:
 
 
 def tick(moment: datetime, seconds: int = 20) -> int:
-    return tasks.schedule_tick(at(moment, seconds))
+    return schedule_tasks.schedule_tick(at(moment, seconds))
 
 
 @pytest.fixture
@@ -431,10 +432,10 @@ def test_a_scheduled_run_reaching_an_approval_waits_for_the_user(
     # The user, who has not opened the chat, gets one mail about the approval, however often
     # the check runs; no "scheduled run ended" mail while it only waits.
     assert mailoutbox == []
-    [check] = QSchedule.objects.filter(func="orchestrator_app.tasks.notify_approval")
+    [check] = QSchedule.objects.filter(func="orchestrator_app.notifications.tasks.notify_approval")
     due = check.next_run + timedelta(seconds=1)
-    assert tasks.notify_approval(str(row.session_id), "toolu_note", now=due) is True
-    assert tasks.notify_approval(str(row.session_id), "toolu_note", now=due) is False
+    assert notification_tasks.notify_approval(str(row.session_id), "toolu_note", now=due) is True
+    assert notification_tasks.notify_approval(str(row.session_id), "toolu_note", now=due) is False
     [mail] = mailoutbox
     assert mail.to == [owner.email] and f"ahentic_session={row.session_id}" in mail.body
     # The chat shows the card when the user opens it.
@@ -606,7 +607,7 @@ def test_the_checks_name_schedules_that_cannot_fire(owner, noperm, helper):
     Schedule.objects.filter(pk=broken.pk).update(cron="61 * * * *")
     assert check_ids() == {"ahentic.E027"}
     Schedule.objects.filter(pk=broken.pk).update(cron="0 7 * * *")
-    QSchedule.objects.filter(func="orchestrator_app.tasks.schedule_tick").delete()
+    QSchedule.objects.filter(func="orchestrator_app.schedules.tasks.schedule_tick").delete()
     assert check_ids() == {"ahentic.W009"}
 
 

@@ -1,7 +1,7 @@
 """Two real ``qcluster`` processes tick for the same due time: the schedule fires once.
 
 Both clusters share the test database and its ORM broker. The test enqueues the tick task
-(``orchestrator_app.tasks.schedule_tick`` with one "now") many times; the clusters take them
+(``orchestrator_app.schedules.tasks.schedule_tick`` with one "now") many times; the clusters take them
 as they come, each tick claims the due time by inserting its log row, and only one insert can
 succeed (the unique schedule and due time). The run the winner starts is a step on one of the
 clusters, answered by the test's local Messages API server.
@@ -47,10 +47,10 @@ def test_two_clusters_ticking_for_one_due_time_fire_it_once(owner, llm, workers)
         wait_for_log(log_path, "ready for work")
     now = (DUE + timedelta(seconds=30)).isoformat()
     for _ in range(TICKS):
-        async_task("orchestrator_app.tasks.schedule_tick", now, sync=False)
+        async_task("orchestrator_app.schedules.tasks.schedule_tick", now, sync=False)
 
     deadline = time.monotonic() + POLL_LIMIT_S
-    ticks = Task.objects.filter(func="orchestrator_app.tasks.schedule_tick")
+    ticks = Task.objects.filter(func="orchestrator_app.schedules.tasks.schedule_tick")
     while ticks.count() < TICKS or Session.objects.filter(status="running").exists():
         assert time.monotonic() < deadline, "the clusters did not run every tick and the step"
         time.sleep(0.2)
@@ -67,7 +67,11 @@ def test_two_clusters_ticking_for_one_due_time_fire_it_once(owner, llm, workers)
     assert len(llm.message_requests()) == 1
     # Both clusters took part: each logged ticks it processed.
     per_cluster = [
-        len(re.findall(r"processing \S+ 'orchestrator_app.tasks.schedule_tick'", path.read_text()))
+        len(
+            re.findall(
+                r"processing \S+ 'orchestrator_app.schedules.tasks.schedule_tick'", path.read_text()
+            )
+        )
         for _, path in workers.processes
     ]
     assert sum(per_cluster) == TICKS and min(per_cluster) >= 1, per_cluster

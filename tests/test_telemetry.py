@@ -17,6 +17,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from orchestrator_app import tasks, telemetry
 from orchestrator_app.control import queue
 from orchestrator_app.models import UsageRecord
+from orchestrator_app.schedules import tasks as schedule_tasks
 from orchestrator_app.testing.localapi import error_reply, text_reply, tool_call, tool_reply
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
@@ -337,7 +338,9 @@ def test_schedule_firings_are_counted_by_outcome_and_steps_named_by_agent(
     schedule_create(owner, digest, now=start)
     llm.enqueue(text_reply("Digest: nothing new."))
 
-    fired = run_tasks(tasks.schedule_tick, (start + timedelta(minutes=5, seconds=20)).isoformat())
+    fired = run_tasks(
+        schedule_tasks.schedule_tick, (start + timedelta(minutes=5, seconds=20)).isoformat()
+    )
 
     assert fired == 1
     [point] = otel.points("ahentic.schedule.firings")

@@ -15,10 +15,11 @@ from django.utils import timezone
 from django_q.models import Schedule
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from orchestrator_app import signals, tasks
+from orchestrator_app import signals
 from orchestrator_app.models import WebhookDelivery, WebhookEndpoint
 from orchestrator_app.testing.localapi import text_reply
 from orchestrator_app.webhooks import delivery
+from orchestrator_app.webhooks import tasks as webhook_tasks
 
 from .conftest import post_message
 from .factories import UserFactory
@@ -132,7 +133,7 @@ def sweep(django_capture_on_commit_callbacks):
 
     def run(now):
         with django_capture_on_commit_callbacks(execute=True):
-            return tasks.deliver_due_webhooks(now.isoformat())
+            return webhook_tasks.deliver_due_webhooks(now.isoformat())
 
     return run
 
@@ -326,8 +327,8 @@ def test_a_duplicate_task_for_an_attempt_sends_nothing(session, endpoint, receiv
     delivery = WebhookDelivery.objects.get()
 
     # The retry is not due: the task a second worker (or a redelivery) runs returns quietly.
-    assert tasks.deliver_webhook(delivery.pk) == "skipped"
-    assert tasks.deliver_webhook(delivery.pk, timezone.now().isoformat()) == "skipped"
+    assert webhook_tasks.deliver_webhook(delivery.pk) == "skipped"
+    assert webhook_tasks.deliver_webhook(delivery.pk, timezone.now().isoformat()) == "skipped"
     assert len(receiver.requests) == 1
     delivery.refresh_from_db()
     assert delivery.attempts == 1
@@ -627,7 +628,7 @@ def test_the_delivery_log_filters_by_endpoint_status_and_event(
 def test_the_sweep_is_scheduled_every_minute(db):
     schedule = Schedule.objects.get(name="ahentic_webhooks")
     assert (schedule.func, schedule.schedule_type, schedule.minutes) == (
-        "orchestrator_app.tasks.deliver_due_webhooks",
+        "orchestrator_app.webhooks.tasks.deliver_due_webhooks",
         Schedule.MINUTES,
         1,
     )
@@ -736,7 +737,7 @@ def test_deliveries_go_to_the_webhook_cluster_and_steps_stay_on_the_sites(
     by_func = {}
     for task in enqueued:
         by_func.setdefault(task["func"], set()).add(task.get("cluster"))
-    assert by_func["orchestrator_app.tasks.deliver_webhook"] == {"ahentic_webhooks"}
+    assert by_func["orchestrator_app.webhooks.tasks.deliver_webhook"] == {"ahentic_webhooks"}
     assert by_func["orchestrator_app.tasks.run_step"] == {None}
 
     # Retries the sweep enqueues go there too; without the setting, to the site's cluster.

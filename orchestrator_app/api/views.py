@@ -38,11 +38,12 @@ from sessions_app import attachments as attachment_store
 from sessions_app import services as session_services
 from sessions_app.models import Agent, AgentVersion, Attachment, LiveText, Session
 
-from .. import notifications, skills
+from .. import skills
 from ..control import history, runs
 from ..ledger.diagnostics import iso, session_diagnostics
 from ..loop import decisions
 from ..models import UsageRecord
+from ..notifications import services as notifications
 from ..tools import all_tools
 from . import schema as docs
 from . import serializers as s

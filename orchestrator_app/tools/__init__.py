@@ -53,10 +53,10 @@ from sessions_app.errors import ModelFacingError
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-# Names of remote MCP servers' tools (``tools/mcp.py``); no registered tool may take one.
+# Names of remote MCP servers' tools (``mcp/tools.py``, a tool source); no registered tool may take one.
 MCP_PREFIX = "mcp__"
 # The characters of a tool result (its JSON text) the model reads of its own run's results
-# (``loop/prompt.py``); an MCP result is stored cut to it (``tools/mcp.py``).
+# (``loop/prompt.py``); an MCP result is stored cut to it (``mcp/tools.py``).
 RESULT_CHARS = 8000
 RUNTIMES = ("server", "browser")
 # A grant key is stored in ``ToolGrant.tool_name`` (64 characters): a longer one is never granted.
@@ -303,13 +303,42 @@ def _discover() -> None:
             _discovered = True
 
 
-def get_tool(name: str) -> Tool | None:
-    """The tool named ``name``: a registered one, or a remote MCP server's (``mcp__...``)."""
-    _discover()
-    if name.startswith(MCP_PREFIX):
-        from .mcp import resolve
+@dataclass(frozen=True)
+class ToolSource:
+    """Tools a feature adds beside the registry's, named under ``prefix`` (the MCP wing's
+    remote tools: ``mcp__<server>__<tool>``). ``resolve(name)`` finds one by name,
+    ``session_tools(session)`` lists those a session's agent lists, ``offered_to(session,
+    name)`` says whether the agent lists that one. A feature adds its source when the app is
+    ready (``add_source``); the registry and the loop never import a feature."""
 
-        return resolve(name)
+    prefix: str
+    resolve: Callable[[str], Tool | None]
+    session_tools: Callable[[Any], list[Tool]]
+    offered_to: Callable[[Any, str], bool]
+
+
+_sources: dict[str, ToolSource] = {}
+
+
+def add_source(source: ToolSource) -> None:
+    """Add (or replace) the tool source of ``source.prefix``."""
+    _sources[source.prefix] = source
+
+
+def source_of(name: str) -> ToolSource | None:
+    """The source whose prefix ``name`` starts with, if any."""
+    for prefix, source in _sources.items():
+        if name.startswith(prefix):
+            return source
+    return None
+
+
+def get_tool(name: str) -> Tool | None:
+    """The tool named ``name``: a registered one, or a tool source's (``mcp__...``)."""
+    _discover()
+    source = source_of(name)
+    if source is not None:
+        return source.resolve(name)
     return _registry.get(name)
 
 
@@ -368,11 +397,11 @@ class ToolPolicy:
         session (a sub-agent's), a browser to run a browser tool in (``browser_available``),
         and the user's own permission (an agent never gives a user a tool they may not use)."""
         from .admin_tools.bridge import ADMIN_MODULE
-        from .mcp import offered_to
 
         session, name = self.session, tool.name
-        if name.startswith(MCP_PREFIX):
-            listed = offered_to(session, name)
+        source = source_of(name)
+        if source is not None:
+            listed = source.offered_to(session, name)
         else:
             # An agent that keeps memory (``MEMORY``) has the memory tool, whatever ``TOOLS``
             # names.
@@ -409,10 +438,13 @@ def tools_for(session, user) -> list[Tool]:
     """Tools this session may offer the model (``refusal`` allows them): those of its agent
     (``TOOLS``, None: every tool) granted to the session, browser tools only when a browser
     serves the run, allowed for the user; then the tools of the MCP servers its agent lists
-    (``MCP_SERVERS``, ``tools/mcp.py``), sorted by name."""
-    from .mcp import session_tools
-
+    (``MCP_SERVERS``: the tool sources, ``ToolSource``), sorted by name."""
     policy = ToolPolicy(session, user)
     site = [t for t in all_tools() if policy.refusal(t) is None]
-    remote = [t for t in session_tools(session) if policy.refusal(t) is None]
+    remote = [
+        t
+        for source in _sources.values()
+        for t in source.session_tools(session)
+        if policy.refusal(t) is None
+    ]
     return site + remote

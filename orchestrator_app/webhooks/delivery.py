@@ -140,7 +140,7 @@ def enqueue_attempt(delivery_id: int, now: datetime | None = None) -> None:
         options["cluster"] = str(cluster)
     db.on_commit(
         lambda: async_task(
-            "orchestrator_app.tasks.deliver_webhook",
+            "orchestrator_app.webhooks.tasks.deliver_webhook",
             *args,
             group="ahentic_webhooks",
             q_options=options,

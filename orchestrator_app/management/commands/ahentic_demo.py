@@ -237,8 +237,8 @@ class Command(BaseCommand):
     def _ensure_schedule(self) -> None:
         """The "Site digest" schedule (made once): every 5 minutes Helper writes a short digest
         into one chat of the demo user, with the offline model when there is no API key."""
-        from orchestrator_app.control import schedules
         from orchestrator_app.models import Schedule
+        from orchestrator_app.schedules import services as schedules
         from sessions_app.models import Agent
 
         if Schedule.objects.filter(name=DIGEST_NAME).exists():

@@ -25,7 +25,7 @@ cannot tell what changed since it was opened either: it is refused the same way,
 Its re-shown form gets no fresh token, so only "Save anyway" (or a reload) gets it saved.
 
 The mixin is opt-in: a host adds it first in the bases of its ``ModelAdmin`` (import it from
-``orchestrator_app.admin_mixins``); the system check ``ahentic.W005`` names every
+``orchestrator_app.admin.mixins``); the system check ``ahentic.W005`` names every
 ``ADMIN_TOOLS`` model whose registered ModelAdmin lacks it. Nothing swaps classes at run time.
 """
 

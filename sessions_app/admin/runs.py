@@ -30,7 +30,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from .models import Event, Session, TraceEvent
+from ..models import Event, Session, TraceEvent
 
 Link = Callable[[Any, Any], SafeString]
 

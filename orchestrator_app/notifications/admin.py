@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from sessions_app.admin import ReadOnlyAdmin, UsernameColumn
+from sessions_app.admin.base import ReadOnlyAdmin, UsernameColumn
 
-from .models import Notification, NotificationPreference
+from ..models import Notification, NotificationPreference
 
 
 @admin.register(Notification)

@@ -14,12 +14,12 @@ from django.db.models import OuterRef, Subquery
 from django.utils.safestring import SafeString
 
 from sessions_app import agents
-from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, admin_link, excerpt, html_table
+from sessions_app.admin.base import ReadOnlyAdmin, UsernameColumn, admin_link, excerpt, html_table
 from sessions_app.conf import ahentic_settings
 
-from .control import schedules
-from .models import Schedule, ScheduleRun
-from .tools import get_tool
+from ..models import Schedule, ScheduleRun
+from ..tools import get_tool
+from . import services as schedules
 
 # Runs shown on a schedule's change page (the run log has them all).
 RECENT_RUNS = 20

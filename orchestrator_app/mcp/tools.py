@@ -33,9 +33,19 @@ from sessions_app.attachments import ToolImage
 from sessions_app.conf import ahentic_settings
 
 from ..models import McpServer, McpTool
-from . import MCP_PREFIX, NAME_RE, RESULT_CHARS, Summary, Tool, ToolContext, ToolError
-from . import mcp_client as client
-from .mcp_credentials import access_token, connect_hint, has_credential, note_used
+from ..tools import (
+    MCP_PREFIX,
+    NAME_RE,
+    RESULT_CHARS,
+    Summary,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolSource,
+    add_source,
+)
+from . import client
+from .credentials import access_token, connect_hint, has_credential, note_used
 
 # Seconds a call may take besides the server's timeout before the pipeline's own limit fires
 # (the seam's limit answers first, with ahentic_mcp_timeout).
@@ -262,6 +272,15 @@ def resolve(name: str) -> Tool | None:
         return None
     found = [t for t in offered([server]) if t.name == name]
     return found[0] if found else None
+
+
+def connect() -> None:
+    """Add the remote servers' tools to the registry as a tool source (the app's ``ready``)."""
+    add_source(
+        ToolSource(
+            prefix=MCP_PREFIX, resolve=resolve, session_tools=session_tools, offered_to=offered_to
+        )
+    )
 
 
 # --- calling --------------------------------------------------------------------------------

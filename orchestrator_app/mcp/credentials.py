@@ -24,8 +24,8 @@ from sessions_app import db
 from .. import vault
 from ..errors import AhenticError
 from ..models import McpAuthorization, McpCredential, McpServer
-from . import mcp_oauth as oauth
-from .mcp_client import AUTH_REQUIRED, McpFailure
+from . import client_oauth as oauth
+from .client import AUTH_REQUIRED, McpFailure
 
 # An OAuth access token expiring within this many seconds is refreshed before a call.
 REFRESH_MARGIN_S = 60

@@ -8,13 +8,13 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
-from sessions_app.admin import ReadOnlyAdmin, UsernameColumn
+from sessions_app.admin.base import ReadOnlyAdmin, UsernameColumn
 
-from .errors import AhenticError
-from .models import McpCredential, McpServer, McpTool
-from .tools import mcp as mcp_tools
-from .tools import mcp_credentials as credentials
-from .tools.mcp_client import url_problem
+from ..errors import AhenticError
+from ..models import McpCredential, McpServer, McpTool
+from . import credentials
+from . import tools as mcp_tools
+from .client import url_problem
 
 
 class McpServerForm(forms.ModelForm):

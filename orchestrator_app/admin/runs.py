@@ -13,22 +13,13 @@ from typing import Any
 from django.contrib import admin, messages
 from django.http import HttpResponse
 
-from sessions_app.admin import ReadOnlyAdmin, UsernameColumn, extend_session_admin
+from sessions_app.admin.base import ReadOnlyAdmin, UsernameColumn, counted, extend_session_admin
 from sessions_app.models import Session
 
-from . import (
-    admin_schedules,  # noqa: F401  (registers the schedules' admin)
-    admin_spend,  # noqa: F401  (the spend page)
-)
-from .control import runs, toolcalls
-from .errors import AhenticError
-from .ledger.diagnostics import session_diagnostics
-from .models import ToolGrant, UsageRecord
-
-
-def counted(number: int, noun: str) -> str:
-    """ "1 run", "2 runs"."""
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+from ..control import runs, toolcalls
+from ..errors import AhenticError
+from ..ledger.diagnostics import session_diagnostics
+from ..models import ToolGrant, UsageRecord
 
 
 def status_words(session_id) -> str:
@@ -199,8 +190,3 @@ class ToolGrantAdmin(ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return admin.ModelAdmin.has_delete_permission(self, request, obj)
-
-
-# The mail log and opt-outs, the MCP endpoint's tokens, the MCP servers the agent uses (their
-# tools and credentials): they build on the admins above.
-from . import admin_mcp, admin_mcp_tokens, admin_notifications  # noqa: E402, F401

@@ -41,10 +41,10 @@ from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import AgentVersion, Session
 
+from ..control import runs
 from ..errors import AhenticError
 from ..models import Schedule, ScheduleRun, UsageRecord
 from ..signals import schedule_run_finished, send_after_commit
-from . import runs
 
 log = logging.getLogger("ahentic")
 

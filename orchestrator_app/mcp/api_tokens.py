@@ -15,12 +15,12 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from ..control import mcp_tokens
+from ..api.errors import ApiError
+from ..api.schema import READ_ERRORS, WRITE_ERRORS, describe, described
+from ..api.serializers import StrictCharField
+from ..api.views import AhenticViewSet
 from ..models import McpToken
-from .errors import ApiError
-from .schema import READ_ERRORS, WRITE_ERRORS, describe, described
-from .serializers import StrictCharField
-from .views import AhenticViewSet
+from . import tokens as mcp_tokens
 
 MAX_DAYS = 365
 

@@ -18,8 +18,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
-from . import agents, runstate
-from .models import Session
+from .. import agents, runstate
+from ..models import Session
 
 CAP_FIELD = "spend_cap_usd"
 LOADED_FIELD = "spend_cap_loaded"  # the cap as the page showed it ("": none)

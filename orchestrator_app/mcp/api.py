@@ -19,14 +19,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from .. import outbound
+from ..api.errors import ApiError
+from ..api.schema import WRITE_ERRORS, describe, described
+from ..api.throttles import RunStartThrottle
+from ..api.views import AhenticViewSet
 from ..models import McpCredential, McpServer
-from ..tools import mcp as mcp_tools
-from ..tools import mcp_credentials as credentials
-from ..tools.mcp_client import McpFailure
-from .errors import ApiError
-from .schema import WRITE_ERRORS, describe, described
-from .throttles import RunStartThrottle
-from .views import AhenticViewSet
+from . import credentials
+from . import tools as mcp_tools
+from .client import McpFailure
 
 
 class ConnectionSerializer(serializers.Serializer):

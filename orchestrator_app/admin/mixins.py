@@ -6,12 +6,12 @@ the ModelAdmin of every ``AHENTIC["ADMIN_TOOLS"]`` model (system check ``ahentic
 the ones that lack it)::
 
     from django.contrib.flatpages.admin import FlatPageAdmin
-    from orchestrator_app.admin_mixins import StaleChangeFormMixin
+    from orchestrator_app.admin.mixins import StaleChangeFormMixin
 
     class PageAdmin(StaleChangeFormMixin, FlatPageAdmin):
         pass
 """
 
-from .tools.admin_tools.stale import StaleChangeFormMixin
+from ..tools.admin_tools.stale import StaleChangeFormMixin
 
 __all__ = ["StaleChangeFormMixin"]

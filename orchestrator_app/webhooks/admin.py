@@ -17,14 +17,13 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from sessions_app.admin import ReadOnlyAdmin, pretty_json
+from sessions_app.admin.base import ReadOnlyAdmin, counted, pretty_json
 from sessions_app.conf import ahentic_settings
 
-from . import vault
-from .admin import counted
-from .models import WebhookDelivery, WebhookEndpoint
-from .webhooks import delivery, transport
-from .webhooks.events import SUBSCRIBABLE
+from .. import vault
+from ..models import WebhookDelivery, WebhookEndpoint
+from . import delivery, transport
+from .events import SUBSCRIBABLE
 
 
 def masked(sealed: str) -> str:

@@ -45,7 +45,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 from sessions_app.runstate import PendingTool
 
-from .models import Notification, NotificationPreference
+from ..models import Notification, NotificationPreference
 
 log = logging.getLogger("ahentic")
 
@@ -173,7 +173,7 @@ def on_approval_requested(sender, session: Session, tool_use_id: str, **kwargs: 
     if delay <= 0 or not _wants(session.owner, "approvals_mail"):
         return  # checked again when due: the user may change their mind meanwhile
     schedule(
-        "orchestrator_app.tasks.notify_approval",
+        "orchestrator_app.notifications.tasks.notify_approval",
         str(session.pk),
         tool_use_id,
         schedule_type=Schedule.ONCE,
@@ -247,7 +247,7 @@ def on_schedule_run_finished(
     if user is None or not _wants(user, "schedules_mail"):
         return
     async_task(
-        "orchestrator_app.tasks.notify_schedule_run",
+        "orchestrator_app.notifications.tasks.notify_schedule_run",
         schedule_run_id=str(schedule_run.pk),
         session_id=str(session.pk) if session is not None else "",
         user_id=str(user.pk),
@@ -300,7 +300,7 @@ def schedule_run_mail(
 
 def connect() -> None:
     """Connect the receivers (``apps.ready``)."""
-    from .signals import approval_requested, schedule_run_finished
+    from ..signals import approval_requested, schedule_run_finished
 
     approval_requested.connect(
         on_approval_requested, sender=Session, dispatch_uid="ahentic_approval_mail"

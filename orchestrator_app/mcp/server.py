@@ -40,15 +40,15 @@ from pydantic import ValidationError
 from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 
-from .. import notifications
-from ..control import mcp_tokens
+from ..api.parsers import nul_path
+from ..api.permissions import may_use_agent
+from ..api.throttles import RunStartThrottle, throttles_for
+from ..api.views import MAX_BODY_BYTES
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
-from ..loop import mcp_calls
+from ..notifications import services as notifications
 from ..tools import Tool
-from .parsers import nul_path
-from .permissions import may_use_agent
-from .throttles import RunStartThrottle, throttles_for
-from .views import MAX_BODY_BYTES
+from . import calls as mcp_calls
+from . import tokens as mcp_tokens
 
 SERVER_NAME = "django-ahentic"
 SERVER_VERSION = "1"

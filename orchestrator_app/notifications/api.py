@@ -1,5 +1,5 @@
 """The user's mail preferences (``GET``/``PATCH me/notifications``): the two opt-outs of the
-agent's mails (``orchestrator_app.notifications``). Every user has them (defaults: on); the
+agent's mails (``orchestrator_app.notifications.services``). Every user has them (defaults: on); the
 write is the service's ``preference_update``."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from .. import notifications
-from .schema import READ_ERRORS, WRITE_ERRORS, describe, described
-from .serializers import StrictBooleanField
-from .views import AhenticViewSet
+from ..api.schema import READ_ERRORS, WRITE_ERRORS, describe, described
+from ..api.serializers import StrictBooleanField
+from ..api.views import AhenticViewSet
+from . import services as notifications
 
 
 class NotificationPreferenceSerializer(serializers.Serializer):

@@ -9,9 +9,9 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.safestring import SafeString
 
-from . import memory
-from .admin import ReadOnlyAdmin, UserColumnsAdmin, UsernameColumn, excerpt, html_table
-from .models import MemoryChange, MemoryFile
+from .. import memory
+from ..models import MemoryChange, MemoryFile
+from .base import ReadOnlyAdmin, UserColumnsAdmin, UsernameColumn, excerpt, html_table
 
 REDACTED = "[redacted by staff]"
 

@@ -22,9 +22,9 @@ from django.utils import formats
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from .ledger.spend import DIMENSIONS, OTHER, PERIODS, Report, spend_report
-from .ledger.usage import usd
-from .models import Spend
+from ..ledger.usage import usd
+from ..models import Spend
+from .services import DIMENSIONS, OTHER, PERIODS, Report, spend_report
 
 PERMISSION = "orchestrator_app.view_usagerecord"
 # Bar colours (the admin's palette, then distinct hues); "other" is grey.

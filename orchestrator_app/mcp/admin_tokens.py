@@ -8,10 +8,10 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from sessions_app.admin import UserColumnsAdmin, UsernameColumn
+from sessions_app.admin.base import UserColumnsAdmin, UsernameColumn
 
-from .control import mcp_tokens
-from .models import McpToken
+from ..models import McpToken
+from . import tokens as mcp_tokens
 
 
 class McpTokenAddForm(forms.ModelForm):

@@ -2,14 +2,14 @@
 
 Nothing here edits session state: every model admin is view-only (``has_change_permission``
 returns False, so Django renders the change page read-only and refuses its POST), but for the
-session's spend cap (``admin_caps``: the one field its change form edits, through
+session's spend cap (``caps``: the one field its change form edits, through
 ``runstate``), and the other write, deleting a session, goes through ``services.session_delete``. The apps above this one add
 what they own to the one Session admin through ``extend_session_admin`` (artifacts_app its
 artifacts table, orchestrator_app the run actions: cancel, continue, heal, export diagnostics),
 since this app cannot import them.
 
 Pending messages, goals and memory snapshots have no admin of their own: they are tables on the
-session page, before its runs (``admin_runs``: the events and the trace, one section per run).
+session page, before its runs (``runs``: the events and the trace, one section per run).
 
 Agents are edited here (``AgentAdmin``, the one admin that writes through a form): a save whose
 configuration changed makes a new version; versions are listed, compared and rolled back to on
@@ -21,164 +21,37 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.utils import flatten_fieldsets, quote, unquote
-from django.contrib.auth import get_user_model
+from django.contrib.admin.options import IS_POPUP_VAR
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth.models import Permission
-from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, F, Max, ProtectedError
 from django.http import HttpResponseBase, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import formats, timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from . import agents, runstate, services
-from .admin_caps import SpendCapAdminMixin
-from .admin_runs import session_runs
-from .models import Agent, Event, Goal, Session, TraceEvent
-
-EXCERPT_CHARS = 200
-
-
-# Rendering helpers, shared with the other apps' admins.
-
-
-def pretty_json(value: Any) -> SafeString:
-    """A JSON value indented in a <pre>, escaped; "-" when empty."""
-    if value in (None, "", [], {}):
-        return SafeString("-")
-    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
-    return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', text)
-
-
-def _compact(value: Any, limit: int = EXCERPT_CHARS) -> str:
-    """A JSON value on one line, cut at ``limit`` characters (an admin message's)."""
-    return excerpt(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str), limit)
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> SafeString:
-    """An admin-styled table. Cells are escaped unless they are already safe (links)."""
-    rows = list(rows)
-    if not rows:
-        return SafeString("-")
-    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
-    body = format_html_join(
-        "",
-        "<tr>{}</tr>",
-        ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
-    )
-    return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
-
-
-def admin_link(obj, text: Any, site_name: str = "admin") -> SafeString:
-    """A link to ``obj``'s change page on the admin site named ``site_name`` (a host may
-    register these models on its own ``AdminSite`` too)."""
-    url = reverse(
-        f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change",
-        args=[obj.pk],
-        current_app=site_name,
-    )
-    return format_html('<a href="{}">{}</a>', url, text)
-
-
-def user_search_fields(relation: str) -> list[str]:
-    """The search lookups for a relation to the user model, named from the user model itself:
-    its ``USERNAME_FIELD``, and its email field when it has one. Never ``username``: a host's
-    user model need not have one (``AbstractBaseUser`` is all the app requires)."""
-    user_model = get_user_model()
-    names = [user_model.USERNAME_FIELD]
-    email = user_model.get_email_field_name()
-    if email not in names:
-        try:
-            user_model._meta.get_field(email)
-        except FieldDoesNotExist:
-            pass
-        else:
-            names.append(email)
-    return [f"{relation}__{name}" for name in names]
-
-
-class UserColumnsAdmin(admin.ModelAdmin):
-    """An admin whose ``user_relations`` (foreign keys to the user model) are searched by
-    ``user_search_fields``; show them with ``UsernameColumn``."""
-
-    user_relations: Sequence[str] = ()
-
-    def get_search_fields(self, request):
-        user_fields = [f for r in self.user_relations for f in user_search_fields(r)]
-        return [*super().get_search_fields(request), *user_fields]
-
-
-class UsernameColumn:
-    """A list column, ``owner_name = UsernameColumn("owner")``: the related user's
-    ``get_username()`` (its ``__str__`` may be anything the host chose), sorted by the user
-    model's ``USERNAME_FIELD``. Both are read from the user model when used, not at import."""
-
-    def __init__(self, relation: str):
-        self.relation = relation
-        self.short_description = relation.replace("_", " ")
-
-    @property
-    def admin_order_field(self) -> str:
-        return f"{self.relation}__{get_user_model().USERNAME_FIELD}"
-
-    def __call__(self, obj) -> str:
-        user = getattr(obj, self.relation)
-        return user.get_username() if user is not None else "-"
-
-
-class OwnerAgentColumn(UsernameColumn):
-    """The Session list's owner column, with the agent and version the session runs with under
-    the owner's name (the list keeps its six columns)."""
-
-    def __init__(self, relation: str):
-        super().__init__(relation)
-        self.short_description = "owner / agent"
-
-    def __call__(self, obj) -> SafeString:
-        version = obj.agent_version
-        agent = f"{version.agent} v{version.number}" if version is not None else "no agent"
-        return format_html(
-            '{}<br><span class="ahentic-muted">{}</span>', super().__call__(obj), agent
-        )
-
-
-def json_column(field: str):
-    """A read-only admin column showing the JSON field ``field`` pretty-printed."""
-
-    @admin.display(description=field.replace("_", " "))
-    def render(model_admin, obj) -> SafeString:
-        return pretty_json(getattr(obj, field))
-
-    return render
-
-
-class ReadOnlyAdmin(UserColumnsAdmin):
-    """View-only: the list and the detail open, nothing can be added, edited or deleted."""
-
-    def get_readonly_fields(self, request, obj=None):
-        # Everything shown is read-only, even if a subclass grants change permission.
-        return flatten_fieldsets(self.get_fieldsets(request, obj))
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
+from .. import agents, runstate, services
+from ..models import Agent, Event, Goal, Session, TraceEvent
+from .base import (
+    OwnerAgentColumn,
+    ReadOnlyAdmin,
+    admin_link,
+    compact,
+    excerpt,
+    html_table,
+    json_column,
+    pretty_json,
+    session_admin_extensions,
+)
+from .caps import SpendCapAdminMixin
+from .runs import session_runs
 
 
 @admin.register(Session)
@@ -206,10 +79,10 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
     user_relations = ["owner"]
     search_help_text = "Title, the owner's user name or email, or a session id."
     list_select_related = ["owner", "agent_version__agent"]
-    # Extended by ``extend_session_admin`` (the run actions of orchestrator_app).
+    # The apps above add actions, sections and delete hooks through ``extend_session_admin``
+    # (``base.session_admin_extensions``: the run actions of orchestrator_app, the artifacts
+    # table of artifacts_app), read on each request below.
     actions: list = ["agent_version_latest"]
-    # Called with a session id before a session is deleted (a live run is cancelled first).
-    before_delete: list[Callable[[Any], None]] = []
 
     fieldsets = [
         (
@@ -246,7 +119,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                 "fields": [
                     ("tokens_in", "tokens_out", "cache_read_tokens", "cache_write_tokens"),
                     "cost_usd",
-                    ("spend_cap_usd", "spend_cap_loaded"),  # admin_caps
+                    ("spend_cap_usd", "spend_cap_loaded"),  # caps.py
                 ]
             },
         ),
@@ -270,7 +143,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         ("Goals", {"fields": ["goals_table"]}),
         ("Pending messages", {"fields": ["pending_messages_table"]}),
         ("Memory", {"fields": ["snapshots_table"]}),
-        # The events and the trace follow, one section per run (``admin_runs``).
+        # The events and the trace follow, one section per run (``runs``).
     ]
 
     def get_queryset(self, request):
@@ -286,14 +159,43 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
             return super().get_search_results(request, queryset, search_term)
         return queryset.filter(pk=pk), False
 
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if IS_POPUP_VAR in request.GET:
+            return actions
+        for func in session_admin_extensions.actions:
+            perms = getattr(func, "allowed_permissions", ())
+            if all(getattr(self, f"has_{perm}_permission")(request) for perm in perms):
+                description = getattr(func, "short_description", func.__name__)
+                actions[func.__name__] = (func, func.__name__, description)
+        return actions
+
+    def get_fieldsets(self, request, obj=None):
+        # The apps' read-only sections go before the memory snapshots, so before the runs.
+        fieldsets = list(super().get_fieldsets(request, obj))
+        added = [
+            (title, {"fields": [name]}) for name, title, _ in session_admin_extensions.sections
+        ]
+        at = next(i for i, (title, _) in enumerate(fieldsets) if title == "Memory")
+        return [*fieldsets[:at], *added, *fieldsets[at:]]
+
+    def __getattr__(self, name: str):
+        # A section's field: rendered by the app that added it (``extend_session_admin``).
+        for section, title, render in session_admin_extensions.sections:
+            if name == section:
+                return admin.display(description=title.lower())(
+                    lambda obj, render=render: render(obj, self.admin_site.name)
+                )
+        raise AttributeError(name)
+
     def delete_model(self, request, obj) -> None:
-        for hook in self.before_delete:
+        for hook in session_admin_extensions.before_delete:
             hook(obj.pk)
         services.session_delete(session_id=obj.pk)
 
     def delete_queryset(self, request, queryset) -> None:
         for session_id in queryset.values_list("pk", flat=True):
-            for hook in self.before_delete:
+            for hook in session_admin_extensions.before_delete:
                 hook(session_id)
             services.session_delete(session_id=session_id)
 
@@ -480,7 +382,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
             )
             changes = agents.config_diff(version.config, latest.config)
             described = "; ".join(
-                f"{key}: {_compact(before)} → {_compact(after)}" for key, before, after in changes
+                f"{key}: {compact(before)} → {compact(after)}" for key, before, after in changes
             )
             self.message_user(
                 request,
@@ -562,38 +464,6 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                 for s in obj.snapshots.order_by("from_event_id")
             ),
         )
-
-
-def extend_session_admin(
-    *,
-    actions: Sequence[Callable] = (),
-    sections: Sequence[tuple[str, str, Callable[[Session, str], SafeString]]] = (),
-    before_delete: Callable[[Any], None] | None = None,
-) -> None:
-    """The hook the apps above this one use to add to the Session admin, from their admin.py.
-
-    ``actions``: admin actions (declare ``allowed_permissions``). ``sections``: read-only
-    sections ``(name, title, render(session, site_name))`` shown before the memory snapshots
-    (``site_name``: the admin site's, for ``admin_link``), so before the runs.
-    ``before_delete``: called with a session id before the session is deleted.
-    """
-    SessionAdmin.actions = [*SessionAdmin.actions, *actions]
-    for name, title, render in sections:
-        setattr(
-            SessionAdmin,
-            name,
-            admin.display(description=title.lower())(
-                lambda model_admin, obj, render=render: render(obj, model_admin.admin_site.name)
-            ),
-        )
-        at = next(i for i, s in enumerate(SessionAdmin.fieldsets) if s[0] == "Memory")
-        SessionAdmin.fieldsets = [
-            *SessionAdmin.fieldsets[:at],
-            (title, {"fields": [name]}),
-            *SessionAdmin.fieldsets[at:],
-        ]
-    if before_delete is not None:
-        SessionAdmin.before_delete = [*SessionAdmin.before_delete, before_delete]
 
 
 @admin.register(Event)
@@ -1057,3 +927,7 @@ class AgentAdmin(admin.ModelAdmin):
             "make_default_url": self._url("make_default", unquote(object_id)),
         }
         return super().change_view(request, object_id, form_url, extra_context)
+
+
+# The agents' memory pages (they build on ``base``).
+from . import memory  # noqa: E402, F401

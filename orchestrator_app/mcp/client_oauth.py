@@ -29,7 +29,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import httpx2 as httpx
 
 from .. import outbound
-from .mcp_client import AUTH_REQUIRED, McpFailure, rule, scheme_problem
+from .client import AUTH_REQUIRED, McpFailure, rule, scheme_problem
 
 HTTP_TIMEOUT_S = 15
 
