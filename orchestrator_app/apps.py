@@ -18,12 +18,16 @@ class OrchestratorAppConfig(AppConfig):
         from . import checks
         from .api.permissions import connect_invalidation
         from .loop.files import remote_delete
+        from .mcp import checks as mcp_checks
+        from .notifications import checks as notification_checks  # noqa: F401
+        from .schedules import checks as schedule_checks  # noqa: F401
+        from .webhooks import checks as webhook_checks  # noqa: F401
 
         # An agent version's model surface is refused where it is saved, as at startup.
         agents.add_config_check(checks.surface_problems)
         agents.add_config_check(checks.spend_cap_problems)
         # ... and so are MCP servers that are not registered.
-        agents.add_config_check(checks.mcp_server_problems)
+        agents.add_config_check(mcp_checks.mcp_server_problems)
 
         # Remote MCP servers' tools: a tool source of the registry (mcp/tools.py).
         from .mcp import tools as mcp_tools

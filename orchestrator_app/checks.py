@@ -1,4 +1,9 @@
-"""System checks with stable ids for the AHENTIC and Q_CLUSTER settings."""
+"""System checks with stable ids for the AHENTIC and Q_CLUSTER settings: the run engine's and
+the app's own. Each feature wing keeps its checks in its package (``mcp/checks.py``,
+``schedules/checks.py``, ``webhooks/checks.py``, ``notifications/checks.py``); ``apps.py``
+loads them. A check that reads rows is tagged ``Tags.database`` (Django runs it for
+``migrate``, ``check --database``, and the test runner) and reads nothing without a
+database."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ ADMIN_BASE_TEMPLATE = "admin/base_site.html"
 _BACKOFF_SLACK_S = 8
 
 
-def _at_least(value, minimum, *, whole: bool = True) -> bool:
+def at_least(value, minimum, *, whole: bool = True) -> bool:
     """Whether a setting's value is a number of at least ``minimum``: an int when ``whole``,
     else an int or a float; never a bool (True is an int to Python)."""
     kinds = int if whole else (int, float)
@@ -260,7 +265,7 @@ def _attachment_errors() -> list:
         value = getattr(ahentic_settings, key)
         if key == "ATTACHMENT_QUOTA_BYTES" and value is None:
             continue  # no quota
-        if not _at_least(value, 1):
+        if not at_least(value, 1):
             errors.append(Error(f"AHENTIC[{key!r}] must be a positive integer.", id="ahentic.E008"))
     if not isinstance(ahentic_settings.FILES_API, bool):
         errors.append(
@@ -271,7 +276,7 @@ def _attachment_errors() -> list:
             )
         )
     threshold = ahentic_settings.FILES_API_MIN_BYTES
-    if not _at_least(threshold, 0):
+    if not at_least(threshold, 0):
         errors.append(
             Error(
                 "AHENTIC['FILES_API_MIN_BYTES'] must be an integer of 0 or more.",
@@ -389,9 +394,10 @@ def _spend_cap_errors(conf, where) -> list:
     return []
 
 
-@register()
-def check_agents(app_configs=None, **kwargs):
-    """The agents' rows (``sessions_app.agents``), checked as the settings are: E023 a latest
+@register(Tags.database)
+def check_agents(app_configs=None, databases=None, **kwargs):
+    """The agents' rows (``sessions_app.agents``; run with the database checks: ``migrate``,
+    ``check --database default``, the test runner; reads nothing otherwise): E023 a latest
     version whose configuration ``agents.clean_config`` refuses, E024 an active agent without a
     version, E020-E022 its model surface, E028/W011 a spend cap on models without prices, W006 tools (``TOOLS``, ``APPROVAL``) that are not in
     the registry, W007 no default agent, W008 a ``ROSTER`` naming no agent. Skipped before
@@ -405,6 +411,8 @@ def check_agents(app_configs=None, **kwargs):
 
     from .tools import all_tools
 
+    if not databases:
+        return []
     latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number")
     try:
         rows = list(
@@ -477,200 +485,6 @@ def check_agents(app_configs=None, **kwargs):
                     f"{label}'s ROSTER names agents that do not exist: {', '.join(strangers)}.",
                     hint="List slugs of existing agents.",
                     id="ahentic.W008",
-                )
-            )
-    return messages
-
-
-@register()
-def check_schedules(app_configs=None, **kwargs):
-    """Scheduled runs (``control.schedules``): E025 ``SCHEDULE_GRACE_S`` under a minute (a
-    tick runs once a minute, so due times would be missed), E026 ``SCHEDULE_MAX_FAILURES`` not
-    a positive whole number, E027 a stored schedule whose cron expression or time zone is
-    invalid (written outside the admin), W009 active schedules and no django-q2 schedule for
-    the tick (nothing fires them), W010 an active schedule whose user may not use its agent
-    (each firing fails until it pauses itself). The rows are skipped before ``migrate``."""
-    from django.core.exceptions import ValidationError
-    from django.db.utils import OperationalError, ProgrammingError
-
-    from .models import Schedule, validate_cron, validate_time_zone
-    from .schedules import services as schedules
-
-    messages = []
-    grace = ahentic_settings.SCHEDULE_GRACE_S
-    if not _at_least(grace, 60):
-        messages.append(
-            Error(
-                f"AHENTIC['SCHEDULE_GRACE_S'] must be a whole number of seconds, at least 60 "
-                f"(it is {grace!r}).",
-                hint="The tick runs once a minute: a shorter window misses due times.",
-                id="ahentic.E025",
-            )
-        )
-    failures = ahentic_settings.SCHEDULE_MAX_FAILURES
-    if not _at_least(failures, 1):
-        messages.append(
-            Error(
-                f"AHENTIC['SCHEDULE_MAX_FAILURES'] must be a positive whole number "
-                f"(it is {failures!r}).",
-                id="ahentic.E026",
-            )
-        )
-    try:
-        active = list(
-            Schedule.objects.filter(paused=False).select_related("agent", "agent_version", "run_as")
-        )
-    except (OperationalError, ProgrammingError):
-        return messages  # no tables yet (before migrate)
-    for schedule in active:
-        label = f"Schedule {schedule.name!r} ({schedule.pk})"
-        try:
-            validate_cron(schedule.cron)
-            validate_time_zone(schedule.time_zone)
-        except ValidationError as error:
-            messages.append(
-                Error(
-                    f"{label}: {' '.join(error.messages)}",
-                    hint="Correct it in the admin; until then it never fires.",
-                    id="ahentic.E027",
-                )
-            )
-            continue
-        found = schedules.refusal(schedule)
-        if isinstance(found, schedules.Refusal):
-            messages.append(
-                Warning(
-                    f"{label} cannot run: {found.message}",
-                    hint="Give its user the permission, choose another user or agent, or pause it.",
-                    id="ahentic.W010",
-                )
-            )
-    if active and not _tick_scheduled():
-        messages.append(
-            Warning(
-                "There are active schedules but no django-q2 schedule runs "
-                "orchestrator_app.schedules.tasks.schedule_tick: nothing fires them.",
-                hint="Run migrate (orchestrator_app 0006 creates it), or add a django-q2 "
-                "schedule calling it every minute.",
-                id="ahentic.W009",
-            )
-        )
-    return messages
-
-
-def _tick_scheduled() -> bool:
-    from django_q.models import Schedule as QSchedule
-
-    return QSchedule.objects.filter(func="orchestrator_app.schedules.tasks.schedule_tick").exists()
-
-
-def mcp_server_problems(conf) -> list[str]:
-    """An agent version's ``MCP_SERVERS`` naming servers that are not registered, as messages
-    (registered with ``agents.add_config_check``: refused where a version is saved; W017 reports
-    them for versions saved before a server was deleted)."""
-    from .models import McpServer
-
-    named = conf.config.get("MCP_SERVERS") or []
-    if not named:
-        return []
-    known = set(McpServer.objects.filter(slug__in=named).values_list("slug", flat=True))
-    unknown = sorted(set(named) - known)
-    if not unknown:
-        return []
-    return [f"MCP_SERVERS: no registered MCP server named {', '.join(unknown)}."]
-
-
-@register()
-def check_mcp(app_configs=None, **kwargs):
-    """The MCP client (docs/howto/mcp-client.md): E034 credentials exist, a server takes
-    per-user or site credentials, or webhook endpoints exist, and ``VAULT_KEYS`` is empty; E035
-    ``VAULT_KEYS`` is not a list of Fernet keys; E036 a vault key is the ``SECRET_KEY``;
-    W017 ``MCP_SERVERS`` (the settings' or an agent's latest version) names no registered
-    server; W018 an active server's URL the client refuses (https, or http to a local address
-    with ``MCP_ALLOW_INSECURE_LOCAL``). Skipped before ``migrate``."""
-    from django.db.models import OuterRef, Subquery
-    from django.db.utils import OperationalError, ProgrammingError
-
-    from sessions_app.models import Agent, AgentVersion
-
-    from . import vault
-    from .mcp.client import url_problem
-    from .models import McpCredential, McpServer, WebhookEndpoint
-
-    messages = []
-    problem = vault.key_problem()
-    if problem:
-        messages.append(
-            Error(
-                problem,
-                hint="Generate one with Fernet.generate_key() (cryptography).",
-                id="ahentic.E035",
-            )
-        )
-    keys = ahentic_settings.VAULT_KEYS if not problem else []
-    if settings.SECRET_KEY and any(
-        k in (settings.SECRET_KEY, settings.SECRET_KEY.encode()) for k in keys
-    ):
-        messages.append(
-            Error(
-                "AHENTIC['VAULT_KEYS'] holds the SECRET_KEY.",
-                hint="Use keys of their own, so rotating one does not touch the other.",
-                id="ahentic.E036",
-            )
-        )
-    latest = AgentVersion.objects.filter(agent=OuterRef("pk")).order_by("-number")
-    try:
-        servers = list(McpServer.objects.order_by("slug"))
-        needs_key = McpCredential.objects.filter(revoked_at__isnull=True).exists() or any(
-            s.auth != McpServer.Auth.NONE for s in servers
-        )
-        hooks_need_key = WebhookEndpoint.objects.exists()
-        configs = list(
-            Agent.objects.filter(active=True)
-            .annotate(config=Subquery(latest.values("config")[:1]))
-            .values_list("slug", "config")
-        )
-    except (OperationalError, ProgrammingError):
-        return messages  # no tables yet (before migrate)
-    if (needs_key or hooks_need_key) and not ahentic_settings.VAULT_KEYS:
-        holders = [
-            *(["MCP servers take credentials"] if needs_key else []),
-            *(["webhook endpoints have signing secrets"] if hooks_need_key else []),
-        ]
-        messages.append(
-            Error(
-                f"{' and '.join(holders).capitalize()} but AHENTIC['VAULT_KEYS'] is empty: "
-                "they cannot be stored or read.",
-                hint="Set AHENTIC['VAULT_KEYS'] = [<Fernet.generate_key()>] from the "
-                "environment (never the SECRET_KEY).",
-                id="ahentic.E034",
-            )
-        )
-    known = {server.slug for server in servers}
-    named = [("AHENTIC['MCP_SERVERS']", ahentic_settings.MCP_SERVERS or [])]
-    named += [
-        (f"Agent {slug!r}", (config or {}).get("MCP_SERVERS") or [])
-        for slug, config in configs
-        if isinstance(config, dict)
-    ]
-    for label, slugs in named:
-        unknown = sorted(set(slugs) - known) if isinstance(slugs, list) else []
-        if unknown:
-            messages.append(
-                Warning(
-                    f"{label} names MCP servers that are not registered: {', '.join(unknown)}.",
-                    hint="Register them in the admin (MCP servers) or remove the names.",
-                    id="ahentic.W017",
-                )
-            )
-    for server in servers:
-        refused = url_problem(server.url) if server.active else None
-        if refused:
-            messages.append(
-                Warning(
-                    f"MCP server {server.slug!r}: {refused} Its tools are not offered.",
-                    hint="Use the server's https:// URL.",
-                    id="ahentic.W018",
                 )
             )
     return messages
@@ -749,143 +563,6 @@ def check_local_base_url(app_configs=None, **kwargs):
     ]
 
 
-# Seconds a webhook attempt may need past its timeout (resolving, TLS, writing the outcome).
-_WEBHOOK_SLACK_S = 30
-
-
-def _webhook_errors() -> list:
-    wanted = {
-        "WEBHOOK_TIMEOUT_S": (0.001, False, "a positive number of seconds"),
-        "WEBHOOK_MAX_ATTEMPTS": (1, True, "an integer of at least 1"),
-        "WEBHOOK_DISABLE_AFTER": (0, True, "an integer of at least 0 (0: never disable)"),
-        "WEBHOOK_BACKOFF_S": (0, False, "a number of seconds of at least 0"),
-        "WEBHOOK_LOG_DAYS": (0, True, "an integer of at least 0 (0: keep every delivery)"),
-    }
-    return [
-        Error(f"AHENTIC[{key!r}] must be {words}.", id="ahentic.E032")
-        for key, (minimum, integer, words) in wanted.items()
-        if not _at_least(getattr(ahentic_settings, key), minimum, whole=integer)
-    ]
-
-
-@register()
-def check_webhooks(app_configs=None, **kwargs):
-    """E032: a webhook setting out of range. E033: an attempt could outlast the django-q2
-    task timeout, which would kill the worker mid-request and retry it only after the claim
-    runs out."""
-    errors = _webhook_errors()
-    if errors:
-        return errors
-    q_cluster = getattr(settings, "Q_CLUSTER", {}) or {}
-    q_timeout = q_cluster.get("timeout")
-    cluster = ahentic_settings.WEBHOOK_CLUSTER
-    if cluster and cluster != q_cluster.get("name"):
-        alt = (q_cluster.get("ALT_CLUSTERS") or {}).get(cluster)
-        if isinstance(alt, dict):
-            q_timeout = alt.get("timeout", q_timeout)
-    needed = ahentic_settings.WEBHOOK_TIMEOUT_S + _WEBHOOK_SLACK_S
-    if q_timeout is not None and q_timeout < needed:
-        errors.append(
-            Error(
-                f"Q_CLUSTER['timeout'] ({q_timeout}s) is shorter than a webhook attempt may "
-                f"take (WEBHOOK_TIMEOUT_S plus {_WEBHOOK_SLACK_S}s).",
-                hint="Lower AHENTIC['WEBHOOK_TIMEOUT_S'] or raise Q_CLUSTER timeout/retry.",
-                id="ahentic.E033",
-            )
-        )
-    return errors
-
-
-@register()
-def check_webhook_cluster(app_configs=None, **kwargs):
-    """E049: ``WEBHOOK_CLUSTER`` is not a string. W024: it names a cluster that Q_CLUSTER has
-    no ``ALT_CLUSTERS`` entry for: ``Q_CLUSTER_NAME=<name> manage.py qcluster`` needs one to
-    start, and without a running cluster of that name no delivery is ever attempted."""
-    cluster = ahentic_settings.WEBHOOK_CLUSTER
-    if not isinstance(cluster, str):
-        return [
-            Error(
-                f"AHENTIC['WEBHOOK_CLUSTER'] must be a django-q2 cluster name, not {cluster!r}.",
-                hint='"" runs deliveries on the site\'s own cluster.',
-                id="ahentic.E049",
-            )
-        ]
-    q_cluster = getattr(settings, "Q_CLUSTER", {}) or {}
-    if not cluster or cluster == q_cluster.get("name"):
-        return []
-    alt = q_cluster.get("ALT_CLUSTERS")
-    if isinstance(alt, dict) and isinstance(alt.get(cluster), dict):
-        return []
-    return [
-        Warning(
-            f"AHENTIC['WEBHOOK_CLUSTER'] is {cluster!r}, but Q_CLUSTER has no ALT_CLUSTERS "
-            "entry of that name: that cluster cannot start, and deliveries wait for it.",
-            hint=f'Add Q_CLUSTER["ALT_CLUSTERS"] = {{"{cluster}": {{"workers": 1}}}} and run '
-            f"Q_CLUSTER_NAME={cluster} manage.py qcluster beside the site's cluster.",
-            id="ahentic.W024",
-        )
-    ]
-
-
-@register()
-def check_notifications(app_configs=None, **kwargs):
-    """E030: NOTIFY_APPROVAL_AFTER_S is not a whole number of seconds >= 0. E031: SITE_URL is
-    not an absolute http(s) URL. W013: approval mails are on but their links can only be
-    relative (no SITE_URL and no django.contrib.sites)."""
-    from urllib.parse import urlsplit
-
-    errors = []
-    delay = ahentic_settings.NOTIFY_APPROVAL_AFTER_S
-    if not _at_least(delay, 0):
-        errors.append(
-            Error(
-                f"AHENTIC['NOTIFY_APPROVAL_AFTER_S'] must be a whole number of seconds >= 0, "
-                f"not {delay!r}.",
-                hint="300 mails after five minutes; 0 turns approval mails off.",
-                id="ahentic.E030",
-            )
-        )
-        delay = 0
-    site_url = ahentic_settings.SITE_URL
-    if site_url:
-        parts = urlsplit(str(site_url)) if isinstance(site_url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            errors.append(
-                Error(
-                    f"AHENTIC['SITE_URL'] must be an absolute http(s) URL, not {site_url!r}.",
-                    hint='The address of a page that shows the sidebar, e.g. "https://example.com/".',
-                    id="ahentic.E031",
-                )
-            )
-    elif delay and not apps.is_installed("django.contrib.sites"):
-        errors.append(
-            Warning(
-                "Approval mails are on but their links to the chat are relative: AHENTIC has "
-                "no SITE_URL and django.contrib.sites is not installed.",
-                hint='Set AHENTIC["SITE_URL"] to the address of a page that shows the sidebar.',
-                id="ahentic.W013",
-            )
-        )
-    return errors
-
-
-@register(Tags.security, deploy=True)
-def check_webhook_private_addresses(app_configs=None, **kwargs):
-    """W015 (``check --deploy``): with ``DEBUG`` off, webhook URLs may reach the server's own
-    network (loopback, private and link-local addresses: a metadata service, internal admin
-    pages), which anyone who can edit an endpoint could point a request at."""
-    if settings.DEBUG or not ahentic_settings.WEBHOOK_ALLOW_PRIVATE:
-        return []
-    return [
-        Warning(
-            "AHENTIC['WEBHOOK_ALLOW_PRIVATE'] is True while DEBUG is False: webhook URLs may "
-            "reach private and loopback addresses.",
-            hint="Turn it off in production unless the receivers live on the private network.",
-            id="ahentic.W015",
-        )
-    ]
-
-
 @register()
 def check_outbound_networks(app_configs=None, **kwargs):
     """E043: ``OUTBOUND_ALLOWED_NETWORKS`` is not a list of networks (CIDR strings such as
@@ -932,85 +609,11 @@ def check_outbound_private_addresses(app_configs=None, **kwargs):
     ]
 
 
-# Cache backends whose entries one process cannot see from another.
-PROCESS_LOCAL_CACHES = (
-    "django.core.cache.backends.locmem.LocMemCache",
-    "django.core.cache.backends.dummy.DummyCache",
-)
-
-
-@register(deploy=True)
-def check_notification_cache(app_configs=None, **kwargs):
-    """W014 (``check --deploy``): approval mails are on and the default cache is per process,
-    so the worker that decides to mail never sees the sidebar's polls (notifications.py)."""
-    delay = ahentic_settings.NOTIFY_APPROVAL_AFTER_S
-    backend = (getattr(settings, "CACHES", {}).get("default") or {}).get(
-        "BACKEND", PROCESS_LOCAL_CACHES[0]
-    )
-    if not delay or backend not in PROCESS_LOCAL_CACHES:
-        return []
-    return [
-        Warning(
-            f"Approval mails are on, and the default cache ({backend.rsplit('.', 1)[-1]}) is "
-            "not shared between processes: the worker never sees that the user watches the "
-            "chat, so every approval waiting NOTIFY_APPROVAL_AFTER_S is mailed.",
-            hint="Use a shared cache (Redis, Memcached, the database cache), or set "
-            'AHENTIC["NOTIFY_APPROVAL_AFTER_S"] to 0.',
-            id="ahentic.W014",
-        )
-    ]
-
-
-@register()
-def check_mcp_server(app_configs=None, **kwargs):
-    """The MCP endpoint's settings (docs/howto/mcp-server.md): ``MCP_SERVER`` a bool
-    (E038), ``MCP_CALL_WAIT_S`` a number of seconds >= 0 (E039); over 60 s a tools/call holds a
-    web worker that long (W020); ``MCP_TOKENS_PER_USER`` a whole number >= 1 or None (E050)."""
-    errors = []
-    if not isinstance(ahentic_settings.MCP_SERVER, bool):
-        errors.append(
-            Error(
-                "AHENTIC['MCP_SERVER'] must be True or False.",
-                hint="True serves the MCP endpoint (ahentic/v1/mcp); False answers 404 there.",
-                id="ahentic.E038",
-            )
-        )
-    wait = ahentic_settings.MCP_CALL_WAIT_S
-    if not _at_least(wait, 0, whole=False):
-        errors.append(
-            Error(
-                "AHENTIC['MCP_CALL_WAIT_S'] must be a number of seconds, 0 or more.",
-                hint="How long a tools/call waits for the tool's answer (default 20).",
-                id="ahentic.E039",
-            )
-        )
-    elif wait > 60:
-        errors.append(
-            Warning(
-                f"AHENTIC['MCP_CALL_WAIT_S'] is {wait} s: each MCP tools/call may hold a web "
-                "worker that long.",
-                hint="Keep it at 60 or less; a client calls again to get a slower answer.",
-                id="ahentic.W020",
-            )
-        )
-    cap = ahentic_settings.MCP_TOKENS_PER_USER
-    if cap is not None and not _at_least(cap, 1):
-        errors.append(
-            Error(
-                f"AHENTIC['MCP_TOKENS_PER_USER'] must be a whole number of at least 1 or None, "
-                f"not {cap!r}.",
-                hint="20 lets each user hold twenty live tokens; None sets no cap.",
-                id="ahentic.E050",
-            )
-        )
-    return errors
-
-
 @register()
 def check_history(app_configs=None, **kwargs):
     """E042: HISTORY_UNDO_S is not a whole number of seconds >= 0."""
     window = ahentic_settings.HISTORY_UNDO_S
-    if _at_least(window, 0):
+    if at_least(window, 0):
         return []
     return [
         Error(
@@ -1050,3 +653,34 @@ def check_otel_capture_content_deploy(app_configs=None, **kwargs):
             id="ahentic.W026",
         )
     ]
+
+
+@register()
+def check_vault(app_configs=None, **kwargs):
+    """The vault's keys (``vault.py``: MCP credentials, webhook secrets): E035 ``VAULT_KEYS``
+    is not a list of Fernet keys; E036 a vault key is the ``SECRET_KEY``. E034 (secrets to
+    keep and no key) reads rows: ``mcp/checks.py``."""
+    from . import vault
+
+    messages = []
+    problem = vault.key_problem()
+    if problem:
+        messages.append(
+            Error(
+                problem,
+                hint="Generate one with Fernet.generate_key() (cryptography).",
+                id="ahentic.E035",
+            )
+        )
+    keys = ahentic_settings.VAULT_KEYS if not problem else []
+    if settings.SECRET_KEY and any(
+        k in (settings.SECRET_KEY, settings.SECRET_KEY.encode()) for k in keys
+    ):
+        messages.append(
+            Error(
+                "AHENTIC['VAULT_KEYS'] holds the SECRET_KEY.",
+                hint="Use keys of their own, so rotating one does not touch the other.",
+                id="ahentic.E036",
+            )
+        )
+    return messages

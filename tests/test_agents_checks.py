@@ -11,12 +11,12 @@ from django.db import OperationalError, connection
 from sessions_app import agents
 from sessions_app.models import Agent, AgentVersion
 
-# As tests/test_checks.py: run_checks() may ask every database about its features.
+# As tests/test_checks.py: run_checks(databases=["default"]) may ask every database about its features.
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 def found(check_id: str) -> list[str]:
-    return [m.msg for m in run_checks() if m.id == check_id]
+    return [m.msg for m in run_checks(databases=["default"]) if m.id == check_id]
 
 
 def agent_with(config, slug="helper") -> Agent:
@@ -28,7 +28,7 @@ def agent_with(config, slug="helper") -> Agent:
 
 
 def test_the_default_agent_from_the_migration_passes():
-    assert {m.id for m in run_checks() if m.id.startswith("ahentic.")} == set()
+    assert {m.id for m in run_checks(databases=["default"]) if m.id.startswith("ahentic.")} == set()
 
 
 def test_a_latest_version_with_an_invalid_configuration_is_an_error():
@@ -97,11 +97,14 @@ def test_a_thinking_budget_is_checked_against_the_versions_own_output_limit():
     assert found("ahentic.E020")
 
 
-def test_manage_py_check_reports_agent_errors():
+def test_manage_py_check_database_reports_agent_errors_and_plain_check_reads_no_rows():
     agent_with({"EFFORT": "extreme"})
 
+    # The agents' rows are a database check: `check --database default` (and migrate) report
+    # them; a plain `check` (every management command's) reads no rows.
     with pytest.raises(SystemCheckError, match="ahentic.E021"):
-        call_command("check", stdout=StringIO(), stderr=StringIO())
+        call_command("check", databases=["default"], stdout=StringIO(), stderr=StringIO())
+    call_command("check", stdout=StringIO(), stderr=StringIO())
 
 
 def test_the_checks_skip_the_agents_before_migrate():

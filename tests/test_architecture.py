@@ -15,6 +15,10 @@ LAYER = {"sessions_app": 0, "artifacts_app": 1, "orchestrator_app": 2}
 # imports modules of its own layer and of the layers below it, never one above; every module
 # falls in one. An entry names a module or a package (and so its submodules); the app's own
 # package (its __init__) is the app's base.
+# A wing's modules that are entry points: its admin pages, REST views, checks, the MCP endpoint.
+REST_PARTS = ("api", "api_tokens", "server")
+ENTRY_PARTS = ("admin", "admin_tokens", "api", "api_tokens", "checks", "server", "tasks")
+WINGS = ("mcp", "schedules", "webhooks", "notifications", "spend")
 APP_LAYERS = {
     "sessions_app": (
         ("base", ("conf", "errors", "db", "media", "tokens", "versioned")),
@@ -23,7 +27,7 @@ APP_LAYERS = {
             "writers and readers",
             ("runstate", "services", "attachments", "window", "agents", "memory"),
         ),
-        ("Django hooks", ("admin", "admin_caps", "admin_memory", "admin_runs", "apps")),
+        ("Django hooks", ("admin", "apps")),
     ),
     "artifacts_app": (
         ("models", ("models",)),
@@ -31,13 +35,14 @@ APP_LAYERS = {
         ("Django hooks", ("admin", "apps")),
     ),
     "orchestrator_app": (
-        # The Messages API seam, the app's models, its client errors, the skill files, the JSON
-        # nesting limit, the credential vault, the outbound-address policy: what every layer
-        # above may use.
+        # The Messages API seam, the app's models (and the wings' models, which it loads), its
+        # client errors, the skill files, the JSON nesting limit, the credential vault, the
+        # outbound-address policy: what every layer above may use.
         (
             "base",
             (
                 "models",
+                *(f"{wing}.models" for wing in WINGS),
                 "llm",
                 "errors",
                 "skills",
@@ -48,24 +53,20 @@ APP_LAYERS = {
                 "telemetry",  # OpenTelemetry: spans, metrics, the trace context of a task
             ),
         ),
+        # The run engine, which imports no feature wing.
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
         ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
-        ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
+        ("tools", ("tools",)),  # the registry, its tool sources, the built-ins, the admin bridge
         ("step loop", ("loop",)),  # a step: request, model turn, tool pipeline, decisions
-        ("webhooks", ("webhooks",)),  # events to delivery rows, signed POSTs, retries
-        ("notifications", ("notifications",)),  # mails: receivers of the signals, their tasks
+        # The feature wings: each plugs into the engine through the tool-source registry and
+        # the public signals. Their entry points (admin, api, checks, server) sit on top.
+        ("features", WINGS),
         (
             "entry points",
             (
                 "api",
                 "admin",
-                "admin_spend",  # the spend page (a chart of the ledger)
-                "admin_mixins",  # the stale change-form mixin a host's ModelAdmin opts into
-                "admin_webhooks",  # webhook endpoints and deliveries
-                "admin_notifications",  # the mail log and the users' opt-outs
-                "admin_schedules",  # scheduled runs and their log
-                "admin_mcp_tokens",  # the MCP endpoint's tokens
-                "admin_mcp",  # MCP servers, tool settings, credentials
+                *(f"{wing}.{part}" for wing in WINGS for part in ENTRY_PARTS),
                 "tasks",
                 "urls",
                 "jsi18n",  # the sidebar's JavaScript catalog
@@ -79,6 +80,7 @@ APP_LAYERS = {
         ),
     ),
 }
+
 # Test doubles: the local Messages API and the offline model. Apart from tests, only the
 # management commands that serve them (ahentic_demo, ahentic_localapi) import them.
 TEST_DOUBLES = "orchestrator_app.testing"
@@ -193,14 +195,18 @@ def _within(name: str, prefix: str) -> bool:
 
 
 def _layer(module: str) -> int | None:
-    """The index of ``module``'s layer in its app (the app's package itself: 0), else None."""
+    """The index of ``module``'s layer in its app (the app's package itself: 0), else None.
+    The longest entry that holds the module decides (``mcp.models`` before ``mcp``)."""
     app = module.split(".")[0]
     if module == app:
         return 0
-    for index, (_, members) in enumerate(APP_LAYERS[app]):
-        if any(_within(module, f"{app}.{member}") for member in members):
-            return index
-    return None
+    found = [
+        (len(member), index)
+        for index, (_, members) in enumerate(APP_LAYERS[app])
+        for member in members
+        if _within(module, f"{app}.{member}")
+    ]
+    return max(found)[1] if found else None
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -221,6 +227,64 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if name not in state:
             visit(name, [name])
     return cycles
+
+
+def _wing_rest_module(name: str) -> bool:
+    """A wing's REST views and the MCP endpoint build on the REST layer (its permissions,
+    errors, parsers)."""
+    return any(name == f"orchestrator_app.{wing}.{part}" for wing in WINGS for part in REST_PARTS)
+
+
+ENGINE = tuple(f"orchestrator_app.{part}" for part in ("ledger", "control", "tools", "loop"))
+
+
+def test_the_run_engine_imports_no_feature_wing():
+    """The ledger, run control, the tool registry and the step loop never import a wing
+    (models included: they reach rows through ``orchestrator_app.models``, if at all);
+    wings plug in through the tool-source registry and the public signals."""
+    wrong = []
+    for name, imported in sorted(_import_graph().items()):
+        if not any(_within(name, engine) for engine in ENGINE):
+            continue
+        for target in sorted(imported):
+            if any(_within(target, f"orchestrator_app.{wing}") for wing in WINGS):
+                wrong.append(f"{name} imports {target}")
+    assert wrong == []
+
+
+def _package_circles() -> list[str]:
+    """A package whose ``__init__`` imports one of its modules (at any depth, function-level
+    imports too) while that module imports a name defined in the ``__init__``: a circle
+    Python resolves only by the order in which the two run."""
+    modules = _app_modules()
+    graph = _import_graph()
+    circles = []
+    for package, path in modules.items():
+        if path.name != "__init__.py":
+            continue
+        for submodule in sorted(graph[package]):
+            if not submodule.startswith(package + "."):
+                continue
+            source = modules[submodule].read_text()
+            base = submodule if modules[submodule].name == "__init__.py" else submodule
+            base = base.rpartition(".")[0] if modules[submodule].name != "__init__.py" else base
+            for node in ast.walk(ast.parse(source)):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                if node.level:
+                    parts = base.split(".")
+                    parts = parts[: len(parts) - node.level + 1]
+                    target = ".".join(parts + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                names = [a.name for a in node.names if f"{target}.{a.name}" not in modules]
+                if target == package and names:
+                    circles.append(f"{package} <-> {submodule} ({', '.join(names)})")
+    return circles
+
+
+def test_no_package_imports_a_module_that_imports_the_package_back():
+    assert _package_circles() == []
 
 
 def test_no_module_of_the_apps_imports_one_that_imports_it_back():
@@ -269,6 +333,11 @@ def test_imports_point_down_only_and_only_llm_imports_anthropic():
             doubles_user = any(_within(name, m) for m in (TEST_DOUBLES, *TEST_DOUBLE_USERS))
             if _within(imported, TEST_DOUBLES) and not doubles_user:
                 wrong.append(f"{name} imports the test doubles ({imported})")
-            if _within(imported, API) and not _within(name, API) and name not in API_USERS:
+            if (
+                _within(imported, API)
+                and not _within(name, API)
+                and name not in API_USERS
+                and not _wing_rest_module(name)
+            ):
                 wrong.append(f"{name} imports the REST layer ({imported})")
     assert wrong == []

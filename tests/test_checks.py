@@ -3,14 +3,14 @@
 import pytest
 from django.core.checks import run_checks
 
-# run_checks() runs what `manage.py check` runs; since Django 6.0 that includes the model
+# run_checks(databases=["default"]) runs what `manage.py check` runs; since Django 6.0 that includes the model
 # checks that ask each database about its features (JSONField support), so it needs the
 # test databases, all of them (tests/settings.py has a second one for the router test).
 pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 def ids():
-    return {message.id for message in run_checks() if message.id.startswith("ahentic.")}
+    return {message.id for message in run_checks(databases=["default"]) if message.id.startswith("ahentic.")}
 
 
 def test_the_test_settings_pass_every_check():
@@ -135,7 +135,7 @@ def test_relative_mail_links_are_w013_unless_the_sites_framework_or_site_url_is_
 
 def test_a_per_process_cache_with_approval_mails_is_w014_on_deploy(settings):
     def deploy_ids():
-        return {m.id for m in run_checks(include_deployment_checks=True)}
+        return {m.id for m in run_checks(include_deployment_checks=True, databases=["default"])}
 
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     assert "ahentic.W014" in deploy_ids()
@@ -156,7 +156,7 @@ def test_otel_capture_content_must_be_a_bool_e053(settings):
 
 def test_otel_content_capture_in_production_is_w026_on_deploy(settings):
     def deploy_ids():
-        return {m.id for m in run_checks(include_deployment_checks=True)}
+        return {m.id for m in run_checks(include_deployment_checks=True, databases=["default"])}
 
     settings.AHENTIC = {**settings.AHENTIC, "OTEL_CAPTURE_CONTENT": True}
     settings.DEBUG = False
@@ -164,3 +164,22 @@ def test_otel_content_capture_in_production_is_w026_on_deploy(settings):
     assert "ahentic.W026" not in ids()  # a deployment concern only
     settings.AHENTIC = {**settings.AHENTIC, "OTEL_CAPTURE_CONTENT": False}
     assert "ahentic.W026" not in deploy_ids()
+
+
+def test_manage_py_check_reads_no_rows_and_the_database_checks_do():
+    """``manage.py check`` (no database) reads none of the app's rows; the checks that read
+    rows are tagged ``database`` and run for ``migrate``, ``check --database`` and the test
+    runner."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.models import Agent
+
+    Agent.objects.create(slug="empty", name="Empty", active=True)  # no version: E024
+    with CaptureQueriesContext(connection) as plain:
+        found = {m.id for m in run_checks() if m.id.startswith("ahentic.")}
+    read = [q["sql"] for q in plain.captured_queries]
+    assert [sql for sql in read if "sessions_app_" in sql or "orchestrator_app_" in sql] == []
+    assert [sql for sql in read if "django_q_" in sql] == []
+    assert "ahentic.E024" not in found
+    assert "ahentic.E024" in {m.id for m in run_checks(databases=["default"])}

@@ -387,7 +387,7 @@ def test_an_httpx_client_follows_no_redirect_and_refuses_a_hop_to_a_refused_addr
 
 
 def check_ids(**kwargs) -> list[str]:
-    return [m.id for m in run_checks(**kwargs)]
+    return [m.id for m in run_checks(databases=["default"], **kwargs)]
 
 
 def test_an_allowed_network_that_is_not_a_network_is_a_system_error(db, ahentic):

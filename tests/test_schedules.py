@@ -578,7 +578,7 @@ def test_the_admin_refuses_a_schedule_whose_user_may_not_use_the_agent(
 def check_ids() -> set[str]:
     from django.core.checks import run_checks
 
-    return {m.id for m in run_checks() if m.id.startswith("ahentic.")}
+    return {m.id for m in run_checks(databases=["default"]) if m.id.startswith("ahentic.")}
 
 
 @pytest.mark.django_db(databases="__all__")

@@ -24,7 +24,7 @@ pytestmark = [
 
 
 def preferences(user) -> dict:
-    from orchestrator_app.notifications.services import services as notifications
+    from orchestrator_app.notifications import services as notifications
 
     found = notifications.preference_for(user)
     return {"approvals": found.approvals_mail, "schedules": found.schedules_mail}
@@ -66,7 +66,7 @@ def test_the_settings_panel_turns_a_mail_off_and_the_api_reflects_it(page, llm, 
 
 
 def test_a_mail_link_opens_its_chat_in_the_sidebar(page, llm, owner):  # noqa: F811
-    from orchestrator_app.notifications.services.services import chat_url
+    from orchestrator_app.notifications.services import chat_url
 
     from sessions_app import services
 

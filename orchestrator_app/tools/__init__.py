@@ -51,6 +51,7 @@ from sessions_app import agents
 from sessions_app.errors import ModelFacingError
 
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
+from .errors import ToolError
 
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Names of remote MCP servers' tools (``mcp/tools.py``, a tool source); no registered tool may take one.
@@ -90,14 +91,6 @@ class Summary(str):
     def unchanged(cls, text: str) -> Summary:
         """The preview of a write that would change nothing (a form with no changes)."""
         return cls(text, nothing_changed=True)
-
-
-class ToolError(ModelFacingError):
-    """A tool failure the model should see: ``{ok: false, error: code, message, hint?}``.
-
-    Tools may also let an ``ArtifactError`` or ``PlanError`` through: the pipeline converts
-    every ``ModelFacingError`` alike.
-    """
 
 
 @dataclass

@@ -9,4 +9,7 @@ the URLs staff registered in the admin.
 - ``transport``: the HTTP POST itself (``http.client``: no redirects, a timeout, http(s) only,
   private addresses refused by the outbound-address policy, ``orchestrator_app/outbound.py``,
   unless ``WEBHOOK_ALLOW_PRIVATE`` or ``OUTBOUND_ALLOW_PRIVATE``).
+- ``tasks``: the django-q2 entry points (one attempt, the sweep); ``models``, ``admin``,
+  ``checks`` as Django names them. Nothing is imported here: the app's models module loads
+  ``models`` early.
 """

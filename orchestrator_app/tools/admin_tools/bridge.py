@@ -41,7 +41,7 @@ from django.utils.html import strip_tags
 from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 
-from .. import ToolError
+from ..errors import ToolError
 
 # The app's own models are never offered: the agent must not edit its sessions or grants.
 OWN_APPS = ("sessions_app", "artifacts_app", "orchestrator_app")
