@@ -14,10 +14,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-from sessions_app.admin.runs import ROWS_PER_RUN, RUN_PAGE_ROWS, RUNS_PER_PAGE
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import services
+from sessions_app.admin.runs import ROWS_PER_RUN, RUN_PAGE_ROWS, RUNS_PER_PAGE
 from sessions_app.models import Event
 from sessions_app.services import TraceItem
 

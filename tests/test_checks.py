@@ -10,7 +10,11 @@ pytestmark = pytest.mark.django_db(databases="__all__")
 
 
 def ids():
-    return {message.id for message in run_checks(databases=["default"]) if message.id.startswith("ahentic.")}
+    return {
+        message.id
+        for message in run_checks(databases=["default"])
+        if message.id.startswith("ahentic.")
+    }
 
 
 def test_the_test_settings_pass_every_check():

@@ -20,8 +20,8 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from orchestrator_app.models import Notification
-from orchestrator_app.notifications import tasks as notification_tasks
 from orchestrator_app.notifications import services as notifications
+from orchestrator_app.notifications import tasks as notification_tasks
 from orchestrator_app.signals import schedule_run_finished, send_after_commit
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session

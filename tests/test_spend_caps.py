@@ -319,7 +319,9 @@ def test_a_cap_on_a_model_without_prices_is_a_system_check_error():
         config={"MODEL": MODEL, "SPEND_CAP_USD": 5},
     )
 
-    messages = [m for m in run_checks(databases=["default"]) if m.id in ("ahentic.E028", "ahentic.W011")]
+    messages = [
+        m for m in run_checks(databases=["default"]) if m.id in ("ahentic.E028", "ahentic.W011")
+    ]
 
     assert [(m.id, m.msg.split(" SPEND_CAP_USD")[0]) for m in messages] == [
         ("ahentic.W011", "Agent 'priced' v1"),  # its brain model has no prices

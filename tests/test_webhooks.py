@@ -638,7 +638,9 @@ def test_the_sweep_is_scheduled_every_minute(db):
 
 
 def check_ids() -> list[str]:
-    return [message.id for message in run_checks(include_deployment_checks=True, databases=["default"])]
+    return [
+        message.id for message in run_checks(include_deployment_checks=True, databases=["default"])
+    ]
 
 
 def test_a_webhook_setting_out_of_range_is_a_system_error(db, hooks):
