@@ -341,3 +341,49 @@ def test_imports_point_down_only_and_only_llm_imports_anthropic():
             ):
                 wrong.append(f"{name} imports the REST layer ({imported})")
     assert wrong == []
+
+
+SKIPPED_DIRS = {"migrations", "management", "templatetags", "locale", "static", "templates"}
+
+
+def _layout_rows() -> dict[str, str]:
+    """The layout page's table: its path cell -> its text."""
+    rows = {}
+    for line in (ROOT / "docs" / "development" / "layout.md").read_text().splitlines():
+        cells = line.split(" | ")
+        if line.startswith("| `") and len(cells) >= 2:
+            rows[cells[0].strip("| `")] = cells[1]
+    return rows
+
+
+def test_the_layout_page_names_every_module_in_its_folders_row():
+    """docs/development/layout.md has a row per folder of the apps, and each row names every
+    module and sub-folder in it (``name.py`` or ``name/``)."""
+    rows = _layout_rows()
+    missing = []
+    for app in APPS:
+        for folder in [ROOT / app, *sorted(p for p in (ROOT / app).rglob("*") if p.is_dir())]:
+            relative = folder.relative_to(ROOT)
+            if SKIPPED_DIRS & set(relative.parts) or "__pycache__" in relative.parts:
+                continue
+            if not (folder / "__init__.py").exists():
+                continue
+            key = f"{relative}/"
+            text = rows.get(key)
+            if text is None:
+                # A sub-folder listed in its parent's row (``tools/admin_tools/``).
+                parent = rows.get(f"{relative.parent}/", "")
+                if f"`{folder.name}/`" in parent:
+                    continue
+                missing.append(f"no row for {key}")
+                continue
+            for child in sorted(folder.iterdir()):
+                name = child.name
+                if child.is_dir() and (child / "__init__.py").exists():
+                    own_row = f"{key}{name}/" in rows
+                    if name not in SKIPPED_DIRS and not own_row and f"`{name}/`" not in text:
+                        missing.append(f"{key}{name}/")
+                elif child.suffix == ".py" and name not in ("__init__.py", "apps.py"):
+                    if f"`{name}`" not in text:
+                        missing.append(f"{key}{name}")
+    assert missing == [], missing
