@@ -65,7 +65,7 @@ class UsageRecord(models.Model):
 
 
 class Spend(UsageRecord):
-    """The ledger as the admin's spend chart (``admin_spend``): no table or permissions of its
+    """The ledger as the admin's spend chart (``spend/admin.py``): no table or permissions of its
     own; staff who may view the ledger (``orchestrator_app.view_usagerecord``) see it."""
 
     class Meta:

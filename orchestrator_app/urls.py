@@ -102,7 +102,7 @@ urlpatterns = [
         memory.MemoryViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="agent-memory-file",
     ),
-    # The user's mail preferences (api/notifications.py).
+    # The user's mail preferences (notifications/api.py).
     re_path(
         r"^me/notifications/?$",
         notifications.NotificationPreferenceViewSet.as_view(
@@ -110,7 +110,7 @@ urlpatterns = [
         ),
         name="me-notifications",
     ),
-    # The user's connections to MCP servers (api/mcp_connections.py).
+    # The user's connections to MCP servers (mcp/api.py).
     re_path(
         r"^mcp-servers/?$",
         mcp_connections.McpConnectionViewSet.as_view({"get": "overview"}),
@@ -134,7 +134,7 @@ urlpatterns = [
     re_path(r"^schema/?$", SchemaView.as_view(), name="schema"),
     # The sidebar's translations (jsi18n.py): a script, not REST, so not in the schema.
     re_path(r"^jsi18n/?$", javascript_catalog, name="jsi18n"),
-    # The site as an MCP server (api/mcp_server.py): JSON-RPC, not REST, so not in the schema.
+    # The site as an MCP server (mcp/server.py): JSON-RPC, not REST, so not in the schema.
     re_path(r"^mcp/?$", mcp_server.endpoint, name="mcp"),
     re_path(
         r"^mcp/oauth-protected-resource/?$",

@@ -16,7 +16,7 @@ from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.models import Event, EventRow, Session, open_tool_call_rows
 
-# The id of a call an MCP client made (``loop/mcp_calls.py``): its run ends with its answer.
+# The id of a call an MCP client made (``mcp/calls.py``): its run ends with its answer.
 MCP_CALL_PREFIX = "toolu_mcp_"
 # The key of the ``meta`` of the user turn an MCP call's run begins with (the token's name).
 MCP_META = "mcp"

@@ -1,4 +1,4 @@
-"""Tool calls from MCP clients (the site's MCP endpoint, ``api/mcp_server.py``), through the pipeline.
+"""Tool calls from MCP clients (the site's MCP endpoint, ``mcp/server.py``), through the pipeline.
 
 A call of a client becomes a tool call in one of the user's chats, titled
 ``MCP: <token name> <date>`` (one a token a day; a second one the same day while the first is

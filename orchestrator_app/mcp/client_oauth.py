@@ -12,7 +12,7 @@ policy (``orchestrator_app/outbound.py``): the addresses a server's metadata nam
 resolved and checked like the server's own, the connection goes to the checked address, and
 no redirect is followed.
 
-Pure HTTP with no database and no secrets in messages: ``tools/mcp.py`` stores what it returns
+Pure HTTP with no database and no secrets in messages: ``mcp/tools.py`` stores what it returns
 in the vault. Failures are ``McpFailure(AUTH_REQUIRED, ...)``, or
 ``McpFailure("ahentic_outbound_refused", ...)`` for an address the policy refuses.
 """

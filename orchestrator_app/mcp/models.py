@@ -8,7 +8,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-# --- the site as an MCP server (api/mcp_server.py) ---------------------------------------------
+# --- the site as an MCP server (mcp/server.py) ---------------------------------------------
 
 
 class McpTokenQuerySet(models.QuerySet):
@@ -20,10 +20,10 @@ class McpTokenQuerySet(models.QuerySet):
 
 
 class McpToken(models.Model):
-    """A user's bearer token for the site's MCP endpoint (``api/mcp_server.py``).
+    """A user's bearer token for the site's MCP endpoint (``mcp/server.py``).
 
     Only the SHA-256 of the token is stored: the token is shown once, when it is created
-    (``control/mcp_tokens.py``). ``prefix`` is its first characters, enough to recognise it in
+    (``mcp/tokens.py``). ``prefix`` is its first characters, enough to recognise it in
     a list."""
 
     user = models.ForeignKey(
@@ -89,7 +89,7 @@ class McpCall(models.Model):
         return f"{self.tool_name} {self.call_id}"
 
 
-# --- remote MCP servers the agent uses (tools/mcp.py) ---------------------------------------
+# --- remote MCP servers the agent uses (mcp/tools.py) ---------------------------------------
 
 
 class McpServer(models.Model):

@@ -9,12 +9,12 @@ notifications); the messages are built and checked with the ``mcp`` SDK's types,
 protocol revision the client negotiated (the ``MCP-Protocol-Version`` header).
 
 Authentication: ``Authorization: Bearer ahmcp_...``, a token the user made in the sidebar or
-staff made in the admin (``control/mcp_tokens.py``). Without a usable token: ``401`` with
+staff made in the admin (``mcp/tokens.py``). Without a usable token: ``401`` with
 ``WWW-Authenticate: Bearer resource_metadata=...`` (the MCP authorization spec), the document
 served by ``resource_metadata`` below. A user who may not use the agent: ``403``.
 
 The tools are those a chat of the user's default agent (``?agent=<slug>``: another agent the
-user may use) offers, run through the chat pipeline (``loop/mcp_calls.py``). Errors never
+user may use) offers, run through the chat pipeline (``mcp/calls.py``). Errors never
 become a 5xx: malformed JSON -32700, an invalid message -32600, an unknown method -32601,
 invalid params or an unknown tool -32602, a body over the API's limit 413.
 """

@@ -62,7 +62,7 @@ def check_notifications(app_configs=None, **kwargs):
 @register(deploy=True)
 def check_notification_cache(app_configs=None, **kwargs):
     """W014 (``check --deploy``): approval mails are on and the default cache is per process,
-    so the worker that decides to mail never sees the sidebar's polls (notifications.py)."""
+    so the worker that decides to mail never sees the sidebar's polls (notifications/services.py)."""
     delay = ahentic_settings.NOTIFY_APPROVAL_AFTER_S
     backend = (getattr(settings, "CACHES", {}).get("default") or {}).get(
         "BACKEND", PROCESS_LOCAL_CACHES[0]
