@@ -480,6 +480,7 @@ def test_admin_tools_run_with_the_users_own_permissions_and_log_like_the_admin(
         ({"MCP_CALL_WAIT_S": -1}, "ahentic.E039"),
         ({"MCP_CALL_WAIT_S": "20"}, "ahentic.E039"),
         ({"MCP_CALL_WAIT_S": 300}, "ahentic.W020"),
+        ({"MCP_ELICITATION": "yes"}, "ahentic.E046"),
     ],
 )
 def test_the_system_checks_refuse_bad_mcp_settings(settings, overrides, check_id):
@@ -793,3 +794,86 @@ def test_a_forged_or_foreign_request_state_is_refused(live_server, owner, other,
         assert code == -32602, (arguments, state)
     assert tool_calls == []
     assert Session.objects.get(owner=owner).status == Session.Status.AWAITING_HUMAN
+
+
+def test_a_site_can_keep_approvals_out_of_the_clients(live_server, owner, settings, tool_calls):
+    secret = token_for(owner)
+    elicit = answering("accept", "allow_once")
+
+    async def ask(client):
+        return await client.session.call_tool(
+            "notes_create", {"title": "Kept"}, allow_input_required=True
+        )
+
+    asked = with_modern_client(live_server, secret, ask, elicit)
+    assert asked.result_type == "input_required"
+    settings.AHENTIC = {**settings.AHENTIC, "MCP_ELICITATION": False}
+
+    async def call(client):
+        return await client.call_tool("notes_create", {"title": "Kept"})
+
+    waiting = with_modern_client(live_server, secret, call, elicit)
+    assert waiting.meta["ahentic/status"] == "awaiting_approval"
+    assert elicit.asked == []
+
+    # An answer to a question asked before the switch is refused too.
+    async def answer(client):
+        try:
+            await client.session.call_tool(
+                "notes_create",
+                {"title": "Kept"},
+                input_responses={
+                    "approval": {"action": "accept", "content": {"decision": "allow_once"}}
+                },
+                request_state=asked.request_state,
+            )
+        except MCPError as exc:
+            return exc.error.code
+        return None
+
+    assert with_modern_client(live_server, secret, answer) == -32602
+    assert tool_calls == []
+    assert Session.objects.get(owner=owner).status == Session.Status.AWAITING_HUMAN
+
+
+def test_the_2026_envelope_is_checked_before_any_method(live_server, owner, tool_calls):
+    secret = token_for(owner)
+    modern = "2026-07-28"
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": modern,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+
+    def send(method, params, **headers):
+        body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+        headers = {"MCP-Protocol-Version": modern, "Mcp-Method": method, **headers}
+        return rpc(live_server, body, secret, **headers)
+
+    discover = send("server/discover", {"_meta": meta})
+    assert discover.status_code == 200, discover.content
+    assert modern in discover.json()["result"]["supportedVersions"]
+    assert discover.json()["result"]["resultType"] == "complete"
+    no_envelope = send("tools/list", {})
+    assert (no_envelope.status_code, no_envelope.json()["error"]["code"]) == (400, -32602)
+    mismatch = send("tools/list", {"_meta": meta}, **{"Mcp-Method": "tools/call"})
+    assert (mismatch.status_code, mismatch.json()["error"]["code"]) == (400, -32020)
+    handshake = send("initialize", {"_meta": meta})
+    assert (handshake.status_code, handshake.json()["error"]["code"]) == (404, -32601)
+    batch = rpc(
+        live_server,
+        [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}],
+        secret,
+        **{"MCP-Protocol-Version": modern},
+    )
+    assert batch.status_code == 400
+    for extra in (
+        {"inputResponses": 5},
+        {"requestState": 7},
+        {"inputResponses": {"approval": {"action": "maybe"}}, "requestState": "x"},
+    ):
+        params = {"_meta": meta, "name": "notes_create", "arguments": {"title": "x"}, **extra}
+        bad = send("tools/call", params, **{"Mcp-Name": "notes_create"})
+        assert bad.status_code == 400, (extra, bad.content)
+        assert bad.json()["error"]["code"] == -32602
+    assert tool_calls == []
+    assert not Session.objects.filter(owner=owner).exists()

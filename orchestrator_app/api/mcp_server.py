@@ -345,7 +345,11 @@ class Handler:
                 if isinstance(result, str):
                     return rpc_error(mcp_types.INVALID_PARAMS, result, message.id)
             else:
-                asks = modern and can_elicit(route.client_capabilities)
+                asks = (
+                    modern
+                    and ahentic_settings.MCP_ELICITATION is True
+                    and can_elicit(route.client_capabilities)
+                )
                 result = self.tools_call(tool, arguments, ask=asks)
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
         return rpc_result(message.id, mcp_methods.serialize_server_result(method, version, dumped))
@@ -503,6 +507,8 @@ class Handler:
     ) -> mcp_types.CallToolResult | str:
         """The retry of a call that asked: record the client's answer, then the call's
         outcome. A string: why the params are invalid (a -32602 error)."""
+        if ahentic_settings.MCP_ELICITATION is not True:
+            return "This site takes approvals in its agent panel only, not from MCP clients."
         if not isinstance(arguments, dict):
             return "arguments must be an object."
         call = mcp_calls.call_for_state(
