@@ -340,7 +340,7 @@ class Handler:
             if tool is None:
                 return rpc_error(mcp_types.INVALID_PARAMS, f"Unknown tool: {name}", message.id)
             arguments = params.get("arguments") or {}
-            if "requestState" in params or "inputResponses" in params:
+            if modern and ("requestState" in params or "inputResponses" in params):
                 result = self.approval_answered(tool, arguments, params)
                 if isinstance(result, str):
                     return rpc_error(mcp_types.INVALID_PARAMS, result, message.id)
@@ -419,22 +419,21 @@ class Handler:
         return self.call_result(tool, outcome)
 
     def call_result(self, tool: Tool, outcome: mcp_calls.CallOutcome) -> mcp_types.CallToolResult:
-        status = outcome.status
-        if status == mcp_calls.Status.DONE and outcome.extra.get("already_decided"):
+        answer = self.outcome_result(tool, outcome)
+        if outcome.extra.get("already_decided"):
             # The client's answer came second: the first decision's outcome, said so.
-            answer = tool_result(outcome.result, outcome.ok, self.chat(outcome))
-            answer.content.insert(
-                0,
-                mcp_types.TextContent(
-                    type="text",
-                    text=(
-                        f"This call of {tool.name} was already decided in the agent panel "
-                        "before your answer; the outcome of that decision follows."
-                    ),
-                ),
+            note = (
+                f"This call of {tool.name} was already decided in the agent panel before your "
+                "answer; the outcome of that decision follows."
             )
+            answer.content.insert(0, mcp_types.TextContent(type="text", text=note))
             answer.meta = {**(answer.meta or {}), "ahentic/decision": "already_decided"}
-            return answer
+        return answer
+
+    def outcome_result(
+        self, tool: Tool, outcome: mcp_calls.CallOutcome
+    ) -> mcp_types.CallToolResult:
+        status = outcome.status
         if status == mcp_calls.Status.DONE:
             return tool_result(outcome.result, outcome.ok, self.chat(outcome))
         if status == mcp_calls.Status.REFUSED:

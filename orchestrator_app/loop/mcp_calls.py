@@ -364,7 +364,9 @@ def approval_answer(*, call: McpCall, decision: str | None) -> CallOutcome:
             decisions.approval_decide(session=session, decision=decision, call_id=call.call_id)
         except AhenticError as exc:
             if exc.code not in ("ahentic_not_awaiting", "ahentic_no_pending"):
-                raise
+                return CallOutcome(
+                    Status.REFUSED, session=session, code=exc.code, message=exc.detail
+                )
             already_decided = True
     outcome = call_outcome(call, wait=decision is not None)
     if already_decided:
