@@ -877,3 +877,45 @@ def test_the_2026_envelope_is_checked_before_any_method(live_server, owner, tool
         assert bad.json()["error"]["code"] == -32602
     assert tool_calls == []
     assert not Session.objects.filter(owner=owner).exists()
+
+
+def test_a_late_answer_never_decides_the_next_call_of_the_chat(
+    live_server, owner, owner_client, tool_calls
+):
+    secret = token_for(owner)
+    elicit = answering("accept", "allow_once")
+
+    async def ask(client, title):
+        return await client.session.call_tool(
+            "notes_create", {"title": title}, allow_input_required=True
+        )
+
+    first = with_modern_client(live_server, secret, lambda c: ask(c, "A"), elicit)
+    session = Session.objects.get(owner=owner)
+    response = owner_client.post(
+        f"{API}/sessions/{session.pk}/approvals", {"decision": "allow_once"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    # The chat moves on: the next call waits for approval in the same chat.
+    with_modern_client(live_server, secret, lambda c: ask(c, "B"), elicit)
+    session.refresh_from_db()
+    assert session.status == Session.Status.AWAITING_HUMAN
+    assert session.pending_tool["input"] == {"title": "B"}
+
+    async def answer_first(client):
+        return await client.session.call_tool(
+            "notes_create",
+            {"title": "A"},
+            input_responses={
+                "approval": {"action": "accept", "content": {"decision": "allow_once"}}
+            },
+            request_state=first.request_state,
+        )
+
+    late = with_modern_client(live_server, secret, answer_first)
+    assert late.meta["ahentic/decision"] == "already_decided"
+    assert json.loads(late.content[1].text)["ok"] is True  # A's result, from the card's allow
+    assert [c["input"]["title"] for c in tool_calls] == ["A"]  # B still waits
+    session.refresh_from_db()
+    assert session.status == Session.Status.AWAITING_HUMAN
+    assert session.pending_tool["input"] == {"title": "B"}
