@@ -3,7 +3,9 @@
 Sends a seeded stream of malformed and odd requests: bytes that are not JSON or not UTF-8,
 JSON of every type, JSON-RPC messages with unknown methods, ids and params of the wrong types,
 ``tools/call`` with unknown tools and random arguments, batches, deep nesting, bodies over the
-size limit, wrong content types, protocol versions and tokens, other HTTP methods. Fails on any
+size limit, wrong content types, protocol versions and tokens, other HTTP methods, and
+2026-07-28 requests with the per-request envelope and headers, answers to approval questions
+(``inputResponses``, ``requestState``) among them. Fails on any
 5xx, on a status outside what the endpoint documents, on an error body that is not JSON, and
 when the server stops answering a plain ``ping``.
 
@@ -142,6 +144,39 @@ class Fuzzer:
             message["result"] = self.value()
         return message
 
+    def modern(self) -> tuple[dict, dict]:
+        """A 2026-07-28 request: the envelope in ``params._meta`` and the headers matching it
+        (most of the time), ``tools/call`` with answers to an approval question or junk."""
+        method = self.rng.choice(["server/discover", "tools/list", "tools/call", "initialize"])
+        capabilities = self.rng.choice([{}, {"elicitation": {}}, {"elicitation": {"url": {}}}])
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        }
+        params: dict = {"_meta": meta if self.rng.random() < 0.9 else self.value()}
+        headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+        if method == "tools/call":
+            name = self.rng.choice(self.tools + ["no_such_tool"])
+            params["name"] = name
+            params["arguments"] = self.rng.choice([{}, {"text": self.value()}, self.value()])
+            headers["Mcp-Name"] = name
+            if self.rng.random() < 0.6:
+                answer = self.rng.choice(
+                    [
+                        {"action": "accept", "content": {"decision": "allow_once"}},
+                        {"action": "accept", "content": {"decision": self.value()}},
+                        {"action": self.rng.choice(["decline", "cancel", "maybe"])},
+                        self.value(),
+                    ]
+                )
+                params["inputResponses"] = self.rng.choice([{"approval": answer}, self.value()])
+                params["requestState"] = self.rng.choice(["x", "a:b:c", self.value()])
+        if self.rng.random() < 0.15:
+            headers["Mcp-Method"] = self.rng.choice([m for m in METHODS if m.isascii()])
+        message = {"jsonrpc": "2.0", "id": self.rng.choice([1, "m"]), "method": method}
+        message["params"] = params
+        return message, headers
+
     # --- cases --------------------------------------------------------------------------------
 
     def wait_for_server(self, seconds: float = 60) -> None:
@@ -160,11 +195,16 @@ class Fuzzer:
 
     def case(self, number: int) -> None:
         kind = self.rng.choice(
-            ["message"] * 6 + ["batch", "raw", "json", "headers", "http", "deep", "huge"]
+            ["message"] * 6
+            + ["modern"] * 2
+            + ["batch", "raw", "json", "headers", "http", "deep", "huge"]
         )
         label = f"case {number} ({kind})"
         if kind == "message":
             self.post(self.message(), label)
+        elif kind == "modern":
+            message, headers = self.modern()
+            self.post(message, label, headers=headers)
         elif kind == "batch":
             size = self.rng.choice([0, 1, 2, 5, 21, 30])
             self.post([self.message() for _ in range(size)], label)

@@ -87,6 +87,9 @@ DEFAULTS: dict[str, Any] = {
     # and how long a tools/call waits for its answer before telling the client to call again.
     "MCP_SERVER": True,
     "MCP_CALL_WAIT_S": 20,
+    # A client that can ask its user (elicitation, protocol 2026-07-28) asks there too when a
+    # call waits for approval, and its answer decides; False: approvals are given in the site only.
+    "MCP_ELICITATION": True,
     # The live tokens (not revoked, not expired) one user may hold for the endpoint; None: no cap.
     "MCP_TOKENS_PER_USER": 20,
     "FILES_API": False,

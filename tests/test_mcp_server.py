@@ -480,6 +480,7 @@ def test_admin_tools_run_with_the_users_own_permissions_and_log_like_the_admin(
         ({"MCP_CALL_WAIT_S": -1}, "ahentic.E039"),
         ({"MCP_CALL_WAIT_S": "20"}, "ahentic.E039"),
         ({"MCP_CALL_WAIT_S": 300}, "ahentic.W020"),
+        ({"MCP_ELICITATION": "yes"}, "ahentic.E046"),
     ],
 )
 def test_the_system_checks_refuse_bad_mcp_settings(settings, overrides, check_id):
@@ -568,3 +569,353 @@ def test_the_user_can_talk_about_the_calls_in_their_mcp_chat(
         "tool_use",
         "tool_result",
     ]
+
+
+# --- approvals asked in the client (elicitation, protocol 2026-07-28) --------------------------
+
+
+async def _with_modern_client(url: str, secret: str, work, elicit=None):
+    from mcp.client.client import Client
+
+    headers = {"Authorization": f"Bearer {secret}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, elicitation_callback=elicit) as client:
+            assert client.protocol_version == "2026-07-28"  # server/discover, not initialize
+            return await work(client)
+
+
+def with_modern_client(live_server, secret, work, elicit=None):
+    """Run ``work(client)`` with the SDK's ``Client`` (a ``ClientSession`` that negotiates
+    through ``server/discover`` and drives ``input_required`` rounds through ``elicit``)."""
+    return asyncio.run(_with_modern_client(mcp_url(live_server), secret, work, elicit))
+
+
+def answering(action: str, decision: str | None = None, before=None):
+    """An elicitation callback that records what it was asked and answers ``action``."""
+    from mcp.types import ElicitResult
+
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params)
+        if before is not None:
+            await asyncio.to_thread(before)
+        content = {"decision": decision} if decision else None
+        return ElicitResult(action=action, content=content)
+
+    elicit.asked = asked
+    return elicit
+
+
+def decisions_traced(session) -> list[str]:
+    return list(
+        session.trace_events.filter(type__in=["hitl_approved", "hitl_denied"])
+        .order_by("id")
+        .values_list("summary", flat=True)
+    )
+
+
+def test_a_client_that_can_ask_gets_the_approval_there_and_allow_runs_the_call_once(
+    live_server, owner, owner_client, tool_calls
+):
+    secret = token_for(owner)
+    elicit = answering("accept", "allow_once")
+
+    async def call(client):
+        return await client.call_tool("notes_create", {"title": "Asked"})
+
+    result = with_modern_client(live_server, secret, call, elicit)
+    assert result.is_error is False, text_of(result)
+    assert json.loads(text_of(result))["ok"] is True
+    assert tool_calls == [{"tool": "notes_create", "input": {"title": "Asked"}}]
+    [asked] = elicit.asked
+    session = Session.objects.get(owner=owner)
+    assert "notes_create" in asked.message or "Create" in asked.message
+    assert f"?ahentic_session={session.pk}" in asked.message  # the card waits there too
+    choices = asked.requested_schema["properties"]["decision"]["oneOf"]
+    assert [(c["const"], c["title"]) for c in choices] == [
+        ("allow_once", "Allow once"),
+        ("deny", "Deny"),
+    ]
+    session.refresh_from_db()
+    assert session.status == Session.Status.IDLE
+    assert decisions_traced(session) == ["notes_create: allow_once"]
+    # The card can no longer decide it: one decision only.
+    late = owner_client.post(
+        f"{API}/sessions/{session.pk}/approvals", {"decision": "deny"}, format="json"
+    )
+    assert late.status_code == 409
+    assert late.json()["code"] == "ahentic_no_pending"
+    # Delivered: calling again is a new call that asks again, the tool ran once so far.
+    with_modern_client(live_server, secret, call, elicit)
+    assert len(elicit.asked) == 2
+    assert len(tool_calls) == 2
+
+
+def test_a_decline_in_the_client_is_one_denial(live_server, owner, tool_calls):
+    secret = token_for(owner)
+    elicit = answering("decline")
+
+    async def call(client):
+        return await client.call_tool("notes_create", {"title": "No"})
+
+    result = with_modern_client(live_server, secret, call, elicit)
+    assert result.is_error is True
+    body = json.loads(text_of(result))
+    assert body["error"] == "user_denied"
+    assert tool_calls == []
+    session = Session.objects.get(owner=owner)
+    session.refresh_from_db()
+    assert session.status == Session.Status.IDLE
+    assert decisions_traced(session) == ["notes_create: deny"]
+    # What the model reads of the chat: the call answered once, with the denial.
+    responses = list(session.events.filter(kind=Event.Kind.TOOL_RESPONSE))
+    assert len(responses) == 1
+    assert json.loads(responses[0].content)["error"] == "user_denied"
+
+
+def test_the_card_answered_first_wins_and_the_clients_late_answer_is_already_decided(
+    live_server, owner, owner_client, tool_calls
+):
+    secret = token_for(owner)
+
+    def card_denies():
+        session = Session.objects.get(owner=owner)
+        response = owner_client.post(
+            f"{API}/sessions/{session.pk}/approvals",
+            {"decision": "deny", "reason": "from the card"},
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+
+    # The user denies in the sidebar while the client's question is open, then allows there.
+    elicit = answering("accept", "allow_once", before=card_denies)
+
+    async def call(client):
+        return await client.call_tool("notes_create", {"title": "Race"})
+
+    result = with_modern_client(live_server, secret, call, elicit)
+    assert len(elicit.asked) == 1
+    assert tool_calls == []  # the card's denial stands
+    assert result.is_error is True
+    assert result.meta["ahentic/decision"] == "already_decided"
+    assert "already decided" in result.content[0].text
+    assert json.loads(result.content[1].text)["reason"] == "from the card"
+    session = Session.objects.get(owner=owner)
+    assert decisions_traced(session) == ["notes_create: deny"]
+    assert session.events.filter(kind=Event.Kind.TOOL_RESPONSE).count() == 1
+
+
+def test_a_cancelled_question_leaves_the_call_waiting_for_the_card(live_server, owner, tool_calls):
+    secret = token_for(owner)
+    elicit = answering("cancel")
+
+    async def call(client):
+        return await client.call_tool("notes_create", {"title": "Later"})
+
+    result = with_modern_client(live_server, secret, call, elicit)
+    assert result.meta["ahentic/status"] == "awaiting_approval"
+    assert "Waiting for approval at" in text_of(result)
+    session = Session.objects.get(owner=owner)
+    assert session.status == Session.Status.AWAITING_HUMAN
+    assert decisions_traced(session) == []
+    assert tool_calls == []
+
+
+def test_clients_that_cannot_ask_keep_the_waiting_answer(live_server, owner, tool_calls):
+    from mcp.types import ElicitResult
+
+    secret = token_for(owner)
+
+    async def call(client):
+        return await client.call_tool("notes_create", {"title": "Plain"})
+
+    # 2026-07-28 without the elicitation capability.
+    modern = with_modern_client(live_server, secret, call)
+    assert modern.meta["ahentic/status"] == "awaiting_approval"
+    assert "Waiting for approval at" in text_of(modern)
+
+    # A handshake-era client: its capability was declared in initialize, which a stateless
+    # server does not keep, and it has no stream for a request of the server.
+    asked = []
+
+    async def elicit(context, params):
+        asked.append(params)
+        return ElicitResult(action="accept", content={"decision": "allow_once"})
+
+    async def legacy():
+        headers = {"Authorization": f"Bearer {secret}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            async with streamable_http_client(mcp_url(live_server), http_client=http) as streams:
+                async with ClientSession(*streams, elicitation_callback=elicit) as client:
+                    await client.initialize()
+                    return await client.call_tool("notes_create", {"title": "Old"})
+
+    old = asyncio.run(legacy())
+    assert old.meta["ahentic/status"] == "awaiting_approval"
+    assert "Waiting for approval at" in text_of(old)
+    assert asked == [] and tool_calls == []
+
+
+def test_a_forged_or_foreign_request_state_is_refused(live_server, owner, other, tool_calls):
+    secret = token_for(owner)
+    elicit = answering("accept", "allow_once")
+
+    async def ask(client):
+        return await client.session.call_tool(
+            "notes_create", {"title": "Mine"}, allow_input_required=True
+        )
+
+    asked = with_modern_client(live_server, secret, ask, elicit)
+    assert asked.result_type == "input_required"
+    allow = {"approval": {"action": "accept", "content": {"decision": "allow_once"}}}
+
+    async def answer(client, arguments, state):
+        try:
+            await client.session.call_tool(
+                "notes_create", arguments, input_responses=allow, request_state=state
+            )
+        except MCPError as exc:
+            return exc.error.code
+        return None
+
+    cases = [
+        (token_for(other), {"title": "Mine"}, asked.request_state),  # another user's token
+        (token_for(owner, name="phone"), {"title": "Mine"}, asked.request_state),  # other token
+        (secret, {"title": "Other"}, asked.request_state),  # other arguments
+        (secret, {"title": "Mine"}, asked.request_state[:-3] + "xyz"),  # tampered
+        (secret, {"title": "Mine"}, None),  # an answer without the state
+    ]
+    for token, arguments, state in cases:
+        code = with_modern_client(
+            live_server, token, lambda c, a=arguments, s=state: answer(c, a, s), elicit
+        )
+        assert code == -32602, (arguments, state)
+    assert tool_calls == []
+    assert Session.objects.get(owner=owner).status == Session.Status.AWAITING_HUMAN
+
+
+def test_a_site_can_keep_approvals_out_of_the_clients(live_server, owner, settings, tool_calls):
+    secret = token_for(owner)
+    elicit = answering("accept", "allow_once")
+
+    async def ask(client):
+        return await client.session.call_tool(
+            "notes_create", {"title": "Kept"}, allow_input_required=True
+        )
+
+    asked = with_modern_client(live_server, secret, ask, elicit)
+    assert asked.result_type == "input_required"
+    settings.AHENTIC = {**settings.AHENTIC, "MCP_ELICITATION": False}
+
+    async def call(client):
+        return await client.call_tool("notes_create", {"title": "Kept"})
+
+    waiting = with_modern_client(live_server, secret, call, elicit)
+    assert waiting.meta["ahentic/status"] == "awaiting_approval"
+    assert elicit.asked == []
+
+    # An answer to a question asked before the switch is refused too.
+    async def answer(client):
+        try:
+            await client.session.call_tool(
+                "notes_create",
+                {"title": "Kept"},
+                input_responses={
+                    "approval": {"action": "accept", "content": {"decision": "allow_once"}}
+                },
+                request_state=asked.request_state,
+            )
+        except MCPError as exc:
+            return exc.error.code
+        return None
+
+    assert with_modern_client(live_server, secret, answer) == -32602
+    assert tool_calls == []
+    assert Session.objects.get(owner=owner).status == Session.Status.AWAITING_HUMAN
+
+
+def test_the_2026_envelope_is_checked_before_any_method(live_server, owner, tool_calls):
+    secret = token_for(owner)
+    modern = "2026-07-28"
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": modern,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+
+    def send(method, params, **headers):
+        body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+        headers = {"MCP-Protocol-Version": modern, "Mcp-Method": method, **headers}
+        return rpc(live_server, body, secret, **headers)
+
+    discover = send("server/discover", {"_meta": meta})
+    assert discover.status_code == 200, discover.content
+    assert modern in discover.json()["result"]["supportedVersions"]
+    assert discover.json()["result"]["resultType"] == "complete"
+    no_envelope = send("tools/list", {})
+    assert (no_envelope.status_code, no_envelope.json()["error"]["code"]) == (400, -32602)
+    mismatch = send("tools/list", {"_meta": meta}, **{"Mcp-Method": "tools/call"})
+    assert (mismatch.status_code, mismatch.json()["error"]["code"]) == (400, -32020)
+    handshake = send("initialize", {"_meta": meta})
+    assert (handshake.status_code, handshake.json()["error"]["code"]) == (404, -32601)
+    batch = rpc(
+        live_server,
+        [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}],
+        secret,
+        **{"MCP-Protocol-Version": modern},
+    )
+    assert batch.status_code == 400
+    for extra in (
+        {"inputResponses": 5},
+        {"requestState": 7},
+        {"inputResponses": {"approval": {"action": "maybe"}}, "requestState": "x"},
+    ):
+        params = {"_meta": meta, "name": "notes_create", "arguments": {"title": "x"}, **extra}
+        bad = send("tools/call", params, **{"Mcp-Name": "notes_create"})
+        assert bad.status_code == 400, (extra, bad.content)
+        assert bad.json()["error"]["code"] == -32602
+    assert tool_calls == []
+    assert not Session.objects.filter(owner=owner).exists()
+
+
+def test_a_late_answer_never_decides_the_next_call_of_the_chat(
+    live_server, owner, owner_client, tool_calls
+):
+    secret = token_for(owner)
+    elicit = answering("accept", "allow_once")
+
+    async def ask(client, title):
+        return await client.session.call_tool(
+            "notes_create", {"title": title}, allow_input_required=True
+        )
+
+    first = with_modern_client(live_server, secret, lambda c: ask(c, "A"), elicit)
+    session = Session.objects.get(owner=owner)
+    response = owner_client.post(
+        f"{API}/sessions/{session.pk}/approvals", {"decision": "allow_once"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    # The chat moves on: the next call waits for approval in the same chat.
+    with_modern_client(live_server, secret, lambda c: ask(c, "B"), elicit)
+    session.refresh_from_db()
+    assert session.status == Session.Status.AWAITING_HUMAN
+    assert session.pending_tool["input"] == {"title": "B"}
+
+    async def answer_first(client):
+        return await client.session.call_tool(
+            "notes_create",
+            {"title": "A"},
+            input_responses={
+                "approval": {"action": "accept", "content": {"decision": "allow_once"}}
+            },
+            request_state=first.request_state,
+        )
+
+    late = with_modern_client(live_server, secret, answer_first)
+    assert late.meta["ahentic/decision"] == "already_decided"
+    assert json.loads(late.content[1].text)["ok"] is True  # A's result, from the card's allow
+    assert [c["input"]["title"] for c in tool_calls] == ["A"]  # B still waits
+    session.refresh_from_db()
+    assert session.status == Session.Status.AWAITING_HUMAN
+    assert session.pending_tool["input"] == {"title": "B"}

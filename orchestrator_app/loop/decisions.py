@@ -60,9 +60,16 @@ def _require_pending(session: Session, status: str) -> PendingTool:
 
 
 def approval_decide(
-    *, session: Session, decision: str, reason: str = "", edited_input: dict | None = None
+    *,
+    session: Session,
+    decision: str,
+    reason: str = "",
+    edited_input: dict | None = None,
+    call_id: str | None = None,
 ) -> None:
-    """Record the user's decision on the pending call; the worker runs the tool (not this request)."""
+    """Record the user's decision on the pending call; the worker runs the tool (not this request).
+    ``call_id``: the decision is on that call only (an MCP client's answer names the call it was
+    asked about); another call pending in the chat is ``ahentic_not_awaiting``."""
     if decision not in DECISIONS:
         raise AhenticError(
             "ahentic_bad_decision",
@@ -70,6 +77,12 @@ def approval_decide(
             400,
         )
     pending = _require_pending(session, Session.Status.AWAITING_HUMAN)
+    if call_id is not None and pending.call_id != call_id:
+        raise AhenticError(
+            "ahentic_not_awaiting",
+            gettext("This call was already decided (in another tab, perhaps)."),
+            409,
+        )
     tool = get_tool(pending.name)
     if edited_input is not None and decision != "deny":
         problem = tool.validate(edited_input) if tool else "unknown tool"

@@ -16,6 +16,13 @@ the same arguments; that repeated call (an undelivered ``McpCall`` of the token,
 and arguments) returns the recorded result instead of running the tool a second time.
 Identical calls that arrive together are one call too: a call begins under its token row's
 lock (``call_begin``), where it first looks for the undelivered call another request began.
+
+A client that can ask its user (elicitation, protocol 2026-07-28) is asked instead, and its
+answer comes back with the call's retry: ``approval_state`` names the waiting call in the
+retry's signed ``requestState``, ``approval_answer`` records the answer through
+``decisions.approval_decide`` (the card's write: whichever answers first wins, the other is
+told it was already decided), then waits for the result as a call does. Nothing waits for the
+client: the server keeps no request open while the user thinks.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from datetime import datetime
 from datetime import time as day_time
 from typing import Any
 
+from django.core import signing
 from django.utils import timezone
 
 from sessions_app import db, runstate
@@ -40,7 +48,9 @@ from sessions_app.runstate import PendingTool
 
 from ..control.queue import enqueue_step
 from ..control.toolcalls import MCP_CALL_PREFIX, MCP_META, result_text
+from ..errors import AhenticError
 from ..ledger import usage
+from ..loop import decisions
 from ..models import McpCall, McpToken
 from ..tools import Tool, ToolContext, tools_for
 
@@ -51,6 +61,10 @@ CHAT_STATE_MODULES = ("orchestrator_app.tools.",)
 ADMIN_TOOLS_MODULE = "orchestrator_app.tools.admin_tools"
 # How often the endpoint looks for the answer while it waits.
 POLL_S = 0.2
+# Signs the request state of an approval asked in the client (``approval_state``).
+STATE_SALT = "ahentic.mcp.approval"
+# The answers ``approval_answer`` records; ``None`` (the user dismissed the question) records none.
+CLIENT_DECISIONS = ("allow_once", "deny")
 
 
 class Status:
@@ -68,7 +82,9 @@ class CallOutcome:
     session: Session | None = None
     code: str = ""
     message: str = ""
+    # ``already_decided``: the client's answer came after another decision (``approval_answer``)
     extra: dict[str, Any] = field(default_factory=dict)
+    call: McpCall | None = None  # the call waiting for approval (AWAITING_APPROVAL)
 
 
 def mcp_tools(user, version) -> list[Tool]:
@@ -284,7 +300,7 @@ def call_outcome(call: McpCall, *, wait: bool) -> CallOutcome:
         pending = PendingTool.from_json(session.pending_tool)
         waiting_here = pending is not None and pending.call_id == call.call_id
         if session.status == Session.Status.AWAITING_HUMAN and waiting_here:
-            return CallOutcome(Status.AWAITING_APPROVAL, session=session)
+            return CallOutcome(Status.AWAITING_APPROVAL, session=session, call=call)
         if session.status != Session.Status.RUNNING:
             return CallOutcome(
                 Status.REFUSED,
@@ -295,3 +311,64 @@ def call_outcome(call: McpCall, *, wait: bool) -> CallOutcome:
         if not wait or time.monotonic() >= deadline:
             return CallOutcome(Status.RUNNING, session=session)
         time.sleep(POLL_S)
+
+
+def approval_state(call: McpCall) -> str:
+    """The opaque ``requestState`` of an approval asked in the client: names ``call``, signed
+    (with the site's ``SECRET_KEY``) so a client cannot point its answer at another call."""
+    return signing.dumps({"call": call.call_id}, salt=STATE_SALT, compress=False)
+
+
+def call_for_state(
+    *, token: McpToken, tool_name: str, arguments: dict[str, Any], state: Any
+) -> McpCall | None:
+    """The call ``state`` names, if it is a call of ``token`` with this tool and these
+    arguments (the retry repeats the call it answers); None for a forged, foreign or stale
+    state. Read from the write database."""
+    if not isinstance(state, str):
+        return None
+    try:
+        data = signing.loads(state, salt=STATE_SALT)
+    except signing.BadSignature:
+        return None
+    call_id = data.get("call") if isinstance(data, dict) else None
+    if not isinstance(call_id, str):
+        return None
+    return (
+        db.primary(McpCall)
+        .filter(
+            call_id=call_id,
+            token=token,
+            tool_name=tool_name,
+            input_digest=input_digest(tool_name, arguments),
+        )
+        .select_related("session")
+        .first()
+    )
+
+
+def approval_answer(*, call: McpCall, decision: str | None) -> CallOutcome:
+    """Record the client's answer on ``call`` (``allow_once``, ``deny``, or None: no answer)
+    through the card's decision pipeline, then where the call stands (waiting up to
+    ``MCP_CALL_WAIT_S`` for its result). An answer that comes after another decision records
+    nothing: the outcome carries ``extra["already_decided"]``."""
+    already_decided = False
+    if decision is not None:
+        assert decision in CLIENT_DECISIONS
+        session = db.primary(Session).filter(pk=call.session_id).first()
+        if session is None:
+            return CallOutcome(
+                Status.REFUSED, code="ahentic_call_not_run", message="The call's chat is gone."
+            )
+        try:
+            decisions.approval_decide(session=session, decision=decision, call_id=call.call_id)
+        except AhenticError as exc:
+            if exc.code not in ("ahentic_not_awaiting", "ahentic_no_pending"):
+                return CallOutcome(
+                    Status.REFUSED, session=session, code=exc.code, message=exc.detail
+                )
+            already_decided = True
+    outcome = call_outcome(call, wait=decision is not None)
+    if already_decided:
+        outcome.extra["already_decided"] = True
+    return outcome

@@ -106,7 +106,8 @@ def check_mcp(app_configs=None, databases=None, **kwargs):
 def check_mcp_server(app_configs=None, **kwargs):
     """The MCP endpoint's settings (docs/howto/mcp-server.md): ``MCP_SERVER`` a bool
     (E038), ``MCP_CALL_WAIT_S`` a number of seconds >= 0 (E039); over 60 s a tools/call holds a
-    web worker that long (W020); ``MCP_TOKENS_PER_USER`` a whole number >= 1 or None (E050)."""
+    web worker that long (W020); ``MCP_TOKENS_PER_USER`` a whole number >= 1 or None (E050);
+    ``MCP_ELICITATION`` a bool (E046)."""
     errors = []
     if not isinstance(ahentic_settings.MCP_SERVER, bool):
         errors.append(
@@ -114,6 +115,17 @@ def check_mcp_server(app_configs=None, **kwargs):
                 "AHENTIC['MCP_SERVER'] must be True or False.",
                 hint="True serves the MCP endpoint (ahentic/v1/mcp); False answers 404 there.",
                 id="ahentic.E038",
+            )
+        )
+    if not isinstance(ahentic_settings.MCP_ELICITATION, bool):
+        errors.append(
+            Error(
+                "AHENTIC['MCP_ELICITATION'] must be True or False.",
+                hint=(
+                    "True lets an MCP client that can ask its user take the approval of a call; "
+                    "False keeps approvals in the site's agent panel."
+                ),
+                id="ahentic.E046",
             )
         )
     wait = ahentic_settings.MCP_CALL_WAIT_S

@@ -4,9 +4,27 @@
 and answers ``application/json``; a notification or a response is ``202`` with no body. There
 is no server-to-client stream (``GET`` and ``DELETE`` are ``405``) and no session
 (``Mcp-Session-Id`` is neither issued nor required): every request carries its bearer token.
-Methods: ``initialize``, ``ping``, ``tools/list``, ``tools/call`` (and the client's
-notifications); the messages are built and checked with the ``mcp`` SDK's types, for the
-protocol revision the client negotiated (the ``MCP-Protocol-Version`` header).
+The messages are built and checked with the ``mcp`` SDK's types, for the protocol revision of
+the request (the ``MCP-Protocol-Version`` header):
+
+- the handshake revisions (2024-11-05 to 2025-11-25): ``initialize``, ``ping``,
+  ``tools/list``, ``tools/call`` and the client's notifications;
+- 2026-07-28, the newest the installed SDK speaks: no handshake, every request carries the
+  per-request envelope (``params._meta``: protocol version, client capabilities; the
+  ``Mcp-Method``/``Mcp-Name`` headers match the body, ``mcp.shared.inbound`` checks it):
+  ``server/discover``, ``tools/list``, ``tools/call``.
+
+Approvals asked in the client. A call that needs approval answers a client whose request
+declares the elicitation capability (form mode) with an ``input_required`` result (the
+multi round-trip requests of 2026-07-28, SEP-2322): one ``elicitation/create`` form (Allow
+once / Deny) and a signed ``requestState``; the client asks its user and repeats the call
+with the answer, which is recorded through the card's decision pipeline
+(``mcp_calls.approval_answer``): whichever of the client and the sidebar's card answers first
+wins. The server never waits for the user: between the two requests nothing is held open,
+and the card waits meanwhile as it always does. The handshake revisions ask a server's
+questions on an SSE stream of the POST; this endpoint has none, and a stateless server does
+not keep the capability a client declared in ``initialize``: those clients, and clients
+without the capability, get the answer "waiting for approval at <link>" and call again.
 
 Authentication: ``Authorization: Bearer ahmcp_...``, a token the user made in the sidebar or
 staff made in the admin (``mcp/tokens.py``). Without a usable token: ``401`` with
@@ -32,9 +50,15 @@ from django.db import transaction
 from django.http import HttpResponse, JsonResponse, UnreadablePostError
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, InboundModernRoute, classify_inbound_request
 from mcp.types import methods as mcp_methods
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp.types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from pydantic import ValidationError
 
 from sessions_app import agents
@@ -62,6 +86,12 @@ INSTRUCTIONS = (
 )
 # A request the endpoint refuses before any method: the JSON-RPC code for its body.
 AUTH_ERROR = -32001
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+# The methods of each era (the client's notifications aside).
+HANDSHAKE_METHODS = ("initialize", "ping", "tools/list", "tools/call")
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call")
+# The key of the approval question in an ``input_required`` result and in the answers.
+APPROVAL_INPUT = "approval"
 
 
 def rpc_error(code: int, message: str, request_id: Any = None, data: Any = None) -> dict:
@@ -150,12 +180,12 @@ def endpoint(request):
     except agents.AgentNotFound:
         return refusal(404, mcp_types.INVALID_PARAMS, "No such agent for you.")
     protocol = request.headers.get("MCP-Protocol-Version") or DEFAULT_PROTOCOL_VERSION
-    if protocol not in HANDSHAKE_PROTOCOL_VERSIONS:
+    if protocol not in SUPPORTED_VERSIONS:
         return JsonResponse(
             rpc_error(
                 mcp_types.UNSUPPORTED_PROTOCOL_VERSION,
                 f"Unsupported protocol version {protocol[:40]!r}.",
-                data={"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": protocol[:40]},
+                data={"supported": list(SUPPORTED_VERSIONS), "requested": protocol[:40]},
             ),
             status=400,
         )
@@ -166,6 +196,8 @@ def endpoint(request):
     if isinstance(body, HttpResponse):
         return body
     handler = Handler(request, token, version, protocol)
+    if protocol in MODERN_PROTOCOL_VERSIONS:
+        return modern_message(request, handler, body)
     if isinstance(body, list):
         if not body or len(body) > MAX_BATCH:
             return JsonResponse(
@@ -178,6 +210,30 @@ def endpoint(request):
     if answer is None:
         return HttpResponse(status=202)
     status = 400 if "error" in answer and answer.get("id") is None else 200
+    return JsonResponse(answer, status=status)
+
+
+def modern_message(request, handler: Handler, body: Any) -> HttpResponse:
+    """One message of the 2026-07-28 wire: a single request (no batch) whose envelope matches
+    the request's headers; an error's HTTP status is the transport's for its code."""
+    if not isinstance(body, dict):
+        return JsonResponse(
+            rpc_error(mcp_types.INVALID_REQUEST, "A message is a JSON object."), status=400
+        )
+    route = None
+    if "method" in body and "id" in body:
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        route = classify_inbound_request(body, headers=headers)
+        if not isinstance(route, InboundModernRoute):
+            request_id = body["id"] if isinstance(body["id"], str | int) else None
+            answer = rpc_error(route.code, route.message, request_id, route.data)
+            return JsonResponse(answer, status=ERROR_CODE_HTTP_STATUS.get(route.code, 400))
+    answer = handler.message(body, route)
+    if answer is None:
+        return HttpResponse(status=202)
+    status = 200
+    if "error" in answer:
+        status = ERROR_CODE_HTTP_STATUS.get(answer["error"]["code"], 200)
     return JsonResponse(answer, status=status)
 
 
@@ -232,8 +288,9 @@ class Handler:
             self._tools = {t.name: t for t in mcp_calls.mcp_tools(self.user, self.version)}
         return self._tools
 
-    def message(self, data: Any) -> dict | None:
-        """One message's answer; None for a notification or a response (nothing to say)."""
+    def message(self, data: Any, route: InboundModernRoute | None = None) -> dict | None:
+        """One message's answer; None for a notification or a response (nothing to say).
+        ``route``: the checked envelope of a 2026-07-28 request."""
         if not isinstance(data, dict):
             return rpc_error(mcp_types.INVALID_REQUEST, "A message is a JSON object.")
         if "method" not in data:
@@ -253,9 +310,10 @@ class Handler:
             return rpc_error(mcp_types.INVALID_REQUEST, "Not a JSON-RPC request.", request_id)
         method = message.method
         params = message.params if isinstance(message.params, dict) else {}
-        if method not in ("initialize", "ping", "tools/list", "tools/call"):
+        modern = route is not None
+        if method not in (MODERN_METHODS if modern else HANDSHAKE_METHODS):
             return rpc_error(mcp_types.METHOD_NOT_FOUND, "Method not found.", message.id)
-        version = self.protocol
+        version = route.protocol_version if route is not None else self.protocol
         if method == "initialize":
             offered = params.get("protocolVersion")
             version = (
@@ -270,6 +328,8 @@ class Handler:
             return rpc_error(mcp_types.INVALID_PARAMS, f"Invalid params: {problem}", message.id)
         if method == "initialize":
             result = self.initialize(version)
+        elif method == "server/discover":
+            result = self.discover()
         elif method == "ping":
             result = mcp_types.EmptyResult()
         elif method == "tools/list":
@@ -279,7 +339,18 @@ class Handler:
             tool = self.tools().get(name)
             if tool is None:
                 return rpc_error(mcp_types.INVALID_PARAMS, f"Unknown tool: {name}", message.id)
-            result = self.tools_call(tool, params.get("arguments") or {})
+            arguments = params.get("arguments") or {}
+            if modern and ("requestState" in params or "inputResponses" in params):
+                result = self.approval_answered(tool, arguments, params)
+                if isinstance(result, str):
+                    return rpc_error(mcp_types.INVALID_PARAMS, result, message.id)
+            else:
+                asks = (
+                    modern
+                    and ahentic_settings.MCP_ELICITATION is True
+                    and can_elicit(route.client_capabilities)
+                )
+                result = self.tools_call(tool, arguments, ask=asks)
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
         return rpc_result(message.id, mcp_methods.serialize_server_result(method, version, dumped))
 
@@ -290,6 +361,15 @@ class Handler:
                 tools=mcp_types.ToolsCapability(list_changed=False)
             ),
             server_info=mcp_types.Implementation(name=SERVER_NAME, version=SERVER_VERSION),
+            instructions=INSTRUCTIONS,
+        )
+
+    def discover(self) -> mcp_types.DiscoverResult:
+        return mcp_types.DiscoverResult(
+            supported_versions=list(SUPPORTED_VERSIONS),
+            capabilities=mcp_types.ServerCapabilities(
+                tools=mcp_types.ToolsCapability(list_changed=False)
+            ),
             instructions=INSTRUCTIONS,
         )
 
@@ -309,7 +389,11 @@ class Handler:
             ]
         )
 
-    def tools_call(self, tool: Tool, arguments: Any) -> mcp_types.CallToolResult:
+    def tools_call(
+        self, tool: Tool, arguments: Any, *, ask: bool = False
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        """``ask``: the client can ask its user, so a call that waits for approval asks there
+        (the module's docstring)."""
         if not isinstance(arguments, dict):
             return tool_result(
                 {"ok": False, "error": "invalid_input", "message": "arguments must be an object."},
@@ -330,6 +414,25 @@ class Handler:
         outcome = mcp_calls.call_tool(
             token=self.token, version=self.version, tool=tool, arguments=arguments
         )
+        if ask and outcome.status == mcp_calls.Status.AWAITING_APPROVAL and outcome.call:
+            return self.approval_question(tool, outcome)
+        return self.call_result(tool, outcome)
+
+    def call_result(self, tool: Tool, outcome: mcp_calls.CallOutcome) -> mcp_types.CallToolResult:
+        answer = self.outcome_result(tool, outcome)
+        if outcome.extra.get("already_decided"):
+            # The client's answer came second: the first decision's outcome, said so.
+            note = (
+                f"This call of {tool.name} was already decided in the agent panel before your "
+                "answer; the outcome of that decision follows."
+            )
+            answer.content.insert(0, mcp_types.TextContent(type="text", text=note))
+            answer.meta = {**(answer.meta or {}), "ahentic/decision": "already_decided"}
+        return answer
+
+    def outcome_result(
+        self, tool: Tool, outcome: mcp_calls.CallOutcome
+    ) -> mcp_types.CallToolResult:
         status = outcome.status
         if status == mcp_calls.Status.DONE:
             return tool_result(outcome.result, outcome.ok, self.chat(outcome))
@@ -355,6 +458,82 @@ class Handler:
             meta={"ahentic/status": status, "ahentic/chat": chat},
         )
 
+    def approval_question(
+        self, tool: Tool, outcome: mcp_calls.CallOutcome
+    ) -> mcp_types.InputRequiredResult:
+        """Ask the client's user to allow the waiting call once or deny it (a form with one
+        choice); the answer comes back with the retry (``approval_answered``)."""
+        assert outcome.call is not None
+        chat = self.chat(outcome)
+        pending = outcome.session.pending_tool if outcome.session is not None else None
+        summary = (pending or {}).get("summary") or tool.name
+        message = gettext(
+            "%(tool)s changes something on %(site)s: %(summary)s\n"
+            "Allow it to run once? You can also answer in the agent panel: %(link)s"
+        ) % {
+            "tool": tool.name,
+            "site": chat.get("site", ""),
+            "summary": summary,
+            "link": chat.get("link", ""),
+        }
+        schema = {
+            "type": "object",
+            "properties": {
+                "decision": {
+                    "type": "string",
+                    "title": gettext("Decision"),
+                    "oneOf": [
+                        {"const": "allow_once", "title": gettext("Allow once")},
+                        {"const": "deny", "title": gettext("Deny")},
+                    ],
+                }
+            },
+            "required": ["decision"],
+        }
+        return mcp_types.InputRequiredResult(
+            input_requests={
+                APPROVAL_INPUT: mcp_types.ElicitRequest(
+                    params=mcp_types.ElicitRequestFormParams(
+                        message=message, requested_schema=schema
+                    )
+                )
+            },
+            request_state=mcp_calls.approval_state(outcome.call),
+        )
+
+    def approval_answered(
+        self, tool: Tool, arguments: Any, params: dict[str, Any]
+    ) -> mcp_types.CallToolResult | str:
+        """The retry of a call that asked: record the client's answer, then the call's
+        outcome. A string: why the params are invalid (a -32602 error)."""
+        if ahentic_settings.MCP_ELICITATION is not True:
+            return "This site takes approvals in its agent panel only, not from MCP clients."
+        if not isinstance(arguments, dict):
+            return "arguments must be an object."
+        call = mcp_calls.call_for_state(
+            token=self.token,
+            tool_name=tool.name,
+            arguments=arguments,
+            state=params.get("requestState"),
+        )
+        if call is None:
+            return "requestState does not name a call of yours with these arguments."
+        responses = params.get("inputResponses")
+        answer = responses.get(APPROVAL_INPUT) if isinstance(responses, dict) else None
+        try:
+            result = mcp_types.ElicitResult.model_validate(answer)
+        except ValidationError:
+            return f"inputResponses.{APPROVAL_INPUT} must be the answer to the approval question."
+        decision = None
+        if result.action == "decline":
+            decision = "deny"
+        elif result.action == "accept":
+            decision = (result.content or {}).get("decision")
+            if decision not in mcp_calls.CLIENT_DECISIONS:
+                return "The approval's decision must be allow_once or deny."
+        outcome = mcp_calls.approval_answer(call=call, decision=decision)
+        return self.call_result(tool, outcome)
+
     def chat(self, outcome: mcp_calls.CallOutcome) -> dict[str, Any]:
         session = outcome.session
         if session is None:
@@ -375,6 +554,17 @@ class Handler:
                 reverse("ahentic:session-detail", args=[session.pk])
             ),
         }
+
+
+def can_elicit(capabilities: Any) -> bool:
+    """The client's capabilities include form elicitation (``elicitation: {}`` reads as form
+    mode, as the 2025-06-18 revision declared it)."""
+    if not isinstance(capabilities, dict):
+        return False
+    elicitation = capabilities.get("elicitation")
+    if not isinstance(elicitation, dict):
+        return False
+    return not elicitation or isinstance(elicitation.get("form"), dict)
 
 
 def tool_result(result: Any, ok: bool, chat: dict | None = None) -> mcp_types.CallToolResult:
