@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "django_q",
+    "oauth2_provider",  # the MCP endpoint's OAuth authorization server (orchestrator_app/oauth/)
     "sessions_app",
     "artifacts_app",
     "orchestrator_app",
@@ -113,6 +114,11 @@ STATIC_ROOT = VAR_DIR / "static"
 # reads them).
 MEDIA_ROOT = VAR_DIR / "media"
 LOGIN_URL = "/admin/login/"
+# The MCP endpoint's OAuth authorization server (docs/howto/connectors.md): django-oauth-toolkit
+# configured as the endpoint needs it.
+from orchestrator_app.oauth import OAUTH2_PROVIDER as _AHENTIC_OAUTH2_PROVIDER  # noqa: E402
+
+OAUTH2_PROVIDER = {**_AHENTIC_OAUTH2_PROVIDER}
 
 # django-q2 with the embedded ORM broker. ``timeout`` covers the worst step: a model call with
 # its SDK retries (LLM_TIMEOUT_S x (LLM_MAX_RETRIES + 1)) plus tools; ``retry`` must exceed it

@@ -21,6 +21,7 @@ from .api import mcp_connections, mcp_server, mcp_tokens, memory, notifications,
 from .api.errors import exception_handler, not_found_view
 from .api.permissions import HasAgentPermission, SessionAuthentication401
 from .jsi18n import javascript_catalog
+from .oauth import api as oauth_api
 
 
 class OptionalSlashRouter(SimpleRouter):
@@ -137,5 +138,7 @@ urlpatterns = [
         mcp_server.resource_metadata,
         name="mcp-resource-metadata",
     ),
+    # The endpoint's OAuth authorization server and the user's connected apps (oauth/api.py).
+    *oauth_api.urlpatterns,
     re_path(r"^.*$", not_found_view),
 ]

@@ -49,7 +49,9 @@ APP_LAYERS = {
             ),
         ),
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
-        ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
+        # runs, queue, heartbeat, tool-call answers, plan, brain; the MCP endpoint's OAuth
+        # clients, connections and bearer check (the rest of the oauth wing is an entry point)
+        ("run control", ("control", "oauth.services")),
         ("tools", ("tools",)),  # the registry, the built-ins, the admin bridge
         ("step loop", ("loop",)),  # a step: request, model turn, tool pipeline, decisions
         ("webhooks", ("webhooks",)),  # events to delivery rows, signed POSTs, retries
@@ -66,6 +68,7 @@ APP_LAYERS = {
                 "admin_schedules",  # scheduled runs and their log
                 "admin_mcp_tokens",  # the MCP endpoint's tokens
                 "admin_mcp",  # MCP servers, tool settings, credentials
+                "oauth",  # the MCP endpoint's OAuth: routes, consent, admin, checks
                 "tasks",
                 "urls",
                 "jsi18n",  # the sidebar's JavaScript catalog
@@ -96,6 +99,10 @@ MCP_IMPORTERS = (
 )
 API_USERS = (
     "orchestrator_app.urls",
+    # The OAuth wing's routes reuse the REST layer's base view, errors and throttles; its root
+    # URLconf serves the endpoint's protected resource metadata.
+    "orchestrator_app.oauth.api",
+    "orchestrator_app.oauth.urls",
     "orchestrator_app.apps",
     "orchestrator_app.templatetags.ahentic",
 )

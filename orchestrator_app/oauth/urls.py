@@ -1,0 +1,28 @@
+"""The root ``/.well-known/`` documents MCP clients probe, for the host's root URLconf:
+
+    path("", include("orchestrator_app.oauth.urls")),
+
+``/.well-known/oauth-authorization-server`` (with or without the issuer's path after it: RFC
+8414's form, ``.../ahentic/v1/oauth``) serves the authorization server metadata, and
+``/.well-known/oauth-protected-resource`` (with or without the endpoint's path after it: RFC
+9728's form, ``.../ahentic/v1/mcp``) the endpoint's protected resource metadata. The system
+check ``ahentic.W022`` warns while they are not mounted.
+"""
+
+from django.urls import re_path
+
+from ..api import mcp_server
+from . import api
+
+urlpatterns = [
+    re_path(
+        r"^\.well-known/oauth-authorization-server(?:/(?P<issuer_path>.*))?$",
+        api.authorization_server_metadata,
+        name="ahentic-oauth-authorization-server",
+    ),
+    re_path(
+        r"^\.well-known/oauth-protected-resource(?:/(?P<resource_path>.*))?$",
+        mcp_server.resource_metadata,
+        name="ahentic-oauth-protected-resource",
+    ),
+]
