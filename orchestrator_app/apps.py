@@ -16,6 +16,7 @@ class OrchestratorAppConfig(AppConfig):
         from sessions_app.models import Attachment
 
         from . import checks
+        from .oauth import checks as oauth_checks  # noqa: F401  (registers the OAuth checks)
         from .api.permissions import connect_invalidation
         from .loop.files import remote_delete
 

@@ -13,14 +13,18 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 import pytest
 from django.core.cache import cache
+from django.core.checks import run_checks
+from django.urls import clear_url_caches
 from django.test import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+from oauth2_provider.cimd import CIMDError
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from orchestrator_app.models import OAuthClient, OAuthConnection
+from orchestrator_app.oauth.services import MetadataFetcher
 from sessions_app.models import Session
 
 from .conftest import API
@@ -332,3 +336,94 @@ def test_with_approval_on_a_new_client_waits_for_staff(live_server, owner, setti
     assert "waits for approval" in page.text
     review = OAuthClient.objects.get(application__client_id=client_id)
     assert review.status == OAuthClient.Status.PENDING
+
+
+# --- client ID metadata documents -------------------------------------------------------------
+
+
+class DocumentFetcher(MetadataFetcher):
+    """The site's fetcher with the network answer replaced: the document a client publishes at
+    its https URL (no https server runs in the tests). The outbound policy's refusals are
+    tested through the real fetcher below."""
+
+    documents: dict = {}
+
+    def fetch(self, client_id):
+        if client_id not in self.documents:
+            return super().fetch(client_id)
+        return self.documents[client_id], 300
+
+
+def test_a_client_id_metadata_document_registers_the_client(live_server, owner, settings):
+    client_id = "https://client.example/oauth/metadata.json"
+    DocumentFetcher.documents = {
+        client_id: {
+            "client_id": client_id,
+            "client_name": "Metadata client",
+            "redirect_uris": [REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
+    }
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "CIMD_METADATA_FETCHER": "tests.test_mcp_oauth.DocumentFetcher",
+    }
+    consent = Consent(live_server, owner)
+    storage = Storage()
+
+    async def listing(client):
+        return await client.list_tools()
+
+    auth = provider(live_server, consent, storage, client_metadata_url=client_id)
+    listed = with_oauth(live_server, auth, listing)
+
+    assert "echo" in {tool.name for tool in listed.tools}
+    application = Application.objects.get()
+    assert application.client_id == client_id
+    assert application.registration_source == Application.RegistrationSource.CIMD
+    assert "Metadata client" in consent.page
+
+
+def test_a_metadata_document_on_a_private_address_is_never_fetched(live_server, owner):
+    # The outbound-address policy: 127.0.0.1 is refused before any connection is made.
+    with pytest.raises(CIMDError, match="loopback"):
+        MetadataFetcher().fetch("https://127.0.0.1:9/client.json")
+    with pytest.raises(CIMDError, match="https"):
+        MetadataFetcher().fetch("http://client.example/client.json")
+    cookie = session_cookie(owner)
+    page = httpx2.get(
+        f"{live_server.url}{API}/oauth/authorize",
+        params={
+            "response_type": "code",
+            "client_id": "https://localhost:9/client.json",
+            "redirect_uri": REDIRECT,
+            "code_challenge": "a" * 43,
+            "code_challenge_method": "S256",
+        },
+        cookies={"sessionid": cookie},
+        timeout=30,
+    )
+    assert page.status_code == 400
+    assert not Application.objects.exists()
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+
+def check_ids(**kwargs) -> list[str]:
+    return [message.id for message in run_checks(include_deployment_checks=False, **kwargs)]
+
+
+def test_a_host_without_the_well_known_documents_is_warned(settings):
+    assert "ahentic.W022" not in check_ids()
+    settings.ROOT_URLCONF = "tests.urls_without_well_known"
+    clear_url_caches()
+    assert "ahentic.W022" in check_ids()
+
+
+def test_a_host_whose_oauth2_provider_lacks_the_endpoints_keys_is_an_error(settings):
+    assert "ahentic.E044" not in check_ids()
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "PKCE_REQUIRED": False}
+    assert "ahentic.E044" in check_ids()
