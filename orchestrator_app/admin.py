@@ -20,11 +20,11 @@ from . import (
     admin_schedules,  # noqa: F401  (registers the schedules' admin)
     admin_spend,  # noqa: F401  (the spend page)
 )
-from .oauth import admin as oauth_admin  # noqa: F401  (the MCP endpoint's OAuth clients)
 from .control import runs, toolcalls
 from .errors import AhenticError
 from .ledger.diagnostics import session_diagnostics
 from .models import ToolGrant, UsageRecord
+from .oauth import admin as oauth_admin  # noqa: F401  (the MCP endpoint's OAuth clients)
 
 
 def counted(number: int, noun: str) -> str:

@@ -16,9 +16,9 @@ class OrchestratorAppConfig(AppConfig):
         from sessions_app.models import Attachment
 
         from . import checks
-        from .oauth import checks as oauth_checks  # noqa: F401  (registers the OAuth checks)
         from .api.permissions import connect_invalidation
         from .loop.files import remote_delete
+        from .oauth import checks as oauth_checks  # noqa: F401  (registers the OAuth checks)
 
         # An agent version's model surface is refused where it is saved, as at startup.
         agents.add_config_check(checks.surface_problems)

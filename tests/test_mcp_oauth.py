@@ -14,8 +14,8 @@ import httpx2
 import pytest
 from django.core.cache import cache
 from django.core.checks import run_checks
-from django.urls import clear_url_caches
 from django.test import Client
+from django.urls import clear_url_caches
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -427,3 +427,23 @@ def test_a_host_whose_oauth2_provider_lacks_the_endpoints_keys_is_an_error(setti
     assert "ahentic.E044" not in check_ids()
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "PKCE_REQUIRED": False}
     assert "ahentic.E044" in check_ids()
+
+
+def test_a_tampered_consent_answer_is_a_400_page_and_grants_nothing(owner_client):
+    url = f"{API}/oauth/authorize"
+    answers = [
+        owner_client.post(url, {"client_secret": "\x00"}),
+        owner_client.post(
+            url,
+            {
+                "allow": "Authorize",
+                "client_id": "unknown",
+                "redirect_uri": REDIRECT,
+                "response_type": "code",
+            },
+        ),
+        owner_client.put(f"{url}?scope=x"),
+    ]
+    assert [answer.status_code for answer in answers] == [400, 400, 400]
+    assert b"This connection cannot be made" in answers[0].content
+    assert not AccessToken.objects.exists()

@@ -250,10 +250,24 @@ class ConsentView(AuthorizationView):
         )
         context["choices"] = self.choices()
         context["asks_write"] = not scopes or services.WRITE in scopes
+        application = context.get("application")
+        context["client_name"] = (
+            getattr(application, "name", "") or context.get("client_id") or gettext("An app")
+        )
         return context
 
+    def form_invalid(self, form):
+        """A consent answer whose hidden fields were changed or lost: no grant, a plain 400."""
+        problem = {"description": gettext("The authorization request is incomplete or invalid.")}
+        return render(
+            self.request, self.template_name, {"error": problem, "client_name": ""}, status=400
+        )
+
     def post(self, request, *args, **kwargs):
-        response = self.unapproved(request.POST.get("client_id"))
+        client_id = request.POST.get("client_id") or ""
+        if not get_application_model().objects.filter(client_id=client_id).exists():
+            return self.form_invalid(None)
+        response = self.unapproved(client_id)
         if response is not None:
             return response
         return super().post(request, *args, **kwargs)
