@@ -113,7 +113,9 @@ STATIC_ROOT = VAR_DIR / "static"
 # Where default_storage keeps attachments (never served by URL: the API's owner-only route
 # reads them).
 MEDIA_ROOT = VAR_DIR / "media"
-LOGIN_URL = "/admin/login/"
+# The site's own login (any user; the admin's admits staff only): the MCP endpoint's OAuth
+# consent page sends the user there first.
+LOGIN_URL = "/accounts/login/"
 # The MCP endpoint's OAuth authorization server (docs/howto/connectors.md): django-oauth-toolkit
 # configured as the endpoint needs it.
 from orchestrator_app.oauth import OAUTH2_PROVIDER as _AHENTIC_OAUTH2_PROVIDER  # noqa: E402
