@@ -112,7 +112,7 @@ def main() -> int:
         method = rng.choice(["POST", "POST", "GET", "PUT", "DELETE"])
         headers = {}
         path = {
-            "metadata": f"{PREFIX}/.well-known/oauth-authorization-server",
+            "metadata": PREFIX,
             "root": rng.choice(
                 [
                     f"/.well-known/oauth-authorization-server{PREFIX}",

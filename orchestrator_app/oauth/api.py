@@ -2,8 +2,7 @@
 (``urlpatterns`` below), and the root ``/.well-known/`` documents a host mounts with
 ``oauth/urls.py``.
 
-- ``oauth/.well-known/oauth-authorization-server`` (and ``oauth``, the issuer): RFC 8414
-  metadata. The protected resource metadata (``mcp/oauth-protected-resource``) names the issuer.
+- ``oauth`` (the issuer): RFC 8414 metadata (also at the root ``/.well-known/`` forms). The protected resource metadata (``mcp/oauth-protected-resource``) names the issuer.
 - ``oauth/authorize``: the consent page, on the site's own login (``LOGIN_URL``): the client,
   the agent and its tools, and that changes still wait for approval; the user picks the agent
   and whether the client may call the tools that change data.
@@ -88,7 +87,7 @@ def metadata(request) -> dict:
 
 def authorization_server_metadata(request, issuer_path: str | None = None):
     """RFC 8414 authorization server metadata (GET). Served at the app's ``oauth`` issuer and
-    below it, and at the root ``/.well-known/oauth-authorization-server`` forms (oauth/urls.py)."""
+    at the root ``/.well-known/oauth-authorization-server`` forms (oauth/urls.py)."""
     if not enabled():
         return not_found()
     if request.method not in ("GET", "HEAD"):
@@ -353,11 +352,6 @@ class ConnectedAppViewSet(AhenticViewSet):
 
 urlpatterns = [
     re_path(r"^oauth/?$", authorization_server_metadata, name="oauth-issuer"),
-    re_path(
-        r"^oauth/\.well-known/oauth-authorization-server/?$",
-        authorization_server_metadata,
-        name="oauth-metadata",
-    ),
     re_path(r"^oauth/authorize/?$", ConsentView.as_view(), name="oauth-authorize"),
     re_path(r"^oauth/token/?$", TokenView.as_view(), name="oauth-token"),
     re_path(r"^oauth/revoke/?$", RevokeTokenView.as_view(), name="oauth-revoke"),
