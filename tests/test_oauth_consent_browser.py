@@ -39,9 +39,9 @@ def list_tools(live_server, access_token) -> int:
 
 
 def test_the_user_consents_in_the_page_and_revokes_the_app_in_the_sidebar(
-    page,
+    page,  # noqa: F811
     live_server,
-    owner,  # noqa: F811
+    owner,
 ):
     api = f"{live_server.url}/ahentic/v1"
     registered = httpx2.post(
