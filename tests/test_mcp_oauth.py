@@ -146,7 +146,9 @@ def post_mcp(live_server, access_token, body):
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 
 
-def test_a_client_discovers_registers_gets_consent_and_calls_tools(live_server, owner, tool_calls):
+def test_a_client_discovers_registers_gets_consent_and_calls_tools(
+    live_server, owner, owner_client, tool_calls
+):
     consent = Consent(live_server, owner)
     storage = Storage()
 
@@ -178,6 +180,18 @@ def test_a_client_discovers_registers_gets_consent_and_calls_tools(live_server, 
     assert Session.objects.get(owner=owner).title.startswith("MCP: OAuth: Test client ")
     connection = OAuthConnection.objects.get(user=owner)
     assert connection.token.calls.count() == 2
+    # The row that stands for the app in the calls' history is no personal token.
+    assert owner_client.get(f"{API}/mcp-tokens").json() == []
+    # Another agent than the one granted: a step-up challenge naming it.
+    other_agent = httpx2.post(
+        f"{mcp_url(live_server)}?agent=reviewer",
+        json=LIST,
+        headers={"Authorization": f"Bearer {storage.tokens.access_token}"},
+        timeout=30,
+    )
+    assert other_agent.status_code == 403
+    assert 'error="insufficient_scope"' in other_agent.headers["WWW-Authenticate"]
+    assert "agent:reviewer" in other_agent.headers["WWW-Authenticate"]
 
 
 def test_a_401_names_the_metadata_that_names_the_authorization_server(live_server, owner):
