@@ -97,7 +97,11 @@ class Consent:
             )
         assert answer.status_code == 302, answer.text[:500]
         query = parse_qs(urlsplit(answer.headers["Location"]).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+        return AuthorizationCodeResult(
+            code=query["code"][0],
+            state=query.get("state", [None])[0],
+            iss=query.get("iss", [None])[0],  # RFC 9207: the client checks it
+        )
 
 
 def provider(live_server, consent, storage, scope=None, **kwargs) -> OAuthClientProvider:
@@ -202,16 +206,15 @@ def test_a_401_names_the_metadata_that_names_the_authorization_server(live_serve
     resource = httpx2.get(metadata_url, timeout=30).json()
     assert resource["resource"] == mcp_url(live_server)
     [issuer] = resource["authorization_servers"]
-    assert issuer == f"{live_server.url}{API}/oauth"
-    # RFC 8414's root form for an issuer with a path, and the form under the issuer.
-    path = urlsplit(issuer).path
-    root = httpx2.get(f"{live_server.url}/.well-known/oauth-authorization-server{path}").json()
-    at_issuer = httpx2.get(issuer).json()
-    assert root == at_issuer
+    assert issuer == live_server.url
+    # RFC 8414's root document, also served under the app.
+    root = httpx2.get(f"{live_server.url}/.well-known/oauth-authorization-server").json()
+    in_app = httpx2.get(f"{live_server.url}{API}/oauth").json()
+    assert root == in_app
     assert root["issuer"] == issuer
     assert root["code_challenge_methods_supported"] == ["S256"]
     assert root["client_id_metadata_document_supported"] is True
-    assert root["registration_endpoint"] == f"{issuer}/register"
+    assert root["registration_endpoint"] == f"{live_server.url}{API}/oauth/register"
     probed = httpx2.get(f"{live_server.url}/.well-known/oauth-protected-resource{API}/mcp")
     assert probed.json() == resource
 

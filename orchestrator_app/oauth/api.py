@@ -65,7 +65,7 @@ def not_found() -> JsonResponse:
 
 def metadata(request) -> dict:
     def url(name: str) -> str:
-        return request.build_absolute_uri(f"{services.issuer_url(request)}/{name}")
+        return services.server_url(request, name)
 
     methods = ["none", "client_secret_basic", "client_secret_post"]
     return {
@@ -74,6 +74,7 @@ def metadata(request) -> dict:
         "token_endpoint": url("token"),
         "registration_endpoint": url("register"),
         "revocation_endpoint": url("revoke"),
+        "authorization_response_iss_parameter_supported": True,
         "scopes_supported": [services.READ, services.WRITE],
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],

@@ -65,8 +65,15 @@ def resource_url(request) -> str:
 
 
 def issuer_url(request) -> str:
-    """The authorization server's issuer (RFC 8414): the app's ``oauth`` prefix."""
-    return request.build_absolute_uri(reverse("ahentic:oauth-issuer")).rstrip("/")
+    """The authorization server's issuer (RFC 8414): the site's origin, the value the toolkit
+    also puts in the authorization response's ``iss`` (RFC 9207). Its metadata is at the root
+    ``/.well-known/oauth-authorization-server`` (``oauth/urls.py``) and at the app's ``oauth``."""
+    return request.build_absolute_uri("/").rstrip("/")
+
+
+def server_url(request, name: str) -> str:
+    """The absolute URL of one of the server's routes (``authorize``, ``token``...)."""
+    return request.build_absolute_uri(reverse(f"ahentic:oauth-{name}"))
 
 
 def agent_of(scopes) -> str | None:

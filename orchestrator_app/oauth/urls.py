@@ -2,8 +2,9 @@
 
     path("", include("orchestrator_app.oauth.urls")),
 
-``/.well-known/oauth-authorization-server`` (with or without the issuer's path after it: RFC
-8414's form, ``.../ahentic/v1/oauth``) serves the authorization server metadata, and
+``/.well-known/oauth-authorization-server`` serves the authorization server metadata (the
+issuer is the site's origin; a path after it, which some clients append, is answered the same),
+and
 ``/.well-known/oauth-protected-resource`` (with or without the endpoint's path after it: RFC
 9728's form, ``.../ahentic/v1/mcp``) the endpoint's protected resource metadata. The system
 check ``ahentic.W022`` warns while they are not mounted.
