@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "django_q",
+    "oauth2_provider",  # the MCP endpoint's OAuth authorization server (orchestrator_app/oauth/)
     "sessions_app",
     "artifacts_app",
     "orchestrator_app",
@@ -112,7 +113,14 @@ STATIC_ROOT = VAR_DIR / "static"
 # Where default_storage keeps attachments (never served by URL: the API's owner-only route
 # reads them).
 MEDIA_ROOT = VAR_DIR / "media"
-LOGIN_URL = "/admin/login/"
+# The site's own login (any user; the admin's admits staff only): the MCP endpoint's OAuth
+# consent page sends the user there first.
+LOGIN_URL = "/accounts/login/"
+# The MCP endpoint's OAuth authorization server (docs/howto/connectors.md): django-oauth-toolkit
+# configured as the endpoint needs it.
+from orchestrator_app.oauth import OAUTH2_PROVIDER as _AHENTIC_OAUTH2_PROVIDER  # noqa: E402
+
+OAUTH2_PROVIDER = {**_AHENTIC_OAUTH2_PROVIDER}
 
 # django-q2 with the embedded ORM broker. ``timeout`` covers the worst step: a model call with
 # its SDK retries (LLM_TIMEOUT_S x (LLM_MAX_RETRIES + 1)) plus tools; ``retry`` must exceed it

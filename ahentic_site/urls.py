@@ -19,6 +19,8 @@ urlpatterns = [
     # The demo's webhook receiver (ahentic_site/webhooks.py): POST receives, GET lists.
     path("demo/webhooks/", webhooks.receiver, name="demo-webhooks"),
     path("ahentic/v1/", include("orchestrator_app.urls")),
+    # The root /.well-known/ documents MCP clients probe (OAuth for the MCP endpoint).
+    path("", include("orchestrator_app.oauth.urls")),
     # Swagger UI over the API's schema (GET ahentic/v1/schema).
     path(
         "api-docs/",

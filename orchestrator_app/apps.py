@@ -20,6 +20,7 @@ class OrchestratorAppConfig(AppConfig):
         from .loop.files import remote_delete
         from .mcp import checks as mcp_checks
         from .notifications import checks as notification_checks  # noqa: F401
+        from .oauth import checks as oauth_checks  # noqa: F401  (registers the OAuth checks)
         from .schedules import checks as schedule_checks  # noqa: F401
         from .webhooks import checks as webhook_checks  # noqa: F401
 

@@ -1,5 +1,5 @@
 """The token ledger and the owner's "always allow" grants; the feature wings' models (webhooks,
-notifications, schedules, MCP) live in their packages and are imported at the end of this module,
+notifications, schedules, MCP, OAuth) live in their packages and are imported at the end of this module,
 where Django loads an app's models from (same app label, same tables)."""
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ from .mcp.models import (  # noqa: E402
     McpTool,
 )
 from .notifications.models import Notification, NotificationPreference  # noqa: E402
+from .oauth.models import OAuthClient, OAuthConnection  # noqa: E402
 from .schedules.models import Schedule, ScheduleRun, validate_cron, validate_time_zone  # noqa: E402
 from .webhooks.models import (  # noqa: E402
     WebhookDelivery,
@@ -138,6 +139,8 @@ __all__ = [
     "McpTokenQuerySet",
     "Notification",
     "NotificationPreference",
+    "OAuthClient",
+    "OAuthConnection",
     "Schedule",
     "ScheduleRun",
     "Spend",

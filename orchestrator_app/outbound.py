@@ -1,6 +1,6 @@
 """Outbound requests: the one address policy for every request the site makes on someone's
 behalf (webhook deliveries, the MCP client, MCP OAuth discovery, registration and token
-requests). docs/reference/settings.md, "Outbound requests", states it for users.
+requests, the client ID metadata documents of the site's own OAuth server: ``oauth/services.py``). docs/reference/settings.md, "Outbound requests", states it for users.
 
 The policy, for a URL:
 

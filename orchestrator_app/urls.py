@@ -25,6 +25,7 @@ from .mcp import api as mcp_connections
 from .mcp import api_tokens as mcp_tokens
 from .mcp import server as mcp_server
 from .notifications import api as notifications
+from .oauth import api as oauth_api
 
 
 class OptionalSlashRouter(SimpleRouter):
@@ -141,5 +142,7 @@ urlpatterns = [
         mcp_server.resource_metadata,
         name="mcp-resource-metadata",
     ),
+    # The endpoint's OAuth authorization server and the user's connected apps (oauth/api.py).
+    *oauth_api.urlpatterns,
     re_path(r"^.*$", not_found_view),
 ]

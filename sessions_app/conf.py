@@ -92,6 +92,13 @@ DEFAULTS: dict[str, Any] = {
     "MCP_ELICITATION": True,
     # The live tokens (not revoked, not expired) one user may hold for the endpoint; None: no cap.
     "MCP_TOKENS_PER_USER": 20,
+    # OAuth 2.1 for the endpoint (docs/howto/connectors.md): on or off (off: the protected
+    # resource metadata names no authorization server and the OAuth routes are 404); whether a
+    # newly registered client waits for staff approval in the admin before anyone can connect it;
+    # registrations (dynamic and by metadata document URL) per client address (None: no limit).
+    "MCP_OAUTH": True,
+    "MCP_OAUTH_CLIENT_APPROVAL": False,
+    "THROTTLE_OAUTH_REGISTRATIONS": "20/hour",
     "FILES_API": False,
     # Scheduled runs (docs/howto/schedules.md): how late a due time may still fire (a due time
     # older than this when a tick sees it is missed, never backfilled), and how many firings in

@@ -77,6 +77,9 @@ CSRF_COOKIE_SECURE = True
 STATIC_ROOT = BASE_DIR / "static-root"  # noqa: F405
 # A cache the web and worker processes share (ahentic.W014: the approval mails read the polls).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "cache"}}
+# http redirect URIs stay allowed for native clients' loopback callbacks (Claude Code); the MCP
+# endpoint's registration takes http only on loopback hosts (docs/howto/connectors.md).
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 if "MAILERS" in globals():  # Django 6.1's startproject mails to the console
     MAILERS = {"default": {"BACKEND": "django.core.mail.backends.smtp.EmailBackend"}}
 """

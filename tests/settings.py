@@ -77,6 +77,7 @@ AHENTIC = {
     # test_posting_messages_is_throttled_per_user turns it on.
     "THROTTLE_MESSAGES": None,
     "THROTTLE_SESSIONS": None,
+    "THROTTLE_OAUTH_REGISTRATIONS": None,
     # The webhook tests' receiver listens on 127.0.0.1.
     "WEBHOOK_ALLOW_PRIVATE": True,
     # Webhook signing secrets are sealed by the vault (a test key; tests that need none or

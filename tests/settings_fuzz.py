@@ -20,6 +20,7 @@ AHENTIC = {
     **AHENTIC,
     "THROTTLE_MESSAGES": None,
     "THROTTLE_SESSIONS": None,
+    "THROTTLE_OAUTH_REGISTRATIONS": None,
     "MCP_CALL_WAIT_S": 0,
     # The MCP server fuzz_setup.py registers, and a key to store its tokens.
     "MCP_SERVERS": ["default"],

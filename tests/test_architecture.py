@@ -16,9 +16,9 @@ LAYER = {"sessions_app": 0, "artifacts_app": 1, "orchestrator_app": 2}
 # falls in one. An entry names a module or a package (and so its submodules); the app's own
 # package (its __init__) is the app's base.
 # A wing's modules that are entry points: its admin pages, REST views, checks, the MCP endpoint.
-REST_PARTS = ("api", "api_tokens", "server")
-ENTRY_PARTS = ("admin", "admin_tokens", "api", "api_tokens", "checks", "server", "tasks")
-WINGS = ("mcp", "schedules", "webhooks", "notifications", "spend")
+REST_PARTS = ("api", "api_tokens", "server", "urls")
+ENTRY_PARTS = ("admin", "admin_tokens", "api", "api_tokens", "checks", "server", "tasks", "urls")
+WINGS = ("mcp", "oauth", "schedules", "webhooks", "notifications", "spend")
 APP_LAYERS = {
     "sessions_app": (
         ("base", ("conf", "errors", "db", "media", "tokens", "versioned")),
@@ -98,6 +98,10 @@ MCP_IMPORTERS = (
 )
 API_USERS = (
     "orchestrator_app.urls",
+    # The OAuth wing's routes reuse the REST layer's base view, errors and throttles; its root
+    # URLconf serves the endpoint's protected resource metadata.
+    "orchestrator_app.oauth.api",
+    "orchestrator_app.oauth.urls",
     "orchestrator_app.apps",
     "orchestrator_app.templatetags.ahentic",
 )

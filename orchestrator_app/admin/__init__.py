@@ -8,6 +8,7 @@ host's own ModelAdmins opt into (``StaleChangeFormMixin``).
 from ..mcp import admin as mcp_admin  # noqa: F401  (MCP servers, their tools, credentials)
 from ..mcp import admin_tokens as mcp_token_admin  # noqa: F401  (the MCP endpoint's tokens)
 from ..notifications import admin as notification_admin  # noqa: F401  (mail log, opt-outs)
+from ..oauth import admin as oauth_admin  # noqa: F401  (the MCP endpoint's OAuth clients)
 from ..schedules import admin as schedule_admin  # noqa: F401  (scheduled runs, their log)
 from ..spend import admin as spend_admin  # noqa: F401  (spend per day)
 from ..webhooks import admin as webhook_admin  # noqa: F401  (endpoints, deliveries)

@@ -34,3 +34,11 @@ class SessionCreateThrottle(AhenticRateThrottle):
 def throttles_for(*classes: type[AhenticRateThrottle]) -> list[AhenticRateThrottle]:
     """Instances of the throttles whose rate is set (a rate of None is off)."""
     return [cls() for cls in classes if getattr(ahentic_settings, cls.setting)]
+
+
+class OAuthRegistrationThrottle(AhenticRateThrottle):
+    """Client registrations at the MCP endpoint's OAuth server (orchestrator_app/oauth/): an
+    anonymous route, so the key is the client's address."""
+
+    scope = "ahentic_oauth_registrations"
+    setting = "THROTTLE_OAUTH_REGISTRATIONS"

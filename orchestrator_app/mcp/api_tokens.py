@@ -85,7 +85,9 @@ class McpTokenViewSet(AhenticViewSet):
 
     @described(mcp_tokens_list)
     def list(self, request):
-        tokens = McpToken.objects.filter(user=request.user, revoked_at__isnull=True)
+        tokens = mcp_tokens.personal(
+            McpToken.objects.filter(user=request.user, revoked_at__isnull=True)
+        )
         return Response(McpTokenSerializer(tokens, many=True).data)
 
     @described(mcp_token_create)
@@ -103,8 +105,8 @@ class McpTokenViewSet(AhenticViewSet):
     def destroy(self, request, token_id=None):
         if not str(token_id).isdigit() or len(str(token_id)) > 18:
             raise token_not_found()
-        token = McpToken.objects.filter(
-            pk=int(token_id), user=request.user, revoked_at__isnull=True
+        token = mcp_tokens.personal(
+            McpToken.objects.filter(pk=int(token_id), user=request.user, revoked_at__isnull=True)
         ).first()
         if token is None or not mcp_tokens.token_revoke(token=token):
             raise token_not_found()

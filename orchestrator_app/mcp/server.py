@@ -27,9 +27,13 @@ not keep the capability a client declared in ``initialize``: those clients, and 
 without the capability, get the answer "waiting for approval at <link>" and call again.
 
 Authentication: ``Authorization: Bearer ahmcp_...``, a token the user made in the sidebar or
-staff made in the admin (``mcp/tokens.py``). Without a usable token: ``401`` with
+staff made in the admin (``mcp/tokens.py``), or an OAuth access token issued for this
+endpoint (``oauth/``: its scopes name the agent and whether the tools that change data may be
+listed and called). Without a usable token: ``401`` with
 ``WWW-Authenticate: Bearer resource_metadata=...`` (the MCP authorization spec), the document
-served by ``resource_metadata`` below. A user who may not use the agent: ``403``.
+served by ``resource_metadata`` below. A user who may not use the agent: ``403``. An OAuth
+token whose scopes do not cover the request: ``403`` with ``error="insufficient_scope"`` and
+the ``scope`` that would.
 
 The tools are those a chat of the user's default agent (``?agent=<slug>``: another agent the
 user may use) offers, run through the chat pipeline (``mcp/calls.py``). Errors never
@@ -70,6 +74,7 @@ from ..api.throttles import RunStartThrottle, throttles_for
 from ..api.views import MAX_BODY_BYTES
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
 from ..notifications import services as notifications
+from ..oauth import services as oauth
 from ..tools import Tool
 from . import calls as mcp_calls
 from . import tokens as mcp_tokens
@@ -124,19 +129,39 @@ def unauthorized(request, message: str) -> JsonResponse:
     return refusal(401, AUTH_ERROR, message, WWW_Authenticate=challenge)
 
 
-def resource_metadata(request):
-    """OAuth 2.0 Protected Resource Metadata (RFC 9728) of the endpoint. No authorization
-    server is listed: the endpoint takes the users' personal tokens only (docs/howto/mcp-server.md)."""
+def insufficient_scope(request, access: oauth.Access, *needed: str) -> JsonResponse:
+    """403 for an OAuth token whose scopes miss ``needed``: the ``scope`` to ask for is the
+    token's and those (a client steps up with it)."""
+    scope = " ".join(sorted(access.scopes | set(needed)))
+    challenge = (
+        f'Bearer error="insufficient_scope", scope="{scope}", '
+        f'resource_metadata="{metadata_url(request)}"'
+    )
+    return refusal(
+        403,
+        AUTH_ERROR,
+        f"The token's scope does not cover this: {scope}.",
+        WWW_Authenticate=challenge,
+    )
+
+
+def resource_metadata(request, resource_path: str | None = None):
+    """OAuth 2.0 Protected Resource Metadata (RFC 9728) of the endpoint: the site's own
+    authorization server (``oauth/``) unless ``MCP_OAUTH`` is off (then none is listed and the
+    endpoint takes the users' personal tokens only). Also served at the root
+    ``/.well-known/oauth-protected-resource`` forms (``oauth/urls.py``)."""
     if request.method not in ("GET", "HEAD"):
         return refusal(405, mcp_types.INVALID_REQUEST, "Use GET.", Allow="GET, HEAD")
-    return JsonResponse(
-        {
-            "resource": request.build_absolute_uri(reverse("ahentic:mcp")),
-            "authorization_servers": [],
-            "bearer_methods_supported": ["header"],
-            "resource_name": SERVER_NAME,
-        }
-    )
+    document = {
+        "resource": oauth.resource_url(request),
+        "authorization_servers": [],
+        "bearer_methods_supported": ["header"],
+        "resource_name": SERVER_NAME,
+    }
+    if ahentic_settings.MCP_OAUTH:
+        document["authorization_servers"] = [oauth.issuer_url(request)]
+        document["scopes_supported"] = [oauth.READ, oauth.WRITE]
+    return JsonResponse(document)
 
 
 def same_origin(request) -> bool:
@@ -164,7 +189,12 @@ def endpoint(request):
     scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         return unauthorized(request, "A bearer token is required.")
-    token = mcp_tokens.token_authenticate(secret.strip())
+    access = None
+    if secret.strip().startswith(mcp_tokens.TOKEN_PREFIX) or not ahentic_settings.MCP_OAUTH:
+        token = mcp_tokens.token_authenticate(secret.strip())
+    else:
+        access = oauth.bearer_access(request)
+        token = access.token if access is not None else None
     if token is None:
         return unauthorized(request, "The token is unknown, expired or revoked.")
     user = token.user
@@ -175,8 +205,15 @@ def endpoint(request):
     if request.method != "POST":
         # No server-to-client stream and no session to end in the stateless mode.
         return refusal(405, mcp_types.INVALID_REQUEST, "Use POST.", Allow="POST")
+    slug = request.GET.get("agent") or None
+    if access is not None:
+        if slug and slug != access.agent:
+            return insufficient_scope(request, access, f"{oauth.AGENT}{slug}")
+        if not access.reads:
+            return insufficient_scope(request, access, oauth.READ)
+        slug = access.agent
     try:
-        version = agents.version_for_new_session(user, request.GET.get("agent") or None)
+        version = agents.version_for_new_session(user, slug)
     except agents.AgentNotFound:
         return refusal(404, mcp_types.INVALID_PARAMS, "No such agent for you.")
     protocol = request.headers.get("MCP-Protocol-Version") or DEFAULT_PROTOCOL_VERSION
@@ -195,8 +232,10 @@ def endpoint(request):
     body = read_body(request)
     if isinstance(body, HttpResponse):
         return body
-    handler = Handler(request, token, version, protocol)
+    handler = Handler(request, token, version, protocol, access)
     if protocol in MODERN_PROTOCOL_VERSIONS:
+        if handler.needs_write(body):
+            return insufficient_scope(request, access, oauth.WRITE)
         return modern_message(request, handler, body)
     if isinstance(body, list):
         if not body or len(body) > MAX_BATCH:
@@ -204,8 +243,13 @@ def endpoint(request):
                 rpc_error(mcp_types.INVALID_REQUEST, f"A batch holds 1 to {MAX_BATCH} messages."),
                 status=400,
             )
+        needs_write = [m for m in body if handler.needs_write(m)]
+        if needs_write:
+            return insufficient_scope(request, access, oauth.WRITE)
         answers = [answer for answer in map(handler.message, body) if answer is not None]
         return JsonResponse(answers, safe=False) if answers else HttpResponse(status=202)
+    if handler.needs_write(body):
+        return insufficient_scope(request, access, oauth.WRITE)
     answer = handler.message(body)
     if answer is None:
         return HttpResponse(status=202)
@@ -275,18 +319,37 @@ def read_body(request) -> Any:
 class Handler:
     """Answers the messages of one HTTP request."""
 
-    def __init__(self, request, token, version, protocol: str):
+    def __init__(self, request, token, version, protocol: str, access: oauth.Access | None = None):
         self.request = request
         self.token = token
         self.user = token.user
         self.version = version
         self.protocol = protocol
+        self.access = access  # an OAuth token's scopes; None for a personal token
         self._tools: dict[str, Tool] | None = None
 
-    def tools(self) -> dict[str, Tool]:
+    def all_tools(self) -> dict[str, Tool]:
         if self._tools is None:
             self._tools = {t.name: t for t in mcp_calls.mcp_tools(self.user, self.version)}
         return self._tools
+
+    def tools(self) -> dict[str, Tool]:
+        """The tools the token may list and call: with ``tools:read`` only, those that change
+        nothing."""
+        tools = self.all_tools()
+        if self.access is None or self.access.writes:
+            return tools
+        return {name: tool for name, tool in tools.items() if tool.readonly}
+
+    def needs_write(self, data: Any) -> bool:
+        """Whether ``data`` calls a tool that changes data with a token without ``tools:write``
+        (answered 403 insufficient_scope, so the client can ask for it)."""
+        if self.access is None or self.access.writes or not isinstance(data, dict):
+            return False
+        if data.get("method") != "tools/call" or not isinstance(data.get("params"), dict):
+            return False
+        tool = self.all_tools().get(data["params"].get("name"))
+        return tool is not None and not tool.readonly
 
     def message(self, data: Any, route: InboundModernRoute | None = None) -> dict | None:
         """One message's answer; None for a notification or a response (nothing to say).

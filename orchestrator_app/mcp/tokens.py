@@ -31,6 +31,8 @@ SHOWN_CHARS = len(TOKEN_PREFIX) + 4
 # ``last_used_at`` is written at most this often per token (one UPDATE a minute, not a request).
 TOUCH_EVERY = timedelta(minutes=1)
 NAME_MAX = 100
+# What the admin shows of a connected app's stand-in row (it has no secret to show a part of).
+STAND_IN_PREFIX = "oauth"
 
 
 @dataclass(frozen=True)
@@ -78,11 +80,31 @@ def token_create(
     return IssuedToken(token=token, secret=secret)
 
 
+def stand_in_create(*, user, name: str) -> McpToken:
+    """The row that stands for an OAuth client of ``user`` in the MCP calls' history (a
+    connected app, ``oauth/services.py``). Its secret is drawn and dropped: nobody knows it,
+    so the row never authenticates (the client's OAuth access tokens do). Not counted against
+    ``MCP_TOKENS_PER_USER`` and not listed with the user's personal tokens."""
+    secret = secrets.token_urlsafe(32)
+    return McpToken.objects.create(
+        user=user,
+        name=(name or "OAuth client")[:NAME_MAX],
+        prefix=STAND_IN_PREFIX,
+        token_hash=token_digest(secret),
+        created_by=user,
+    )
+
+
+def personal(tokens):
+    """``tokens`` less the stand-ins of OAuth clients."""
+    return tokens.filter(oauth_connection__isnull=True)
+
+
 def limit_problem(user) -> str | None:
     """Why ``user`` may not have another token (``MCP_TOKENS_PER_USER`` live ones: not revoked,
     not expired), or None."""
     limit = ahentic_settings.MCP_TOKENS_PER_USER
-    if limit is None or McpToken.objects.usable().filter(user=user).count() < limit:
+    if limit is None or personal(McpToken.objects.usable().filter(user=user)).count() < limit:
         return None
     return ngettext(
         "A user may hold at most %(limit)s live MCP token: revoke one first.",

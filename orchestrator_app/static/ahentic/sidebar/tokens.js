@@ -2,7 +2,9 @@
  * "MCP access": the user's tokens for the site's MCP endpoint (GET/POST mcp-tokens,
  * DELETE mcp-tokens/{id}), opened by the MCP button in the header. A new token is shown once,
  * with a copy button, and never again (only its hash is stored); each token lists its last use
- * and can be revoked (confirmed). Every text is textContent.
+ * and can be revoked (confirmed). Below, "Connected apps": the clients the user connected with
+ * OAuth (GET connected-apps, DELETE connected-apps/{id}: revoking deletes their tokens at once).
+ * Every text is textContent.
  */
 import { el, fill, show } from "./dom.js";
 import { gettext, locale, ngettext } from "./i18n.js";
@@ -66,6 +68,12 @@ export function createMcpTokens(app) {
   );
   const error = el("p", { className: "ahentic-error", "data-role": "mcp-error", role: "alert" });
   const list = el("ul", { "data-role": "mcp-tokens" });
+  const apps = el("ul", { "data-role": "mcp-apps" });
+  const noApps = el("p", {
+    className: "ahentic-artifact-meta",
+    "data-role": "mcp-no-apps",
+    text: gettext("No connected apps."),
+  });
   const panel = el(
     "section",
     {
@@ -87,6 +95,13 @@ export function createMcpTokens(app) {
     issued,
     error,
     list,
+    el("strong", { text: gettext("Connected apps") }),
+    el("p", {
+      className: "ahentic-artifact-meta",
+      text: gettext("Apps you connected with your login (claude.ai, ChatGPT...)."),
+    }),
+    apps,
+    noApps,
   );
   show(panel, false);
   show(issued, false);
@@ -133,6 +148,52 @@ export function createMcpTokens(app) {
     );
   }
 
+  async function loadApps() {
+    const result = await client.api("GET", "connected-apps");
+    if (!result.ok) return fail(result);
+    const connected = result.data || [];
+    show(noApps, !connected.length);
+    fill(
+      apps,
+      ...connected.map((app) =>
+            el(
+              "li",
+              { className: "ahentic-child", "data-app": String(app.id) },
+              el("span", { className: "ahentic-child-title", text: app.client }),
+              el("span", {
+                className: "ahentic-artifact-meta",
+                text: [
+                  app.agent ? gettext("agent %(agent)s", { agent: app.agent }) : "",
+                  app.scopes.includes("tools:write")
+                    ? gettext("may call tools that change data")
+                    : gettext("tools that change nothing only"),
+                  gettext("last used %(when)s", { when: when(app.lastUsedAt) }),
+                ]
+                  .filter(Boolean)
+                  .join(" · "),
+              }),
+              el("button", {
+                type: "button",
+                className: "ahentic-link",
+                text: gettext("Revoke"),
+                "aria-label": gettext("Revoke %(name)s", { name: app.client }),
+                onclick: () => revokeApp(app),
+              }),
+        ),
+      ),
+    );
+  }
+
+  async function revokeApp(app) {
+    const question = gettext("Disconnect \"%(name)s\"? It loses access at once.", {
+      name: app.client,
+    });
+    if (!window.confirm(question)) return;
+    const result = await client.api("DELETE", "connected-apps/" + app.id);
+    if (!result.ok) fail(result);
+    await loadApps();
+  }
+
   async function revoke(token) {
     const question = gettext("Revoke \"%(name)s\"? Clients using it lose access at once.", {
       name: token.name,
@@ -164,6 +225,7 @@ export function createMcpTokens(app) {
     toggle.setAttribute("aria-pressed", String(open));
     if (open) {
       load();
+      loadApps();
     } else {
       // Closing forgets the shown secret: it is never displayed again.
       secret.textContent = "";
@@ -171,5 +233,5 @@ export function createMcpTokens(app) {
     }
   });
 
-  return { load };
+  return { load, loadApps };
 }
