@@ -24,6 +24,9 @@ class OrchestratorAppConfig(AppConfig):
         agents.add_config_check(checks.spend_cap_problems)
         # ... and so are MCP servers that are not registered.
         agents.add_config_check(checks.mcp_server_problems)
+        # The agent form's tool checkboxes and MCP server list.
+        agents.add_choices("TOOLS", tool_choices)
+        agents.add_choices("MCP_SERVERS", mcp_server_choices)
 
         post_delete.connect(remote_delete, sender=Attachment, dispatch_uid="ahentic_remote_file")
         # The cached agent permission answers, dropped when a user's grants change.
@@ -67,3 +70,17 @@ class OrchestratorAppConfig(AppConfig):
         schedule_run_finished.connect(
             telemetry.on_schedule_run_finished, dispatch_uid="ahentic_telemetry_schedules"
         )
+
+
+def tool_choices() -> list[tuple[str, str]]:
+    """(name, label) of every registered tool, for the agent form's checkboxes."""
+    from .tools import all_tools
+
+    return [(tool.name, str(tool.human_label)) for tool in all_tools()]
+
+
+def mcp_server_choices() -> list[tuple[str, str]]:
+    """(slug, name) of every registered MCP server, for the agent form."""
+    from .models import McpServer
+
+    return list(McpServer.objects.order_by("name").values_list("slug", "name"))
