@@ -548,3 +548,20 @@ def test_a_run_button_on_a_second_admin_site_returns_to_that_site(admin_client, 
         (reverse("ops:sessions_app_session_change", args=[session.pk]), 302)
     ]
     assert shown_messages(response) == ["No orphaned tool calls to answer."]
+
+
+@pytest.mark.parametrize("view", ["add", "change"])
+def test_the_mcp_server_form_shows_its_help_text_and_the_site_token_once(admin_client, view):
+    from orchestrator_app.models import McpCredential, McpServer
+
+    server = McpServer.objects.create(slug="tickets", name="Tickets", url="https://x.example/mcp")
+    McpCredential.objects.create(server=server, kind="bearer", hint="…cdef", access_token="x")
+    args = [server.pk] if view == "change" else []
+
+    html = admin_client.get(url(McpServer, view, *args)).content.decode()
+
+    # The slug's help text names the tools' pattern; rendered as HTML it lost "<slug>".
+    assert "mcp__&lt;slug&gt;__&lt;tool&gt;" in html and "mcp____" not in html
+    assert len(re.findall(r"site token", html, re.IGNORECASE)) == 1
+    if view == "change":  # the current token's hint is said beside the field
+        assert "…cdef" in html
