@@ -46,6 +46,7 @@ from .admin_runs import session_runs
 from .models import Agent, Event, Goal, Session, TraceEvent
 
 EXCERPT_CHARS = 200
+CONVERSATION_MESSAGES = 50  # the newest messages the session page shows as the conversation
 
 
 # Rendering helpers, shared with the other apps' admins.
@@ -57,6 +58,20 @@ def pretty_json(value: Any) -> SafeString:
         return SafeString("-")
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', text)
+
+
+def zoned_time(value, shown: str = "DATETIME_FORMAT") -> SafeString:
+    """A time in the current time zone (the user's, when the site activates it), saying its
+    zone: ``<time datetime="ISO">Dec. 6, 2026, 7:20 p.m. CET</time>``."""
+    if value is None:
+        return SafeString("-")
+    local = timezone.localtime(value)
+    return format_html(
+        '<time datetime="{}">{} {}</time>',
+        local.isoformat(),
+        formats.date_format(local, shown),
+        formats.date_format(local, "T"),
+    )
 
 
 def _compact(value: Any, limit: int = EXCERPT_CHARS) -> str:
@@ -213,6 +228,8 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
     # Called with a session id before a session is deleted (a live run is cancelled first).
     before_delete: list[Callable[[Any], None]] = []
 
+    # The conversation first, then what staff act on (the cost and its cap, sub-agents, goals,
+    # queued messages, what other apps add), then the run internals folded.
     fieldsets = [
         (
             None,
@@ -224,24 +241,11 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     "agent_detail",
                     ("status", "mode", "view_mode"),
                     "parent",
-                    "prompt",
-                    ("created_at", "updated_at", "version"),
+                    ("created_at", "updated_at"),
                 ]
             },
         ),
-        (
-            "Run",
-            {
-                "fields": [
-                    ("run_seq", "step_count", "last_seq", "trace_count"),
-                    ("heartbeat_at", "browser_paused_at"),
-                    ("lease_token", "lease_expires_at"),
-                    ("job_resumable", "content_work", "soft_budget_acked"),
-                    ("last_error_code", "last_error"),
-                    ("active_workflow", "viewport_start_event_id", "fork_event_id"),
-                ]
-            },
-        ),
+        (_("Conversation"), {"fields": ["conversation"]}),
         (
             "Tokens",
             {
@@ -252,9 +256,29 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                 ]
             },
         ),
+        ("Sub-agents", {"fields": ["children_table"]}),
+        ("Goals", {"fields": ["goals_table"]}),
+        ("Pending messages", {"fields": ["pending_messages_table"]}),
+        ("Memory", {"fields": ["snapshots_table"]}),
+        (
+            _("Run internals"),
+            {
+                "classes": ["collapse"],
+                "fields": [
+                    "prompt",
+                    ("run_seq", "step_count", "last_seq", "trace_count", "version"),
+                    ("heartbeat_at", "browser_paused_at"),
+                    ("lease_token", "lease_expires_at"),
+                    ("job_resumable", "content_work", "soft_budget_acked"),
+                    ("last_error_code", "last_error"),
+                    ("active_workflow", "viewport_start_event_id", "fork_event_id"),
+                ],
+            },
+        ),
         (
             "State",
             {
+                "classes": ["collapse"],
                 "fields": [
                     "progress_json",
                     "plan_json",
@@ -265,13 +289,9 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     "capability_requests_json",
                     "granted_tools_json",
                     "active_skills_json",
-                ]
+                ],
             },
         ),
-        ("Sub-agents", {"fields": ["children_table"]}),
-        ("Goals", {"fields": ["goals_table"]}),
-        ("Pending messages", {"fields": ["pending_messages_table"]}),
-        ("Memory", {"fields": ["snapshots_table"]}),
         # The events and the trace follow, one section per run (``admin_runs``).
     ]
 
@@ -409,7 +429,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
             '<span title="{}">{}<br>{}</span>',
             formats.date_format(local, "DATETIME_FORMAT"),
             formats.date_format(local, "M j, Y"),
-            formats.time_format(local, "H:i"),
+            formats.date_format(local, "H:i T"),
         )
 
     # The agent version a session runs with.
@@ -503,6 +523,35 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
     granted_tools_json = json_column("granted_tools")
     active_skills_json = json_column("active_skills")
 
+    @admin.display(description=_("messages"))
+    def conversation(self, obj: Session) -> SafeString:
+        """The chat as its user saw it: the newest ``CONVERSATION_MESSAGES`` messages of the
+        user and the agent (an edited message's earlier attempt left out), oldest first. Every
+        event, tool calls included, is in the runs below."""
+        messages_shown = list(
+            obj.events.filter(
+                kind__in=[Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE],
+                superseded_by__isnull=True,
+            )
+            .order_by("-seq")
+            .values_list("kind", "content", "created_at")[:CONVERSATION_MESSAGES]
+        )[::-1]
+        if not messages_shown:
+            return SafeString("-")
+        who = {Event.Kind.USER_MESSAGE: _("User"), Event.Kind.AGENT_MESSAGE: _("Agent")}
+        items = format_html_join(
+            "",
+            '<li class="ahentic-message ahentic-{}"><p class="ahentic-message-meta">'
+            "<strong>{}</strong> · {}</p><div class=\"ahentic-message-text\">{}</div></li>",
+            (
+                (kind, who[kind], zoned_time(created_at), content)
+                for kind, content, created_at in messages_shown
+            ),
+        )
+        return format_html(
+            '<ol class="ahentic-conversation" id="ahentic-conversation">{}</ol>', items
+        )
+
     @admin.display(description="children")
     def children_table(self, obj: Session) -> SafeString:
         children = obj.children.order_by("created_at")
@@ -513,7 +562,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     admin_link(c, c.title, self.admin_site.name),
                     c.status,
                     c.tokens_used,
-                    c.updated_at,
+                    zoned_time(c.updated_at),
                 )
                 for c in children
             ),
@@ -534,7 +583,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         return html_table(
             ["id", "description", "status", "completed"],
             (
-                (g.pk, ("↳ " if depth else "") + g.description, g.status, g.completed_at or "-")
+                (g.pk, ("↳ " if depth else "") + g.description, g.status, zoned_time(g.completed_at))
                 for depth, g in ordered
             ),
         )
@@ -544,7 +593,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         return html_table(
             ["id", "source", "content", "created"],
             (
-                (p.pk, f"{p.source_type} {p.source_name}".strip(), excerpt(p.content), p.created_at)
+                (p.pk, f"{p.source_type} {p.source_name}".strip(), excerpt(p.content), zoned_time(p.created_at))
                 for p in obj.pending_messages.order_by("id")
             ),
         )
@@ -559,7 +608,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     f"{s.from_event_id}..{s.to_event_id}",
                     s.token_count,
                     excerpt(s.text),
-                    s.created_at,
+                    zoned_time(s.created_at),
                 )
                 for s in obj.snapshots.order_by("from_event_id")
             ),
@@ -1167,7 +1216,7 @@ class AgentAdmin(admin.ModelAdmin):
             rows.append(
                 (
                     f"v{version.number}",
-                    formats.date_format(timezone.localtime(version.created_at), "DATETIME_FORMAT"),
+                    zoned_time(version.created_at),
                     version.created_by.get_username() if version.created_by else "-",
                     version.note or "-",
                     compare,

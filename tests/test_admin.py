@@ -565,3 +565,24 @@ def test_the_mcp_server_form_shows_its_help_text_and_the_site_token_once(admin_c
     assert len(re.findall(r"site token", html, re.IGNORECASE)) == 1
     if view == "change":  # the current token's hint is said beside the field
         assert "…cdef" in html
+
+
+def test_the_session_page_shows_the_conversation_first_and_folds_the_run_internals(
+    admin_client, inspected
+):
+    services.events_append(
+        session_id=inspected.pk,
+        items=[{"kind": Event.Kind.AGENT_MESSAGE, "content": "The about page is drafted."}],
+    )
+
+    html = admin_client.get(url(Session, "change", inspected.pk)).content.decode()
+
+    conversation = html.index('id="ahentic-conversation"')
+    asked = html.index("&lt;script&gt;alert(", conversation)  # the user's message, escaped
+    answered = html.index("The about page is drafted.", conversation)
+    lease = html.index("Lease token")
+    assert conversation < asked < answered < lease
+    # The run internals (lease, fork id, ...) are a closed fold below the conversation.
+    internals = html.rindex("<details", 0, lease)
+    assert conversation < internals and " open" not in html[internals : html.index(">", internals)]
+    assert "Fork event id" in html[internals:]
