@@ -586,3 +586,26 @@ def test_the_session_page_shows_the_conversation_first_and_folds_the_run_interna
     internals = html.rindex("<details", 0, lease)
     assert conversation < internals and " open" not in html[internals : html.index(">", internals)]
     assert "Fork event id" in html[internals:]
+
+
+def test_every_admin_page_of_the_app_says_the_zone_its_times_are_in(
+    admin_client, inspected, settings
+):
+    settings.TIME_ZONE = "Europe/Berlin"  # what a middleware activating the user's zone gives
+    from orchestrator_app.models import Schedule
+
+    for page in [
+        url(Session, "changelist"),
+        url(Session, "change", inspected.pk),
+        url(Event, "changelist"),
+        url(Schedule, "changelist"),
+        reverse("admin:artifacts_app_artifact_changelist"),
+    ]:
+        html = admin_client.get(page).content.decode()
+        assert "Times are in the Europe/Berlin time zone (UTC+0" in html, page
+
+    session_page = admin_client.get(url(Session, "change", inspected.pk)).content.decode()
+    listed = admin_client.get(url(Session, "changelist")).content.decode()
+    # The times the app renders itself carry the zone's abbreviation (winter: CET).
+    assert re.search(r"<time datetime=\"[^\"]+\+01:00\">[^<]+ CET</time>", session_page)
+    assert re.search(r"\d\d:\d\d CET", listed)
