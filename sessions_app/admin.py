@@ -778,7 +778,8 @@ class ToolsWidget(forms.Widget):
                 )
             )
         return format_html(
-            '<div id="{}"><p><input type="checkbox" name="{}-all" id="{}-all"{}> '
+            '<div id="{}" class="ahentic-tools"><p><input type="checkbox" name="{}-all" '
+            'id="{}-all"{}> '
             '<label for="{}-all" class="vCheckboxLabel">{}</label></p>'
             '<table><thead><tr><th scope="col">{}</th><th scope="col">{}</th></tr></thead>'
             "<tbody>{}</tbody></table></div>",
