@@ -542,7 +542,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         items = format_html_join(
             "",
             '<li class="ahentic-message ahentic-{}"><p class="ahentic-message-meta">'
-            "<strong>{}</strong> · {}</p><div class=\"ahentic-message-text\">{}</div></li>",
+            '<strong>{}</strong> · {}</p><div class="ahentic-message-text">{}</div></li>',
             (
                 (kind, who[kind], zoned_time(created_at), content)
                 for kind, content, created_at in messages_shown
@@ -583,7 +583,12 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         return html_table(
             ["id", "description", "status", "completed"],
             (
-                (g.pk, ("↳ " if depth else "") + g.description, g.status, zoned_time(g.completed_at))
+                (
+                    g.pk,
+                    ("↳ " if depth else "") + g.description,
+                    g.status,
+                    zoned_time(g.completed_at),
+                )
                 for depth, g in ordered
             ),
         )
@@ -593,7 +598,12 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         return html_table(
             ["id", "source", "content", "created"],
             (
-                (p.pk, f"{p.source_type} {p.source_name}".strip(), excerpt(p.content), zoned_time(p.created_at))
+                (
+                    p.pk,
+                    f"{p.source_type} {p.source_name}".strip(),
+                    excerpt(p.content),
+                    zoned_time(p.created_at),
+                )
                 for p in obj.pending_messages.order_by("id")
             ),
         )
@@ -697,8 +707,10 @@ class TraceEventAdmin(ReadOnlyAdmin):
 # --- Agents ------------------------------------------------------------------------------------
 # Agents in the Django admin: edit one, see its versions, compare two, roll back.
 #
-# The agent's own fields save as any model's; its "Configuration" (the overrides of ``AHENTIC``
-# a run reads, ``agents.AGENT_KEYS``) is a form field showing the latest version, and a save
+# The agent's own fields save as any model's; its configuration (the overrides of ``AHENTIC``
+# a run reads, ``agents.AGENT_KEYS``) is shown twice, as fields anyone can fill in ("What it
+# does": model, instructions, tools and their approval...) and as the latest version's JSON
+# (the "Advanced" fold); ``AgentForm.clean`` makes one configuration of both, and a save
 # whose configuration differs makes a new version through ``agents.version_save`` (a new agent
 # always gets version 1; an unchanged configuration makes none). Versions have no admin of their
 # own and are never edited or deleted here: the agent's page lists them, ``versions/`` compares
@@ -832,8 +844,10 @@ class AgentForm(forms.ModelForm):
     model = forms.ChoiceField(
         required=False,
         label=_("Model"),
-        help_text=_("The models with prices in AHENTIC['PRICES'] (their USD per million "
-                    "tokens: input / output)."),
+        help_text=_(
+            "The models with prices in AHENTIC['PRICES'] (their USD per million "
+            "tokens: input / output)."
+        ),
     )
     instructions = forms.CharField(
         required=False,
@@ -845,8 +859,10 @@ class AgentForm(forms.ModelForm):
     tools = ToolsField(
         required=False,
         label=_("Tools"),
-        help_text=_("The tools it may use, and whether each asks before it runs. An agent "
-                    "never gives a user a tool their own permissions refuse."),
+        help_text=_(
+            "The tools it may use, and whether each asks before it runs. An agent "
+            "never gives a user a tool their own permissions refuse."
+        ),
     )
     mcp_servers = forms.MultipleChoiceField(
         required=False,
@@ -922,8 +938,11 @@ class AgentForm(forms.ModelForm):
                 (name, f"{name} (${price.get('input', '?')} / ${price.get('output', '?')})")
                 for name, price in priced
             ),
-            *([(current, f"{current} ({_('no prices')})")] if current and
-              current not in dict(priced) else []),
+            *(
+                [(current, f"{current} ({_('no prices')})")]
+                if current and current not in dict(priced)
+                else []
+            ),
         ]
         tools = agents.choices("TOOLS")
         named = [t for t in config.get("TOOLS") or [] if t not in dict(tools)]

@@ -440,9 +440,8 @@ def admin_objects(inspected, owner):
     """One row of each model the app's admin pages show (the session with every section, its
     events and trace, an agent, a schedule, an MCP server, a webhook endpoint)."""
     from orchestrator_app.models import McpServer, Schedule, WebhookEndpoint
-    from sessions_app.models import Event, TraceEvent
-
     from sessions_app import agents
+    from sessions_app.models import Event, TraceEvent
 
     from .factories import SessionFactory, UsageRecordFactory, agent_create, schedule_create
 
