@@ -258,6 +258,23 @@ def add_config_check(check: Callable[[AgentSettings], list[str]]) -> None:
         _config_checks.append(check)
 
 
+# What the admin's agent form offers for ``TOOLS`` and ``MCP_SERVERS``: the apps that register
+# tools and servers (this app cannot import them) add a provider from their ``ready()``.
+_choices: dict[str, Callable[[], list[tuple[str, str]]]] = {}
+
+
+def add_choices(key: str, provider: Callable[[], list[tuple[str, str]]]) -> None:
+    """Have the agent form offer ``provider()``'s (value, label) pairs for the list ``key``
+    (``"TOOLS"``: registered tool names; ``"MCP_SERVERS"``: server slugs)."""
+    _choices[key] = provider
+
+
+def choices(key: str) -> list[tuple[str, str]]:
+    """The (value, label) pairs offered for ``key``; none when no app provides them."""
+    provider = _choices.get(key)
+    return list(provider()) if provider is not None else []
+
+
 def _value_problem(key: str, value: Any) -> str | None:
     if key in ("MODEL", "BRAIN_MODEL"):
         return None if isinstance(value, str) and value.strip() else "a model name."

@@ -1,5 +1,5 @@
-"""WCAG 2.2 AA in a real browser: axe-core checks the sidebar in each of its states and the session
-admin pages, and a screen reader hears a finished reply once, never the streamed tokens.
+"""WCAG 2.2 AA in a real browser: axe-core checks the sidebar in each of its states and every admin
+page of the app, and a screen reader hears a finished reply once, never the streamed tokens.
 
 axe-core is the npm package, installed outside the repository (the browser leg does it):
 
@@ -11,7 +11,8 @@ chromium. Any serious or critical violation of the WCAG 2.0/2.1/2.2 A and AA rul
 and prints each rule, its help page and the selectors of the nodes to fix.
 
 A new sidebar state is one more entry in ``SIDEBAR_STATES`` (a function that brings the open
-sidebar into that state); a new admin page one more entry in ``ADMIN_PAGES``.
+sidebar into that state); a new admin page one more entry in ``ADMIN_PAGES`` (its list, add and
+change forms, with a row in ``admin_objects``).
 """
 
 # The fixtures imported from test_sidebar_browser are parameters of the tests: F811 by design.
@@ -434,25 +435,81 @@ def staff_context(browser, live_server, viewport, settings):
     context.close()
 
 
+@pytest.fixture
+def admin_objects(inspected, owner):
+    """One row of each model the app's admin pages show (the session with every section, its
+    events and trace, an agent, a schedule, an MCP server, a webhook endpoint)."""
+    from orchestrator_app.models import McpServer, Schedule, WebhookEndpoint
+    from sessions_app import agents
+    from sessions_app.models import Event, TraceEvent
+
+    from .factories import SessionFactory, UsageRecordFactory, agent_create, schedule_create
+
+    agent = agent_create("writer", name="Writer")
+    pinned = SessionFactory(owner=owner, agent_version=agents.latest_version(agent))
+    UsageRecordFactory(session=pinned, cost_usd="0.0420")  # a bar and a row on the spend page
+    schedule_create(owner, agent)
+    McpServer.objects.create(slug="tickets", name="Tickets", url="https://mcp.example.com/mcp")
+    WebhookEndpoint.objects.create(
+        name="Receiver", url="https://hooks.example.com/in", events=[], secret=""
+    )
+    return {
+        "session": inspected,
+        "event": Event.objects.filter(session=inspected).first(),
+        "traceevent": TraceEvent.objects.filter(session=inspected).first(),
+        "agent": agent,
+        "artifact": inspected.artifacts.first(),
+        "schedule": Schedule.objects.get(),
+        "mcpserver": McpServer.objects.get(),
+        "webhookendpoint": WebhookEndpoint.objects.get(),
+    }
+
+
+def _admin(app: str, model: str, view: str = "changelist"):
+    """The admin page ``view`` of ``app.model``: its list, add form, or (change) the form of the
+    fixture's row."""
+    if view == "change":
+        return lambda rows: reverse(f"admin:{app}_{model}_change", args=[rows[model].pk])
+    return lambda rows: reverse(f"admin:{app}_{model}_{view}")
+
+
 ADMIN_PAGES = {
-    "session-list": lambda session: reverse("admin:sessions_app_session_changelist"),
-    "session-change": lambda session: reverse(
-        "admin:sessions_app_session_change", args=[session.pk]
-    ),
+    "session-list": _admin("sessions_app", "session"),
+    "session-change": _admin("sessions_app", "session", "change"),
+    "event-list": _admin("sessions_app", "event"),
+    "event-change": _admin("sessions_app", "event", "change"),
+    "traceevent-list": _admin("sessions_app", "traceevent"),
+    "traceevent-change": _admin("sessions_app", "traceevent", "change"),
+    "agent-list": _admin("sessions_app", "agent"),
+    "agent-add": _admin("sessions_app", "agent", "add"),
+    "agent-change": _admin("sessions_app", "agent", "change"),
+    "artifact-list": _admin("artifacts_app", "artifact"),
+    "artifact-change": _admin("artifacts_app", "artifact", "change"),
+    "schedule-list": _admin("orchestrator_app", "schedule"),
+    "schedule-add": _admin("orchestrator_app", "schedule", "add"),
+    "schedule-change": _admin("orchestrator_app", "schedule", "change"),
+    "mcpserver-list": _admin("orchestrator_app", "mcpserver"),
+    "mcpserver-add": _admin("orchestrator_app", "mcpserver", "add"),
+    "mcpserver-change": _admin("orchestrator_app", "mcpserver", "change"),
+    "webhookendpoint-list": _admin("orchestrator_app", "webhookendpoint"),
+    "webhookendpoint-add": _admin("orchestrator_app", "webhookendpoint", "add"),
+    "webhookendpoint-change": _admin("orchestrator_app", "webhookendpoint", "change"),
+    "spend": _admin("orchestrator_app", "spend"),
 }
 
 
 @pytest.mark.parametrize("admin_page", list(ADMIN_PAGES))
-def test_the_session_admin_pages_have_no_serious_accessibility_violations(
+def test_the_apps_admin_pages_have_no_serious_accessibility_violations(
     staff_context,
-    inspected,
+    admin_objects,
     admin_page,
     viewport,
 ):
     page = staff_context.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(ADMIN_PAGES[admin_page](inspected))
+    response = page.goto(ADMIN_PAGES[admin_page](admin_objects))
+    assert response.status == 200, admin_page
     expect(page.locator("#content")).to_be_visible()
     screenshot(page, f"a11y-admin-{admin_page}-{viewport['width']}")
 

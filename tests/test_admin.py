@@ -555,3 +555,64 @@ def test_a_run_button_on_a_second_admin_site_returns_to_that_site(admin_client, 
         (reverse("ops:sessions_app_session_change", args=[session.pk]), 302)
     ]
     assert shown_messages(response) == ["No orphaned tool calls to answer."]
+
+
+@pytest.mark.parametrize("view", ["add", "change"])
+def test_the_mcp_server_form_shows_its_help_text_and_the_site_token_once(admin_client, view):
+    from orchestrator_app.models import McpCredential, McpServer
+
+    server = McpServer.objects.create(slug="tickets", name="Tickets", url="https://x.example/mcp")
+    McpCredential.objects.create(server=server, kind="bearer", hint="…cdef", access_token="x")
+    args = [server.pk] if view == "change" else []
+
+    html = admin_client.get(url(McpServer, view, *args)).content.decode()
+
+    # The slug's help text names the tools' pattern; rendered as HTML it lost "<slug>".
+    assert "mcp__&lt;slug&gt;__&lt;tool&gt;" in html and "mcp____" not in html
+    assert len(re.findall(r"site token", html, re.IGNORECASE)) == 1
+    if view == "change":  # the current token's hint is said beside the field
+        assert "…cdef" in html
+
+
+def test_the_session_page_shows_the_conversation_first_and_folds_the_run_internals(
+    admin_client, inspected
+):
+    services.events_append(
+        session_id=inspected.pk,
+        items=[{"kind": Event.Kind.AGENT_MESSAGE, "content": "The about page is drafted."}],
+    )
+
+    html = admin_client.get(url(Session, "change", inspected.pk)).content.decode()
+
+    conversation = html.index('id="ahentic-conversation"')
+    asked = html.index("&lt;script&gt;alert(", conversation)  # the user's message, escaped
+    answered = html.index("The about page is drafted.", conversation)
+    lease = html.index("Lease token")
+    assert conversation < asked < answered < lease
+    # The run internals (lease, fork id, ...) are a closed fold below the conversation.
+    internals = html.rindex("<details", 0, lease)
+    assert conversation < internals and " open" not in html[internals : html.index(">", internals)]
+    assert "Fork event id" in html[internals:]
+
+
+def test_every_admin_page_of_the_app_says_the_zone_its_times_are_in(
+    admin_client, inspected, settings
+):
+    settings.TIME_ZONE = "Europe/Berlin"  # what a middleware activating the user's zone gives
+    from orchestrator_app.models import Schedule
+
+    for page in [
+        url(Session, "changelist"),
+        url(Session, "change", inspected.pk),
+        url(Event, "changelist"),
+        url(Schedule, "changelist"),
+        reverse("admin:artifacts_app_artifact_changelist"),
+    ]:
+        html = admin_client.get(page).content.decode()
+        assert "Times are in the Europe/Berlin time zone (UTC+0" in html, page
+
+    session_page = admin_client.get(url(Session, "change", inspected.pk)).content.decode()
+    listed = admin_client.get(url(Session, "changelist")).content.decode()
+    # The times the app renders itself carry the zone's abbreviation (winter: CET).
+    assert re.search(r"<time datetime=\"[^\"]+\+01:00\">[^<]+ CET</time>", session_page)
+    assert re.search(r"\d\d:\d\d CET", listed)

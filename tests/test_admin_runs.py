@@ -179,11 +179,11 @@ def test_the_page_costs_the_same_queries_for_two_runs_or_thirty(admin_client, ow
     queries(small)  # the first request of a test reads what later ones find cached
 
     # The login (2), the session, its runs (events and trace grouped by run: 2), the shown
-    # runs' rows (2), the owner, the agent and its latest version (3), sub-agents, goals,
-    # pending messages, artifacts and snapshots (5).
-    assert queries(small) == queries(large) == 16
+    # runs' rows (2), the owner, the agent and its latest version (3), the conversation (its
+    # newest messages: 1), sub-agents, goals, pending messages, artifacts and snapshots (5).
+    assert queries(small) == queries(large) == 17
     # One run alone: its rows counted and read a page at a time (4 instead of 2).
-    assert queries(small, run=1) == queries(large, run=1) == 18
+    assert queries(small, run=1) == queries(large, run=1) == 19
 
 
 def test_a_run_of_five_thousand_events_renders_one_page_of_them(admin_client, session):

@@ -461,3 +461,106 @@ def test_moving_needs_the_run_control_permission(client, helper, owner):
     assert 'value="agent_version_latest"' not in page.content.decode()
     session.refresh_from_db()
     assert session.agent_version.number == 1
+
+
+# --- the form a non-programmer uses ---------------------------------------------------------------
+
+
+PRICED = {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}
+
+
+@pytest.fixture
+def form_world(settings):
+    """A priced model, an MCP server and an agent a roster may name."""
+    from orchestrator_app.models import McpServer
+
+    settings.AHENTIC = {**settings.AHENTIC, "PRICES": {"claude-sonnet-5-5": PRICED}}
+    McpServer.objects.create(slug="tickets", name="Tickets", url="https://mcp.example.com/mcp")
+    researcher = Agent.objects.create(slug="researcher", name="Researcher")
+    agents.version_save(researcher, config={})
+
+
+def test_the_agent_form_shows_priced_models_tools_servers_and_agents(admin_client, form_world):
+    page = admin_client.get(agent_url("add")).content.decode()
+
+    assert 'value="claude-sonnet-5-5"' in page  # the model list: the priced models
+    assert '<input type="checkbox" name="tools" value="echo"' in page
+    assert 'name="tools-approval-echo"' in page  # each tool's approval policy beside it
+    assert 'name="mcp_servers" value="tickets"' in page
+    assert 'name="roster" value="researcher"' in page
+    assert 'name="memory"' in page and 'name="spend_cap"' in page
+    assert "Advanced" in page and 'name="configuration"' in page  # the raw JSON, folded
+
+
+def test_saving_through_the_form_makes_the_version_the_same_settings_as_json_make(
+    admin_client, form_world
+):
+    settings_as_json = {
+        "MODEL": "claude-sonnet-5-5",
+        "SOUL": "Answer members' questions.\nBe brief.",
+        "TOOLS": ["echo", "notes_create"],
+        "APPROVAL": {"notes_create": "always_allow"},
+        "MCP_SERVERS": ["tickets"],
+        "MEMORY": "user",
+        "SPEND_CAP_USD": 2.5,
+        "ROSTER": ["researcher"],
+    }
+    by_json = admin_client.post(
+        agent_url("add"),
+        form_data(slug="by-json", based_on="", configuration=json.dumps(settings_as_json)),
+    )
+    by_form = admin_client.post(
+        agent_url("add"),
+        {
+            **form_data(slug="by-form", based_on="", configuration="{}"),
+            "structured": "1",
+            "model": "claude-sonnet-5-5",
+            "instructions": "Answer members' questions.\r\nBe brief.",
+            "tools": ["echo", "notes_create"],
+            "tools-approval-echo": "",
+            "tools-approval-notes_create": "always_allow",
+            "mcp_servers": ["tickets"],
+            "memory": "user",
+            "spend_cap": "2.50",
+            "roster": ["researcher"],
+        },
+    )
+
+    assert by_json.status_code == 302 and by_form.status_code == 302
+    json_version = agents.latest_version(Agent.objects.get(slug="by-json"))
+    form_version = agents.latest_version(Agent.objects.get(slug="by-form"))
+    assert form_version.config == json_version.config == settings_as_json
+
+
+def test_an_unchanged_form_keeps_the_configuration_and_a_changed_field_makes_a_version(
+    admin_client, helper, form_world
+):
+    page = admin_client.get(agent_url("change", helper.pk))
+    form = page.context["adminform"].form
+    posted = {
+        **form_data(configuration=json.dumps(helper.versions.get(number=2).config)),
+        "structured": "1",
+        "model": form["model"].value() or "",
+        "instructions": form["instructions"].value() or "",
+        "tools-all": "on",
+        "memory": "",
+        "spend_cap": "",
+    }
+
+    unchanged = admin_client.post(agent_url("change", helper.pk), posted)
+    assert unchanged.status_code == 302
+    assert numbers(helper) == [1, 2]  # the form's fields say what v2 says: no new version
+
+    del posted["tools-all"]  # only the checked tools, one of them
+    changed = admin_client.post(
+        agent_url("change", helper.pk),
+        {**posted, "model": "claude-sonnet-5-5", "spend_cap": "5", "tools": ["echo"]},
+    )
+    assert changed.status_code == 302
+    assert numbers(helper) == [1, 2, 3]
+    assert agents.latest_version(helper).config == {
+        "MODEL": "claude-sonnet-5-5",
+        "SOUL": "Be brief.",
+        "SPEND_CAP_USD": 5,
+        "TOOLS": ["echo"],
+    }

@@ -411,7 +411,7 @@ def test_the_spend_page_sums_the_ledger_by_agent_with_the_daily_limit(ledger, sp
 
     assert response.status_code == 200
     page = response.content.decode()
-    assert totals(page) == {"alpha": ("$3.00", "500"), "beta": ("$0.50", "100")}
+    assert totals(page) == {"Alpha": ("$3.00", "500"), "Beta": ("$0.50", "100")}
     assert '<tfoot><tr><th scope="row">Total</th><td class="num">$3.50</td>' in page
     # Two charts with their titles and descriptions; the daily limit beside the tokens.
     assert page.count('class="ahentic-spend-chart"') == 2
@@ -429,8 +429,8 @@ def test_the_spend_page_by_user_and_over_90_days(ledger, spend_staff):
     week = spend_staff.get(SPEND_URL, {"days": "nonsense", "by": "nonsense"})
 
     assert totals(by_user) == {"bob": ("$2.50", "200"), "ann": ("$1.00", "400")}
-    assert totals(quarter)["beta"] == ("$100.50", "200")
-    assert week.status_code == 200 and totals(week.content.decode())["alpha"][0] == "$3.00"
+    assert totals(quarter)["Beta"] == ("$100.50", "200")
+    assert week.status_code == 200 and totals(week.content.decode())["Alpha"][0] == "$3.00"
 
 
 def test_the_spend_page_keeps_the_top_five_and_sums_the_rest(spend_staff, owner):
@@ -439,7 +439,7 @@ def test_the_spend_page_keeps_the_top_five_and_sums_the_rest(spend_staff, owner)
 
     shown = totals(spend_staff.get(SPEND_URL).content.decode())
 
-    assert list(shown) == ["agent6", "agent5", "agent4", "agent3", "agent2", "other"]
+    assert list(shown) == ["Agent6", "Agent5", "Agent4", "Agent3", "Agent2", "other"]
     assert shown["other"] == ("$3.00", "200")  # agent1 and agent0
 
 
@@ -487,3 +487,15 @@ def test_the_spend_page_by_schedule_counts_a_continued_chat_once(spend_staff, ow
     shown = totals(spend_staff.get(SPEND_URL, {"by": "schedule"}).content.decode())
 
     assert shown == {"Nightly digest": ("$2.00", "200"), "(not scheduled)": ("$0.10", "100")}
+
+
+def test_the_spend_page_tells_two_agents_of_the_same_name_apart_by_slug(spend_staff, owner):
+    first = new_agent("writer", {"MODEL": MODEL})
+    second = Agent.objects.create(slug="writer-2", name="Writer")
+    agents.version_save(second, config={"MODEL": MODEL})
+    spent(chat_with(owner, first), "2.00")
+    spent(chat_with(owner, second), "1.00")
+
+    shown = totals(spend_staff.get(SPEND_URL).content.decode())
+
+    assert list(shown) == ["Writer (writer)", "Writer (writer-2)"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.utils.html import escape
 
 from sessions_app.admin.base import ReadOnlyAdmin, UsernameColumn
 
@@ -43,6 +44,23 @@ class McpServerForm(forms.ModelForm):
             "timeout_s",
             "oauth_client_id",
         ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The admin renders help text as HTML: the model's "mcp__<slug>__<tool>" would lose
+        # "<slug>" and "<tool>" as unknown tags.
+        self.fields["slug"].help_text = escape(McpServer._meta.get_field("slug").help_text)
+        # The token in use (its hint only) is said here, under the one "Site token" field.
+        found = (
+            McpCredential.objects.filter(
+                server=self.instance, user__isnull=True, revoked_at__isnull=True
+            ).first()
+            if self.instance.pk
+            else None
+        )
+        if found is not None:
+            current = f" The current one ends {found.hint}."
+            self.fields["site_token"].help_text += escape(current)
 
     def clean_url(self):
         url = self.cleaned_data["url"]
@@ -89,14 +107,14 @@ class McpServerAdmin(admin.ModelAdmin):
     list_filter = ["active", "auth"]
     search_fields = ["name", "slug", "url"]
     prepopulated_fields = {"slug": ["name"]}
-    readonly_fields = ["site_credential", "tools_fetched_at", "tools_error"]
+    readonly_fields = ["tools_fetched_at", "tools_error"]
     inlines = [McpToolInline]
     actions = [refresh_tools]
     fieldsets = [
         (None, {"fields": ["name", "slug", "url", "active", "timeout_s"]}),
         (
             "Authentication",
-            {"fields": ["auth", "site_token", "site_credential", "oauth_client_id"]},
+            {"fields": ["auth", "site_token", "oauth_client_id"]},
         ),
         ("Tools", {"fields": ["readonly_default_allow", "tools_fetched_at", "tools_error"]}),
     ]
@@ -104,13 +122,6 @@ class McpServerAdmin(admin.ModelAdmin):
     @admin.display(description="tools")
     def tool_count(self, obj: McpServer) -> int:
         return len(obj.tool_list or [])
-
-    @admin.display(description="site token")
-    def site_credential(self, obj: McpServer) -> str:
-        found = McpCredential.objects.filter(
-            server=obj, user__isnull=True, revoked_at__isnull=True
-        ).first()
-        return found.hint if found else "-"
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)

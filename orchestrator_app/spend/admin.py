@@ -2,7 +2,7 @@
 
 The page is the changelist of ``Spend``, a proxy of the ledger with no permissions of its own:
 staff who may view the ledger (``orchestrator_app.view_usagerecord``) see it. It shows the
-last 7, 30 or 90 days (``?days=``) by agent, user or schedule (``?by=``, ``ledger.spend.DIMENSIONS``),
+last 7, 30 or 90 days (``?days=``) by agent, user or schedule (``?by=``, ``services.DIMENSIONS``),
 the top values by cost and the rest as "other": a stacked bar chart of USD per day, a small
 chart of the site's tokens per day against ``DAILY_TOKEN_LIMIT``, and the tables carrying the
 same numbers. The charts are SVG drawn here, no script: each has a title and a description,

@@ -11,7 +11,7 @@ A dimension is a name and an ORM path from ``UsageRecord`` to what a row is grou
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -40,6 +40,9 @@ class Dimension:
     # returning the expression, for a value a plain path would count twice.
     path: str | Callable[[], Any]
     none: str  # what rows without a value are called
+    # ORM path to what people read for a value, when not the value itself (an agent's name
+    # for its slug); read in the same query, one name per value.
+    name_path: str | None = None
 
 
 def schedule_of_chat() -> Subquery:
@@ -52,8 +55,19 @@ def schedule_of_chat() -> Subquery:
     return Subquery(runs[:1])
 
 
+def _names(found: dict[str, str]) -> dict[str, str]:
+    """{value: name}, a name that more than one value has followed by its value."""
+    taken = Counter(found.values())
+    return {key: name if taken[name] == 1 else f"{name} ({key})" for key, name in found.items()}
+
+
 DIMENSIONS: dict[str, Dimension] = {
-    "agent": Dimension("Agent", "session__agent_version__agent__slug", "(no agent)"),
+    "agent": Dimension(
+        "Agent",
+        "session__agent_version__agent__slug",
+        "(no agent)",
+        name_path="session__agent_version__agent__name",
+    ),
     "user": Dimension("User", "user__{username}", "(no user)"),
     "schedule": Dimension("Schedule", schedule_of_chat, "(not scheduled)"),
 }
@@ -106,10 +120,13 @@ def spend_report(*, days: int = 30, by: str = "agent", top: int = TOP) -> Report
     else:
         key = F(dimension.path.format(username=get_user_model().USERNAME_FIELD))
     tokens = F("input_tokens") + F("output_tokens") + F("cache_read_tokens")
+    grouped = {"day": TruncDate("created_at"), "key": key}
+    if dimension.name_path:  # one name per value: grouping by both groups as by the value
+        grouped["name"] = F(dimension.name_path)
     rows = (
         UsageRecord.objects.filter(created_at__gte=since)
-        .annotate(day=TruncDate("created_at"), key=key)
-        .values("day", "key")
+        .annotate(**grouped)
+        .values(*grouped)
         .annotate(
             cost=Sum("cost_usd"),
             tokens=Sum(tokens + F("cache_write_tokens")),
@@ -117,9 +134,14 @@ def spend_report(*, days: int = 30, by: str = "agent", top: int = TOP) -> Report
         )
         .order_by()  # the model's ordering would be grouped by too
     )
+    rows = list(rows)
+    names = _names(
+        {str(e["key"]): e["name"] for e in rows if e["key"] is not None and e.get("name")}
+    )
     by_key: dict[str, Series] = {}
     for entry in rows:
-        name = str(entry["key"]) if entry["key"] is not None else dimension.none
+        key = str(entry["key"]) if entry["key"] is not None else None
+        name = dimension.none if key is None else names.get(key, key)
         series = by_key.setdefault(name, Series(name))
         day_cost = series.cost.get(entry["day"], Decimal(0))
         series.cost[entry["day"]] = day_cost + (entry["cost"] or Decimal(0))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -34,8 +35,9 @@ from django.http import HttpResponseBase, HttpResponseNotAllowed, HttpResponseRe
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import formats, timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext_lazy as _
 
 from .. import agents, runstate, services
 from ..models import Agent, Event, Goal, Session, TraceEvent
@@ -49,9 +51,12 @@ from .base import (
     json_column,
     pretty_json,
     session_admin_extensions,
+    zoned_time,
 )
 from .caps import SpendCapAdminMixin
 from .runs import session_runs
+
+CONVERSATION_MESSAGES = 50  # the newest messages the session page shows as the conversation
 
 
 @admin.register(Session)
@@ -84,6 +89,8 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
     # table of artifacts_app), read on each request below.
     actions: list = ["agent_version_latest"]
 
+    # The conversation first, then what staff act on (the cost and its cap, sub-agents, goals,
+    # queued messages, what other apps add), then the run internals folded.
     fieldsets = [
         (
             None,
@@ -95,24 +102,11 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     "agent_detail",
                     ("status", "mode", "view_mode"),
                     "parent",
-                    "prompt",
-                    ("created_at", "updated_at", "version"),
+                    ("created_at", "updated_at"),
                 ]
             },
         ),
-        (
-            "Run",
-            {
-                "fields": [
-                    ("run_seq", "step_count", "last_seq", "trace_count"),
-                    ("heartbeat_at", "browser_paused_at"),
-                    ("lease_token", "lease_expires_at"),
-                    ("job_resumable", "content_work", "soft_budget_acked"),
-                    ("last_error_code", "last_error"),
-                    ("active_workflow", "viewport_start_event_id", "fork_event_id"),
-                ]
-            },
-        ),
+        (_("Conversation"), {"fields": ["conversation"]}),
         (
             "Tokens",
             {
@@ -123,9 +117,29 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                 ]
             },
         ),
+        ("Sub-agents", {"fields": ["children_table"]}),
+        ("Goals", {"fields": ["goals_table"]}),
+        ("Pending messages", {"fields": ["pending_messages_table"]}),
+        ("Memory", {"fields": ["snapshots_table"]}),
+        (
+            _("Run internals"),
+            {
+                "classes": ["collapse"],
+                "fields": [
+                    "prompt",
+                    ("run_seq", "step_count", "last_seq", "trace_count", "version"),
+                    ("heartbeat_at", "browser_paused_at"),
+                    ("lease_token", "lease_expires_at"),
+                    ("job_resumable", "content_work", "soft_budget_acked"),
+                    ("last_error_code", "last_error"),
+                    ("active_workflow", "viewport_start_event_id", "fork_event_id"),
+                ],
+            },
+        ),
         (
             "State",
             {
+                "classes": ["collapse"],
                 "fields": [
                     "progress_json",
                     "plan_json",
@@ -136,13 +150,9 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     "capability_requests_json",
                     "granted_tools_json",
                     "active_skills_json",
-                ]
+                ],
             },
         ),
-        ("Sub-agents", {"fields": ["children_table"]}),
-        ("Goals", {"fields": ["goals_table"]}),
-        ("Pending messages", {"fields": ["pending_messages_table"]}),
-        ("Memory", {"fields": ["snapshots_table"]}),
         # The events and the trace follow, one section per run (``runs``).
     ]
 
@@ -309,7 +319,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
             '<span title="{}">{}<br>{}</span>',
             formats.date_format(local, "DATETIME_FORMAT"),
             formats.date_format(local, "M j, Y"),
-            formats.time_format(local, "H:i"),
+            formats.date_format(local, "H:i T"),
         )
 
     # The agent version a session runs with.
@@ -403,6 +413,35 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
     granted_tools_json = json_column("granted_tools")
     active_skills_json = json_column("active_skills")
 
+    @admin.display(description=_("messages"))
+    def conversation(self, obj: Session) -> SafeString:
+        """The chat as its user saw it: the newest ``CONVERSATION_MESSAGES`` messages of the
+        user and the agent (an edited message's earlier attempt left out), oldest first. Every
+        event, tool calls included, is in the runs below."""
+        messages_shown = list(
+            obj.events.filter(
+                kind__in=[Event.Kind.USER_MESSAGE, Event.Kind.AGENT_MESSAGE],
+                superseded_by__isnull=True,
+            )
+            .order_by("-seq")
+            .values_list("kind", "content", "created_at")[:CONVERSATION_MESSAGES]
+        )[::-1]
+        if not messages_shown:
+            return SafeString("-")
+        who = {Event.Kind.USER_MESSAGE: _("User"), Event.Kind.AGENT_MESSAGE: _("Agent")}
+        items = format_html_join(
+            "",
+            '<li class="ahentic-message ahentic-{}"><p class="ahentic-message-meta">'
+            '<strong>{}</strong> · {}</p><div class="ahentic-message-text">{}</div></li>',
+            (
+                (kind, who[kind], zoned_time(created_at), content)
+                for kind, content, created_at in messages_shown
+            ),
+        )
+        return format_html(
+            '<ol class="ahentic-conversation" id="ahentic-conversation">{}</ol>', items
+        )
+
     @admin.display(description="children")
     def children_table(self, obj: Session) -> SafeString:
         children = obj.children.order_by("created_at")
@@ -413,7 +452,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     admin_link(c, c.title, self.admin_site.name),
                     c.status,
                     c.tokens_used,
-                    c.updated_at,
+                    zoned_time(c.updated_at),
                 )
                 for c in children
             ),
@@ -434,7 +473,12 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         return html_table(
             ["id", "description", "status", "completed"],
             (
-                (g.pk, ("↳ " if depth else "") + g.description, g.status, g.completed_at or "-")
+                (
+                    g.pk,
+                    ("↳ " if depth else "") + g.description,
+                    g.status,
+                    zoned_time(g.completed_at),
+                )
                 for depth, g in ordered
             ),
         )
@@ -444,7 +488,12 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
         return html_table(
             ["id", "source", "content", "created"],
             (
-                (p.pk, f"{p.source_type} {p.source_name}".strip(), excerpt(p.content), p.created_at)
+                (
+                    p.pk,
+                    f"{p.source_type} {p.source_name}".strip(),
+                    excerpt(p.content),
+                    zoned_time(p.created_at),
+                )
                 for p in obj.pending_messages.order_by("id")
             ),
         )
@@ -459,7 +508,7 @@ class SessionAdmin(SpendCapAdminMixin, ReadOnlyAdmin):
                     f"{s.from_event_id}..{s.to_event_id}",
                     s.token_count,
                     excerpt(s.text),
-                    s.created_at,
+                    zoned_time(s.created_at),
                 )
                 for s in obj.snapshots.order_by("from_event_id")
             ),
@@ -516,8 +565,10 @@ class TraceEventAdmin(ReadOnlyAdmin):
 # --- Agents ------------------------------------------------------------------------------------
 # Agents in the Django admin: edit one, see its versions, compare two, roll back.
 #
-# The agent's own fields save as any model's; its "Configuration" (the overrides of ``AHENTIC``
-# a run reads, ``agents.AGENT_KEYS``) is a form field showing the latest version, and a save
+# The agent's own fields save as any model's; its configuration (the overrides of ``AHENTIC``
+# a run reads, ``agents.AGENT_KEYS``) is shown twice, as fields anyone can fill in ("What it
+# does": model, instructions, tools and their approval...) and as the latest version's JSON
+# (the "Advanced" fold); ``AgentForm.clean`` makes one configuration of both, and a save
 # whose configuration differs makes a new version through ``agents.version_save`` (a new agent
 # always gets version 1; an unchanged configuration makes none). Versions have no admin of their
 # own and are never edited or deleted here: the agent's page lists them, ``versions/`` compares
@@ -537,7 +588,168 @@ class PrettyJSONField(forms.JSONField):
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+class ToolsWidget(forms.Widget):
+    """The agent's tools as a table: "Every tool" or a checkbox per tool, each with its approval
+    policy beside it. Its value: ``{"all": bool, "tools": [names], "approval": {name: policy}}``.
+    Posted as ``<name>-all``, ``<name>`` (the checked names) and ``<name>-approval-<tool>``."""
+
+    choices: list[tuple[str, str]] = []
+
+    def value_from_datadict(self, data, files, name):
+        getlist = getattr(data, "getlist", lambda key: data.get(key) or [])
+        return {
+            "all": bool(data.get(f"{name}-all")),
+            "tools": list(getlist(name)),
+            "approval": {
+                tool: data.get(f"{name}-approval-{tool}")
+                for tool, _label in self.choices
+                if data.get(f"{name}-approval-{tool}")
+            },
+        }
+
+    def value_omitted_from_data(self, data, files, name):
+        return False
+
+    def render(self, name, value, attrs=None, renderer=None):
+        value = value or {"all": True, "tools": [], "approval": {}}
+        ident = (attrs or {}).get("id") or f"id_{name}"
+        policies = [
+            ("", _("The tool's own rule")),
+            ("always_ask", _("Always ask")),
+            ("always_allow", _("Always allow")),
+        ]
+        rows = []
+        for tool, label in self.choices:
+            chosen = value["approval"].get(tool, "")
+            options = format_html_join(
+                "",
+                '<option value="{}"{}>{}</option>',
+                ((v, " selected" if v == chosen else "", text) for v, text in policies),
+            )
+            rows.append(
+                format_html(
+                    '<tr><td><input type="checkbox" name="{}" value="{}" id="{}-{}"{}> '
+                    '<label for="{}-{}" class="vCheckboxLabel">{}</label> '
+                    '<code>{}</code></td><td><select name="{}-approval-{}" aria-label="{}">{}'
+                    "</select></td></tr>",
+                    name,
+                    tool,
+                    ident,
+                    tool,
+                    " checked" if tool in value["tools"] else "",
+                    ident,
+                    tool,
+                    label,
+                    tool,
+                    name,
+                    tool,
+                    _("Approval for %(tool)s") % {"tool": label},
+                    options,
+                )
+            )
+        return format_html(
+            '<div id="{}" class="ahentic-tools"><p><input type="checkbox" name="{}-all" '
+            'id="{}-all"{}> '
+            '<label for="{}-all" class="vCheckboxLabel">{}</label></p>'
+            '<table><thead><tr><th scope="col">{}</th><th scope="col">{}</th></tr></thead>'
+            "<tbody>{}</tbody></table></div>",
+            ident,
+            name,
+            ident,
+            " checked" if value["all"] else "",
+            ident,
+            _("Every tool the user may use (the boxes below are ignored)"),
+            _("tool"),
+            _("approval"),
+            SafeString("".join(rows)),
+        )
+
+
+class ToolsField(forms.Field):
+    widget = ToolsWidget
+
+    def __init__(self, *, choices=(), **kwargs):
+        super().__init__(**kwargs)
+        self.widget.choices = list(choices)
+
+    def clean(self, value):
+        known = {tool for tool, _label in self.widget.choices}
+        value = value or {"all": True, "tools": [], "approval": {}}
+        unknown = sorted(set(value["tools"]) - known)
+        policies = set(value["approval"].values()) - set(agents.APPROVALS)
+        if unknown or policies:
+            raise ValidationError(
+                _("Choose among the tools and approval policies listed."), code="invalid"
+            )
+        return value
+
+
+def _whole(amount):
+    """An amount in USD as the JSON configuration holds it: a whole number stays whole."""
+    number = float(amount)
+    return int(number) if number.is_integer() else number
+
+
 class AgentForm(forms.ModelForm):
+    """The agent's fields, and its configuration twice: as fields a person fills in (the model,
+    instructions, tools and their approval, MCP servers, memory, spend cap, roster) and as the
+    raw JSON (``configuration``, the "Advanced" fold). A save starts from the JSON and applies
+    each field whose value differs from what the latest version says (``FORM_KEYS``), so a form
+    save makes the same version as the same settings typed as JSON. A post without the fields
+    (``structured`` absent) is the JSON alone."""
+
+    structured = forms.BooleanField(required=False, initial=True, widget=forms.HiddenInput)
+    model = forms.ChoiceField(
+        required=False,
+        label=_("Model"),
+        help_text=_(
+            "The models with prices in AHENTIC['PRICES'] (their USD per million "
+            "tokens: input / output)."
+        ),
+    )
+    instructions = forms.CharField(
+        required=False,
+        strip=False,
+        label=_("Instructions"),
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 80}),
+        help_text=_("What the agent is told before every chat (SOUL). Empty: the site's."),
+    )
+    tools = ToolsField(
+        required=False,
+        label=_("Tools"),
+        help_text=_(
+            "The tools it may use, and whether each asks before it runs. An agent "
+            "never gives a user a tool their own permissions refuse."
+        ),
+    )
+    mcp_servers = forms.MultipleChoiceField(
+        required=False,
+        label=_("MCP servers"),
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Whose tools it may call. None checked: the site's list."),
+    )
+    memory = forms.ChoiceField(
+        required=False,
+        label=_("Memory"),
+        choices=[
+            ("", _("Off")),
+            ("user", _("Each user's own memory")),
+            ("user+shared", _("Each user's own memory and the site's shared memory")),
+        ],
+    )
+    spend_cap = forms.DecimalField(
+        required=False,
+        label=_("Spend cap (USD)"),
+        min_value=Decimal("0.0001"),
+        decimal_places=4,
+        help_text=_("A chat's cost at which its run pauses. Empty: no cap."),
+    )
+    roster = forms.MultipleChoiceField(
+        required=False,
+        label=_("Roster"),
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("The agents its sub-agents may be."),
+    )
     configuration = PrettyJSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 16, "cols": 80, "style": "font-family: monospace"}),
@@ -566,29 +778,126 @@ class AgentForm(forms.ModelForm):
             "shows_on",
             "active",
         ]
+        widgets = {"groups": forms.CheckboxSelectMultiple}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         latest = agents.latest_version(self.instance) if self.instance.pk else None
         self.latest = latest
-        self.fields["configuration"].initial = latest.config if latest else {}
+        config = latest.config if latest else {}
+        self.fields["configuration"].initial = config
         self.fields["based_on"].initial = latest.number if latest else 0
+        # The choices: what the site has, and whatever the latest version names besides.
+        current = config.get("MODEL")
+        priced = sorted((agents.ahentic_settings.PRICES or {}).items())
+        self.fields["model"].choices = [
+            ("", _("The site's model (%(model)s)") % {"model": agents.ahentic_settings.MODEL}),
+            *(
+                (name, f"{name} (${price.get('input', '?')} / ${price.get('output', '?')})")
+                for name, price in priced
+            ),
+            *(
+                [(current, f"{current} ({_('no prices')})")]
+                if current and current not in dict(priced)
+                else []
+            ),
+        ]
+        tools = agents.choices("TOOLS")
+        named = [t for t in config.get("TOOLS") or [] if t not in dict(tools)]
+        self.fields["tools"].widget.choices = [*tools, *((t, t) for t in named)]
+        servers = agents.choices("MCP_SERVERS")
+        self.fields["mcp_servers"].choices = [
+            *servers,
+            *((s, s) for s in config.get("MCP_SERVERS") or [] if s not in dict(servers)),
+        ]
+        others = Agent.objects.exclude(pk=self.instance.pk).order_by("name")
+        self.fields["roster"].choices = [(a.slug, f"{a.name} ({a.slug})") for a in others]
+        self.form_initial = self.from_config(config)
+        for key, value in self.form_initial.items():
+            self.fields[key].initial = value
+
+    # The fields a person fills in, and the configuration keys each one sets.
+    FORM_KEYS = {
+        "model": ("MODEL",),
+        "instructions": ("SOUL",),
+        "tools": ("TOOLS", "APPROVAL"),
+        "mcp_servers": ("MCP_SERVERS",),
+        "memory": ("MEMORY",),
+        "spend_cap": ("SPEND_CAP_USD",),
+        "roster": ("ROSTER",),
+    }
+
+    @staticmethod
+    def from_config(config: dict[str, Any]) -> dict[str, Any]:
+        """The fields' values for a configuration."""
+        cap = config.get("SPEND_CAP_USD")
+        return {
+            "model": config.get("MODEL") or "",
+            "instructions": config.get("SOUL") or "",
+            "tools": {
+                "all": config.get("TOOLS") is None,
+                "tools": list(config.get("TOOLS") or []),
+                "approval": dict(config.get("APPROVAL") or {}),
+            },
+            "mcp_servers": list(config.get("MCP_SERVERS") or []),
+            "memory": config.get("MEMORY") or "",
+            "spend_cap": _whole(cap) if isinstance(cap, int | float) else None,
+            "roster": list(config.get("ROSTER") or []),
+        }
+
+    def _apply(self, config: dict[str, Any], field: str, value: Any) -> None:
+        """Set (or leave out, for "the site's"/"none") the keys ``field`` stands for."""
+        if field == "tools":
+            tools = dict(self.fields["tools"].widget.choices)
+            order = [t for t in tools if t in value["tools"]]
+            if value["all"]:
+                config.pop("TOOLS", None)
+            else:
+                config["TOOLS"] = order
+            approval = {t: value["approval"][t] for t in tools if value["approval"].get(t)}
+            if approval:
+                config["APPROVAL"] = approval
+            else:
+                config.pop("APPROVAL", None)
+            return
+        (key,) = self.FORM_KEYS[field]
+        if field == "spend_cap" and value is not None:
+            value = _whole(value)
+        if value in ("", None, []):
+            config.pop(key, None)
+        else:
+            config[key] = value
+
+    def clean_instructions(self) -> str:
+        return (self.cleaned_data.get("instructions") or "").replace("\r\n", "\n")
+
+    def clean_spend_cap(self):
+        value = self.cleaned_data.get("spend_cap")
+        return _whole(value) if value is not None else None
 
     def clean_configuration(self) -> dict[str, Any]:
         config = self.cleaned_data.get("configuration")
-        if config is None:
-            config = {}
-        try:
-            return agents.clean_config(config)
-        except ValidationError as error:
-            raise ValidationError(error.messages) from None
+        return {} if config is None else config
 
     def clean(self):
         cleaned = super().clean()
-        latest, config = self.latest, cleaned.get("configuration")
+        config = cleaned.get("configuration")
+        if config is None:
+            return cleaned
+        if isinstance(config, dict) and cleaned.get("structured"):
+            config = dict(config)
+            for field in self.FORM_KEYS:
+                if field in cleaned and cleaned[field] != self.form_initial[field]:
+                    self._apply(config, field, cleaned[field])
+        try:
+            config = agents.clean_config(config)
+        except ValidationError as error:
+            self.add_error("configuration", ValidationError(error.messages))
+            return cleaned
+        cleaned["configuration"] = config
+        latest = self.latest
         if (
             latest is not None
-            and config is not None
             and config != latest.config
             and cleaned.get("based_on") != latest.number
         ):
@@ -637,7 +946,6 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "shows_on", "is_default", "active", "latest_version"]
     list_filter = ["shows_on", "is_default", "active"]
     search_fields = ["slug", "name", "description"]
-    filter_horizontal = ["groups"]
     readonly_fields = ["is_default", "created_at", "updated_at", "versions_table"]
     actions = ["make_default"]
     fieldsets = [
@@ -653,7 +961,33 @@ class AgentAdmin(admin.ModelAdmin):
             },
         ),
         ("Who may use it", {"fields": ["permission", "groups"]}),
-        ("Configuration", {"fields": ["configuration", "change_note", "based_on"]}),
+        (
+            _("What it does"),
+            {
+                "fields": [
+                    "structured",
+                    "model",
+                    "instructions",
+                    "tools",
+                    "mcp_servers",
+                    "memory",
+                    "spend_cap",
+                    "roster",
+                    "change_note",
+                ]
+            },
+        ),
+        (
+            _("Advanced: the configuration as JSON"),
+            {
+                "classes": ["collapse"],
+                "fields": ["configuration", "based_on"],
+                "description": _(
+                    "Every setting the version overrides, the fields above included. A field "
+                    "above that you change wins over the same key changed here."
+                ),
+            },
+        ),
         ("Versions", {"fields": ["versions_table", ("created_at", "updated_at")]}),
     ]
 
@@ -760,7 +1094,7 @@ class AgentAdmin(admin.ModelAdmin):
             rows.append(
                 (
                     f"v{version.number}",
-                    formats.date_format(timezone.localtime(version.created_at), "DATETIME_FORMAT"),
+                    zoned_time(version.created_at),
                     version.created_by.get_username() if version.created_by else "-",
                     version.note or "-",
                     compare,

@@ -14,6 +14,7 @@ from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist
 from django.urls import reverse
+from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -29,6 +30,20 @@ def pretty_json(value: Any) -> SafeString:
         return SafeString("-")
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
     return format_html('<pre style="white-space: pre-wrap; margin: 0">{}</pre>', text)
+
+
+def zoned_time(value, shown: str = "DATETIME_FORMAT") -> SafeString:
+    """A time in the current time zone (the user's, when the site activates it), saying its
+    zone: ``<time datetime="ISO">Dec. 6, 2026, 7:20 p.m. CET</time>``."""
+    if value is None:
+        return SafeString("-")
+    local = timezone.localtime(value)
+    return format_html(
+        '<time datetime="{}">{} {}</time>',
+        local.isoformat(),
+        formats.date_format(local, shown),
+        formats.date_format(local, "T"),
+    )
 
 
 def compact(value: Any, limit: int = EXCERPT_CHARS) -> str:
