@@ -487,7 +487,6 @@ def test_staff_approve_a_waiting_client_and_revoke_it_in_the_admin(
     # Approved: the user connects it; then staff revoke it and its token stops at once.
     consent = Consent(live_server, owner)
     storage = Storage()
-    storage.client_info = None
 
     async def listing(client):
         return await client.list_tools()
