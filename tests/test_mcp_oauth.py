@@ -464,3 +464,52 @@ def test_a_tampered_consent_answer_is_a_400_page_and_grants_nothing(owner_client
     assert [answer.status_code for answer in answers] == [400, 400, 400]
     assert b"This connection cannot be made" in answers[0].content
     assert not AccessToken.objects.exists()
+
+
+def test_staff_approve_a_waiting_client_and_revoke_it_in_the_admin(
+    live_server, owner, admin_client, settings
+):
+    settings.AHENTIC = {**settings.AHENTIC, "MCP_OAUTH_CLIENT_APPROVAL": True}
+    url = f"{live_server.url}{API}/oauth/register"
+    body = {
+        "client_name": "Waiting",
+        "redirect_uris": [REDIRECT],
+        "token_endpoint_auth_method": "none",
+    }
+    httpx2.post(url, json=body, timeout=30)
+    review = OAuthClient.objects.get()
+    changelist = "/admin/orchestrator_app/oauthclient/"
+    assert b"Waiting" in admin_client.get(changelist).content
+    admin_client.post(changelist, {"action": "approve", "_selected_action": [review.pk]})
+    review.refresh_from_db()
+    assert review.status == OAuthClient.Status.APPROVED
+
+    # Approved: the user connects it; then staff revoke it and its token stops at once.
+    consent = Consent(live_server, owner)
+    storage = Storage()
+
+    async def listing(client):
+        return await client.list_tools()
+
+    auth = provider(live_server, consent, storage)
+    client_id = review.application.client_id
+
+    async def preregistered():
+        from mcp.shared.auth import OAuthClientInformationFull
+
+        return OAuthClientInformationFull(
+            client_id=client_id,
+            redirect_uris=[REDIRECT],
+            token_endpoint_auth_method="none",
+        )
+
+    storage.get_client_info = preregistered
+    with_oauth(live_server, auth, listing)
+    assert post_mcp(live_server, storage.tokens.access_token, LIST).status_code == 200
+    admin_client.post(changelist, {"action": "revoke", "_selected_action": [review.pk]})
+    review.refresh_from_db()
+    assert review.status == OAuthClient.Status.REVOKED
+    assert post_mcp(live_server, storage.tokens.access_token, LIST).status_code == 401
+    assert not OAuthConnection.objects.filter(revoked_at__isnull=True).exists()
+    page = httpx2.get(consent.url, cookies={"sessionid": consent.cookie}, timeout=30)
+    assert page.status_code == 403 and "revoked" in page.text

@@ -17,7 +17,6 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from urllib.parse import urlsplit
 
 import httpx2
@@ -413,7 +412,3 @@ def bearer_access(request) -> Access | None:
         return None
     mcp_tokens.token_touch(connection.token)
     return Access(token=connection.token, scopes=frozenset(access_token.scope.split()))
-
-
-def expiry_of(seconds: int):
-    return timezone.now() + timedelta(seconds=seconds)
