@@ -1,6 +1,6 @@
 """The MCP endpoint's tokens in the admin: staff list them, make one for a user (its secret is
 shown once, in the message after saving) and revoke them. Only the hash is stored; the writes
-go through ``control.mcp_tokens``."""
+go through ``mcp.tokens``."""
 
 from __future__ import annotations
 
