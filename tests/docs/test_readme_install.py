@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import ROOT
 
 HOST_PROJECT = ROOT / "tests" / "host_project.py"
@@ -29,6 +31,8 @@ def make_host_site(readme: Path, dest: Path, hosts: str = "") -> subprocess.Comp
     )
 
 
+# Minutes of subprocesses: CI runs them in one leg (pyproject.toml, .ci/run).
+@pytest.mark.slow_once
 def test_the_readme_install_steps_make_working_sites_for_every_host(tmp_path):
     result = make_host_site(ROOT / "README.md", tmp_path / "sites")
 
@@ -48,6 +52,7 @@ def test_the_readme_install_steps_make_working_sites_for_every_host(tmp_path):
     assert "/sub/static/ahentic/sidebar." in result.stdout
 
 
+@pytest.mark.slow_once
 def test_a_readme_snippet_that_does_not_work_pasted_fails_the_build(tmp_path):
     readme = tmp_path / "README.md"
     text = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.paths import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow_once]
 
 SIDEBAR_MARK = 'id="ahentic-sidebar"'
 
