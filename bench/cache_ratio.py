@@ -267,13 +267,13 @@ def attachment_chat(turns: int) -> list[dict]:
     session first, as the sidebar does), each answered with a short reply."""
     from django.contrib.auth import get_user_model
     from django.test import override_settings
-    from tests.support.attachment_files import pdf, png
 
     from orchestrator_app import tasks
     from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import LocalMessagesServer, text_reply
     from sessions_app import attachments
     from sessions_app import services as session_services
+    from tests.support.attachment_files import pdf, png
 
     server = LocalMessagesServer().start()
     server.responder = lambda body: text_reply("It shows the settings page. " * 6)
