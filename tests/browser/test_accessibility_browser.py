@@ -30,7 +30,6 @@ from django.urls import reverse
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Session
 from tests.support import tools_for_sidebar  # noqa: F401  (registers the sidebar_* tools)
-from tests.support.attachments import send
 from tests.support.browser import (
     LONG_REPLY,
     assistant_messages,
@@ -41,6 +40,7 @@ from tests.support.browser import (
     open_from_history,
     open_history,
     screenshot,
+    send,
     set_view_mode,
     sidebar,
     status_is,

@@ -14,7 +14,6 @@ from django.contrib.flatpages.models import FlatPage
 from django.contrib.sites.models import Site
 
 from orchestrator_app.testing.offline import demo_responder
-from tests.support.attachments import send
 from tests.support.browser import (
     assistant_messages,
     expect,
@@ -22,6 +21,7 @@ from tests.support.browser import (
     new_chat,
     open_home,
     screenshot,
+    send,
     status_is,
 )
 from tests.support.factories import UserFactory

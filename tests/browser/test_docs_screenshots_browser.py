@@ -18,7 +18,6 @@ from django.contrib.sites.models import Site
 
 from orchestrator_app.testing.offline import demo_responder
 from sessions_app.models import Session
-from tests.support.attachments import send
 from tests.support.browser import (
     assistant_messages,
     expect,
@@ -26,6 +25,7 @@ from tests.support.browser import (
     new_chat,
     open_at,
     open_home,
+    send,
     status_is,
 )
 from tests.support.factories import UserFactory

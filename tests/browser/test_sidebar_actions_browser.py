@@ -19,7 +19,6 @@ from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import services
 from sessions_app.models import Event, Session
 from tests.support import tools_for_sidebar  # noqa: F401  (registers the sidebar_* tools)
-from tests.support.attachments import send
 from tests.support.browser import (
     CHROMIUM,
     assert_reachable,
@@ -29,6 +28,7 @@ from tests.support.browser import (
     new_chat,
     open_at,
     screenshot,
+    send,
     status_is,
     transcript,
 )

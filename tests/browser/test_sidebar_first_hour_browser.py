@@ -22,7 +22,6 @@ from django.contrib.sites.models import Site
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app.models import Event, Session
-from tests.support.attachments import send
 from tests.support.browser import (
     CHROMIUM,
     assert_reachable,
@@ -35,6 +34,7 @@ from tests.support.browser import (
     open_history,
     open_home,
     screenshot,
+    send,
     set_view_mode,
     sidebar,
     status_is,

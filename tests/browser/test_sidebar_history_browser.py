@@ -21,7 +21,6 @@ from orchestrator_app.testing.localapi import text_reply
 from sessions_app import agents, services
 from sessions_app.models import Event, Session
 from tests.support.attachment_files import png
-from tests.support.attachments import send
 from tests.support.browser import (
     CHROMIUM,
     assistant_messages,
@@ -30,6 +29,7 @@ from tests.support.browser import (
     open_at,
     open_home,
     screenshot,
+    send,
 )
 from tests.support.factories import SessionFactory, agent_create
 

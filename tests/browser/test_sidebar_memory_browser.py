@@ -8,8 +8,7 @@ Messages API server; the fixtures and the skip rule are those of ``test_sidebar_
 
 import pytest
 
-from tests.support.attachments import send
-from tests.support.browser import expect, new_chat, open_home, screenshot, status_is
+from tests.support.browser import expect, new_chat, open_home, screenshot, send, status_is
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

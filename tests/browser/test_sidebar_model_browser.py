@@ -8,13 +8,13 @@ import re
 
 import pytest
 
-from tests.support.attachments import send
 from tests.support.browser import (
     assistant_messages,
     expect,
     new_chat,
     open_home,
     screenshot,
+    send,
     set_view_mode,
     status_is,
 )

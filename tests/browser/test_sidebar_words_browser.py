@@ -12,7 +12,6 @@ import pytest
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply, with_thinking
 from sessions_app.models import Session
 from tests.support.attachment_files import SVG
-from tests.support.attachments import send
 from tests.support.browser import (
     assistant_messages,
     expect,
@@ -21,6 +20,7 @@ from tests.support.browser import (
     new_chat,
     open_at,
     screenshot,
+    send,
     set_view_mode,
     status_is,
 )

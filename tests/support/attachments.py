@@ -45,7 +45,8 @@ def uploaded(client, session, *files) -> list[dict]:
     return response.json()["attachments"]
 
 
-def send(client, session, run_tasks, content: str, ids: list[str]):
+def send_with_attachments(client, session, run_tasks, content: str, ids: list[str]):
+    """Post a message that sends the uploaded attachments ``ids`` (the response, steps run)."""
     return run_tasks(post, client, session, "messages", {"content": content, "attachments": ids})
 
 

@@ -20,7 +20,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Attachment, Session
 from tests.support.api import payload_of, post, session_url, transcript_of
 from tests.support.attachment_files import ELF, SVG, WINDOWS_EXE, gif, pdf, png, webp_header
-from tests.support.attachments import PDF, send, upload, uploaded
+from tests.support.attachments import PDF, send_with_attachments, upload, uploaded
 from tests.support.factories import SessionFactory
 from tests.support.model import model_requests
 from tests.support.window import read_share, starts_with
@@ -134,7 +134,7 @@ def test_another_users_attachment_is_a_404_and_cannot_be_sent(
     response = other_client.delete(session_url(theirs, f"attachments/{item['id']}"))
     assert response.status_code == 404
     # Nor can they send it with a message of theirs.
-    response = send(other_client, theirs, run_tasks, "look", [item["id"]])
+    response = send_with_attachments(other_client, theirs, run_tasks, "look", [item["id"]])
     assert response.status_code == 409
     assert response.json()["code"] == "ahentic_attachment_invalid"
     assert not theirs.events.exists()
@@ -156,7 +156,9 @@ def test_the_model_receives_the_image_before_the_text_and_the_same_bytes_every_t
     [item] = uploaded(owner_client, session, ("chart.png", data, "image/png"))
     llm.enqueue(text_reply("A red chart."), text_reply("Yes."), text_reply("Sure."))
 
-    response = send(owner_client, session, run_tasks, "What is in this chart?", [item["id"]])
+    response = send_with_attachments(
+        owner_client, session, run_tasks, "What is in this chart?", [item["id"]]
+    )
     assert response.status_code == 202, response.content
     for follow_up in ("Is it red?", "Thanks, and the axis?"):
         response = run_tasks(post, owner_client, session, "messages", {"content": follow_up})
@@ -192,7 +194,7 @@ def test_a_pdf_is_sent_as_a_document_block(owner_client, session, llm, run_tasks
     data = pdf(2)
     [item] = uploaded(owner_client, session, ("report.pdf", data, PDF))
 
-    response = send(owner_client, session, run_tasks, "Summarize it", [item["id"]])
+    response = send_with_attachments(owner_client, session, run_tasks, "Summarize it", [item["id"]])
 
     assert response.status_code == 202, response.content
     [request] = main_requests(llm)
@@ -206,7 +208,7 @@ def test_a_message_of_attachments_only_is_sent(owner_client, session, llm, run_t
     [item] = uploaded(owner_client, session, ("only.png", png(10, 10), "image/png"))
     llm.responder = _offline
 
-    response = send(owner_client, session, run_tasks, "", [item["id"]])
+    response = send_with_attachments(owner_client, session, run_tasks, "", [item["id"]])
 
     assert response.status_code == 202, response.content
     [request] = main_requests(llm)
@@ -230,7 +232,9 @@ def test_the_offline_model_reads_an_attached_images_size(owner_client, session, 
     )
     llm.responder = _offline
 
-    send(owner_client, session, run_tasks, "What do you see?", [i["id"] for i in items])
+    send_with_attachments(
+        owner_client, session, run_tasks, "What do you see?", [i["id"] for i in items]
+    )
 
     reply = payload_of(owner_client, session)["messages"][-1]["content"]
     assert "GIF image of 33x21 pixels" in reply
@@ -239,9 +243,9 @@ def test_the_offline_model_reads_an_attached_images_size(owner_client, session, 
 
 def test_an_attachment_is_sent_once(owner_client, session, llm, run_tasks):
     [item] = uploaded(owner_client, session, ("once.png", png(), "image/png"))
-    send(owner_client, session, run_tasks, "first", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "first", [item["id"]])
 
-    response = send(owner_client, session, run_tasks, "again", [item["id"]])
+    response = send_with_attachments(owner_client, session, run_tasks, "again", [item["id"]])
 
     assert response.status_code == 409
     assert response.json()["code"] == "ahentic_attachment_invalid"
@@ -270,7 +274,7 @@ def test_a_message_queued_while_busy_keeps_its_attachments(owner_client, session
     [item] = uploaded(owner_client, session, ("later.png", png(7, 5), "image/png"))
     runstate.run_begin(session_id=session.pk, from_statuses=[Session.Status.IDLE])
 
-    response = send(owner_client, session, run_tasks, "when you can", [item["id"]])
+    response = send_with_attachments(owner_client, session, run_tasks, "when you can", [item["id"]])
 
     assert response.status_code == 200, response.content
     assert Attachment.objects.get(pk=item["id"]).sent is True
@@ -283,7 +287,7 @@ def test_a_message_queued_while_busy_keeps_its_attachments(owner_client, session
 
 def test_deleting_the_session_deletes_its_files(owner_client, session, llm, run_tasks):
     items = uploaded(owner_client, session, ("a.png", png(), "image/png"), ("b.pdf", pdf(), PDF))
-    send(owner_client, session, run_tasks, "keep these", [items[0]["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "keep these", [items[0]["id"]])
     names = list(Attachment.objects.values_list("storage_name", flat=True))
     assert len(names) == 2 and all(attachment_store.storage().exists(n) for n in names)
 
@@ -299,7 +303,7 @@ def test_context_usage_counts_an_image_as_the_api_does(owner_client, session, ll
     [item] = uploaded(owner_client, session, ("wide.png", png(3000, 1000), "image/png"))
     llm.enqueue(text_reply("Wide."), text_reply("Ok."))
 
-    send(owner_client, session, run_tasks, "How wide?", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "How wide?", [item["id"]])
     predicted = payload_of(owner_client, session)["contextUsage"]["usedTokens"]
     run_tasks(post, owner_client, session, "messages", {"content": "x"})
 
@@ -472,7 +476,7 @@ def test_a_recalled_queued_message_gives_its_attachments_back(
 
     [item] = uploaded(owner_client, session, ("back.png", png(), "image/png"))
     runstate.run_begin(session_id=session.pk, from_statuses=[Session.Status.IDLE])
-    response = send(owner_client, session, run_tasks, "queued", [item["id"]])
+    response = send_with_attachments(owner_client, session, run_tasks, "queued", [item["id"]])
     assert response.status_code == 200, response.content
     queued = response.json()["pendingMessage"]
     assert [a["id"] for a in queued["attachments"]] == [item["id"]]
@@ -527,7 +531,7 @@ def test_memory_keeps_that_files_were_attached(owner_client, session, llm, run_t
     from orchestrator_app.control.brain import extractive_summary
 
     [item] = uploaded(owner_client, session, ("plan.pdf", pdf(), PDF))
-    send(owner_client, session, run_tasks, "", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "", [item["id"]])
 
     summary = extractive_summary(list(session.events.order_by("seq")))
 

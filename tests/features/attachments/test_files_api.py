@@ -25,7 +25,7 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Attachment, Session
 from tests.support.api import payload_of, post, session_url
 from tests.support.attachment_files import pdf, png
-from tests.support.attachments import PDF, send, uploaded
+from tests.support.attachments import PDF, send_with_attachments, uploaded
 from tests.support.model import model_requests
 from tests.support.window import starts_with
 
@@ -58,7 +58,7 @@ def test_a_large_pdf_is_uploaded_once_and_sent_as_the_same_file_block_at_every_s
     assert file_requests(llm) == []  # nothing is uploaded with the web request
     llm.enqueue(text_reply("A three-page report."), text_reply("Page two is a table."))
 
-    response = send(owner_client, session, run_tasks, "Summarize it", [item["id"]])
+    response = send_with_attachments(owner_client, session, run_tasks, "Summarize it", [item["id"]])
     assert response.status_code == 202, response.content
     response = run_tasks(post, owner_client, session, "messages", {"content": "And page two?"})
     assert response.status_code == 202, response.content
@@ -114,7 +114,7 @@ def test_a_pdf_under_the_threshold_stays_base64_and_no_request_carries_the_beta(
     }
     [item] = uploaded(owner_client, session, ("small.pdf", data, PDF))
 
-    send(owner_client, session, run_tasks, "Read it", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "Read it", [item["id"]])
     run_tasks(post, owner_client, session, "messages", {"content": "Thanks"})
 
     assert file_requests(llm) == []
@@ -132,7 +132,7 @@ def test_a_pdf_sent_as_base64_stays_base64_when_the_files_api_is_turned_on(
     owner_client, session, llm, run_tasks, settings
 ):
     [item] = uploaded(owner_client, session, ("early.pdf", pdf(2), PDF))
-    send(owner_client, session, run_tasks, "Read it", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "Read it", [item["id"]])
 
     settings.AHENTIC = {**settings.AHENTIC, "FILES_API": True, "FILES_API_MIN_BYTES": 0}
     run_tasks(post, owner_client, session, "messages", {"content": "And again"})
@@ -150,7 +150,7 @@ def test_images_and_messages_without_files_never_go_through_the_files_api(
     settings.AHENTIC = {**settings.AHENTIC, "FILES_API": True, "FILES_API_MIN_BYTES": 0}
     [item] = uploaded(owner_client, session, ("shot.png", png(30, 20), "image/png"))
 
-    send(owner_client, session, run_tasks, "What is this?", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "What is this?", [item["id"]])
     run_tasks(post, owner_client, session, "messages", {"content": "Plain words"})
 
     assert file_requests(llm) == []
@@ -168,7 +168,7 @@ def test_a_failed_upload_fails_the_run_resumably_writes_nothing_and_continue_upl
     attempts = int(ahentic_settings.LLM_MAX_RETRIES) + 1
     llm.fail_uploads(*(error_reply(500, retry_after_ms=1) for _ in range(attempts)))
 
-    send(owner_client, session, run_tasks, "Summarize it", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "Summarize it", [item["id"]])
 
     body = payload_of(owner_client, session)
     assert body["status"] == Session.Status.ERROR
@@ -197,7 +197,7 @@ def test_deleting_the_session_deletes_the_uploaded_file(
     owner_client, session, llm, run_tasks, files_api
 ):
     [item] = uploaded(owner_client, session, ("report.pdf", pdf(2), PDF))
-    send(owner_client, session, run_tasks, "Keep this", [item["id"]])
+    send_with_attachments(owner_client, session, run_tasks, "Keep this", [item["id"]])
     [file_id] = llm.files
 
     response = run_tasks(owner_client.delete, session_url(session))
