@@ -47,14 +47,18 @@ class Workers:
         process.wait()
 
     def stop_all(self) -> None:
-        for process, log_path in self.processes:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+        # Every cluster is asked to stop first, then each is waited for: they shut down
+        # together rather than one after the other.
+        running = [process for process, _ in self.processes if process.poll() is None]
+        for process in running:
+            process.terminate()
+        for process in running:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for _, log_path in self.processes:
             sys.stderr.write(f"qcluster log ({log_path.name}):\n{log_path.read_text()}\n")
 
 
