@@ -273,7 +273,7 @@ def attachment_chat(turns: int) -> list[dict]:
     from orchestrator_app.testing.localapi import LocalMessagesServer, text_reply
     from sessions_app import attachments
     from sessions_app import services as session_services
-    from tests.attachment_files import pdf, png
+    from tests.support.attachment_files import pdf, png
 
     server = LocalMessagesServer().start()
     server.responder = lambda body: text_reply("It shows the settings page. " * 6)

@@ -13,7 +13,7 @@ running in the lease's run with the lease's token, so a worker that lost its lea
 takeover after it stalled) writes nothing and learns it from the return value. Nothing here
 calls the network or holds a lock beyond the statement or the caller's short transaction.
 
-A test (``tests/test_architecture.py``) fails when any other module of the apps issues an
+A test (``tests/architecture/test_architecture.py``) fails when any other module of the apps issues an
 UPDATE on the session table.
 """
 

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Book, Shelf
+from tests.models import Book, Shelf
 
 
 @admin.register(Shelf)

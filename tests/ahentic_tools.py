@@ -1,3 +1,3 @@
 """Discovered like a host app's ``ahentic_tools`` module: registers the test tools."""
 
-from . import tools_for_tests  # noqa: F401
+from tests.support import tools_for_tests  # noqa: F401

@@ -8,17 +8,17 @@
 Admin tests use pytest-django's ``admin_client`` (a logged-in superuser).
 """
 
-import os
-import re
-import sys
-from pathlib import Path
-
 import pytest
-from rest_framework.test import APIClient
+from django.db import connection
 
-from .factories import SessionFactory, UserFactory
-
-API = "/ahentic/v1"
+from sessions_app import runstate, services
+from sessions_app.models import Event
+from tests.support.api import client_for
+from tests.support.factories import ArtifactFactory, GoalFactory, SessionFactory, UserFactory
+from tests.support.guards import SessionUpdateOrigins
+from tests.support.model import ModelScript
+from tests.support.telemetry import Otel
+from tests.support.workers import Workers
 
 
 @pytest.fixture
@@ -36,31 +36,24 @@ def noperm(db):
     return UserFactory(username="noperm")
 
 
-def _client_for(user) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def owner_client(owner):
-    return _client_for(owner)
+    return client_for(owner)
 
 
 @pytest.fixture
 def other_client(other):
-    return _client_for(other)
+    return client_for(other)
 
 
 @pytest.fixture
 def noperm_client(noperm):
-    return _client_for(noperm)
+    return client_for(noperm)
 
 
 @pytest.fixture
 def anon_client(db):
-    return _client_for(None)
+    return client_for(None)
 
 
 @pytest.fixture
@@ -131,66 +124,12 @@ def llm_strict(llm):
 
 @pytest.fixture
 def tool_calls():
-    """Executions of the test tools (``tests.tools_for_tests.CALLS``), emptied for this test."""
-    from . import tools_for_tests
+    """Executions of the test tools (``tests.support.tools_for_tests.CALLS``), emptied for this test."""
+    from tests.support import tools_for_tests
 
     tools_for_tests.CALLS.clear()
     yield tools_for_tests.CALLS
     tools_for_tests.CALLS.clear()
-
-
-def session_url(session, path: str = "") -> str:
-    return f"{API}/sessions/{session.pk}{'/' + path if path else ''}"
-
-
-def post(client, session, path: str, data=None):
-    """POST JSON to one of the session's routes."""
-    return client.post(session_url(session, path), data or {}, format="json")
-
-
-def post_message(client, session, run_tasks, content: str, **extra) -> dict:
-    """Post a message that starts a run (202), run its steps, and return the payload."""
-    response = run_tasks(post, client, session, "messages", {"content": content, **extra})
-    assert response.status_code == 202, response.content
-    return payload_of(client, session)
-
-
-def decide(client, session, run_tasks, decision: str = "allow_once", **extra) -> dict:
-    """Answer the pending approval (200), run the steps it enqueues, return the payload."""
-    response = run_tasks(post, client, session, "approvals", {"decision": decision, **extra})
-    assert response.status_code == 200, response.content
-    return payload_of(client, session)
-
-
-def result_of(request: dict, call_id: str) -> dict:
-    """The tool_result block answering ``call_id`` in a request the model received."""
-    [block] = [
-        block
-        for message in request["messages"]
-        for block in message["content"]
-        if block["type"] == "tool_result" and block["tool_use_id"] == call_id
-    ]
-    return block
-
-
-def payload_of(client, session) -> dict:
-    response = client.get(session_url(session))
-    assert response.status_code == 200, response.content
-    return response.json()
-
-
-def transcript_of(client, session) -> list[dict]:
-    """Every message of the session in the debug view, chronological."""
-    response = client.get(session_url(session, "messages") + "?view=debug&limit=100")
-    assert response.status_code == 200, response.content
-    return response.json()["messages"]
-
-
-def trace_types(client, session) -> list[str]:
-    """The full trace (diagnostics export), as a list of event types, oldest first."""
-    response = client.get(session_url(session, "diagnostics"))
-    assert response.status_code == 200, response.content
-    return [row["type"] for row in response.json()["trace"]]
 
 
 # --- artifacts, HITL and browser tools ---------------------------------------------------------
@@ -198,8 +137,8 @@ def trace_types(client, session) -> list[str]:
 
 @pytest.fixture
 def artifact_calls():
-    """Executions of the artifact test tools (``tests.tools_for_artifacts.CALLS``), emptied."""
-    from . import tools_for_artifacts
+    """Executions of the artifact test tools (``tests.support.tools_for_artifacts.CALLS``), emptied."""
+    from tests.support import tools_for_artifacts
 
     tools_for_artifacts.CALLS.clear()
     yield tools_for_artifacts.CALLS
@@ -207,31 +146,6 @@ def artifact_calls():
 
 
 # --- context, memory and naming: the main model and the brain model answered apart -------------
-
-
-class ModelScript:
-    """A responder for the local server that tells the two models apart.
-
-    Requests for ``AHENTIC["MODEL"]`` get ``main`` replies in order (then "Done."); requests for
-    ``BRAIN_MODEL`` (naming, memory snapshots) get ``brain(body)``. Background brain calls run
-    between steps, so a FIFO script shared by both models would hand them the step's replies.
-    """
-
-    def __init__(self, brain_model: str):
-        from collections import deque
-
-        from orchestrator_app.testing.localapi import text_reply
-
-        self.brain_model = brain_model
-        self.main = deque()
-        self.brain = lambda body: text_reply("Brain says hello.")
-
-    def __call__(self, body):
-        from orchestrator_app.testing.localapi import text_reply
-
-        if body["model"] == self.brain_model:
-            return self.brain(body)
-        return self.main.popleft() if self.main else text_reply("Done.")
 
 
 @pytest.fixture
@@ -245,68 +159,12 @@ def model_script(llm):
     return script
 
 
-def model_requests(llm, model: str) -> list[dict]:
-    """Accepted ``/v1/messages`` entries (``json`` body and ``response``) for one model."""
-    return [
-        entry
-        for entry in llm.requests
-        if entry["path"] == "/v1/messages" and entry["accepted"] and entry["json"]["model"] == model
-    ]
-
-
-def without_cache_control(value):
-    """A request body (or part) with every ``cache_control`` marker removed."""
-    if isinstance(value, dict):
-        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [without_cache_control(v) for v in value]
-    return value
-
-
 # --- one writer for the session row -------------------------------------------------------------
-
-ROOT = Path(__file__).resolve().parent.parent
-APP_DIRS = tuple(
-    str(ROOT / app) + os.sep for app in ("sessions_app", "artifacts_app", "orchestrator_app")
-)
-SESSION_WRITER = str(ROOT / "sessions_app" / "runstate.py")
-SESSION_UPDATE = re.compile(r'^\s*UPDATE\s+["`]?sessions_app_session["`]?\s', re.IGNORECASE)
-
-
-class SessionUpdateOrigins:
-    """Records which source file issued each UPDATE of the session table: the innermost frame
-    of the project's own code (an app module, or a test setting up a state)."""
-
-    def __init__(self):
-        self.origins: list[str] = []
-
-    def __call__(self, execute, sql, params, many, context):
-        if SESSION_UPDATE.match(sql):
-            frame = sys._getframe(1)
-            while frame is not None:
-                name = frame.f_code.co_filename
-                if name.startswith(str(ROOT)) and name != __file__ and ".venv" not in name:
-                    self.origins.append(name)
-                    break
-                frame = frame.f_back
-        return execute(sql, params, many, context)
-
-    def outside_the_writer(self) -> list[str]:
-        # A data migration writes through the historical models, as migrations must.
-        migration = f"{os.sep}migrations{os.sep}"
-        return sorted(
-            {
-                o
-                for o in self.origins
-                if o.startswith(APP_DIRS) and o != SESSION_WRITER and migration not in o
-            }
-        )
 
 
 @pytest.fixture(autouse=True)
 def session_update_origins(request):
     """Every test also checks that only ``sessions_app/runstate.py`` updates the session row."""
-    from django.db import connection
 
     origins = SessionUpdateOrigins()
     with connection.execute_wrapper(origins):
@@ -343,48 +201,6 @@ def site_language():
 # --- OpenTelemetry: the SDK's in-memory exporters ---------------------------------------------
 
 
-class Otel:
-    """An SDK tracer provider and meter provider recording in memory, and their readers."""
-
-    def __init__(self):
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meters = MeterProvider(metric_readers=[self.reader])
-        # The host's own instrumentation (its web requests' server spans).
-        self.host = self.provider.get_tracer("host")
-
-    def spans(self, prefix: str = "") -> list:
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(prefix)]
-
-    def one(self, name: str):
-        [span] = self.spans(name)
-        return span
-
-    def points(self, name: str) -> list:
-        data = self.reader.get_metrics_data()
-        return [
-            point
-            for resource in (data.resource_metrics if data else [])
-            for scope in resource.scope_metrics
-            for found in scope.metrics
-            if found.name == name
-            for point in found.data.data_points
-        ]
-
-    def request(self, name: str):
-        from opentelemetry.trace import SpanKind
-
-        return self.host.start_as_current_span(name, kind=SpanKind.SERVER)
-
-
 @pytest.fixture
 def otel(monkeypatch):
     """The app's tracer and instruments (``orchestrator_app.telemetry``) from a test SDK
@@ -399,3 +215,41 @@ def otel(monkeypatch):
     yield found
     found.meters.shutdown()
     found.provider.shutdown()
+
+
+@pytest.fixture
+def inspected(session):
+    """A session with something in every section of its admin page."""
+    runstate.session_update(
+        session_id=session.pk,
+        plan={
+            "title": "Launch plan",
+            "steps": [{"id": "s1", "content": "Draft", "status": "done"}],
+        },
+    )
+    services.events_append(
+        session_id=session.pk,
+        items=[
+            {"kind": Event.Kind.USER_MESSAGE, "content": "<script>alert('owned')</script>"},
+            {
+                "kind": Event.Kind.TOOL_CALL,
+                "content": "calling",
+                "payload": {"tool": "create_page", "input": {"title": "About"}},
+                "tool_use_id": "toolu_1",
+            },
+        ],
+    )
+    services.trace_record(session_id=session.pk, type="run_start", summary="<b>bold</b> start")
+    services.pending_message_add(session_id=session.pk, content="queued while busy")
+    GoalFactory(session=session, description="Publish the about page")
+    ArtifactFactory(session=session, key="about-draft")
+    return session
+
+
+@pytest.fixture
+def workers(transactional_db, llm, tmp_path):
+    pool = Workers(llm, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()

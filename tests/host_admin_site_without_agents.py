@@ -1,5 +1,5 @@
 """A URLconf with a second ``AdminSite``, ``ops``, that registers sessions but not the agents'
-admin, as a host may (tests/test_agents_admin.py, ``pytest.mark.urls``)."""
+admin, as a host may (tests/features/agents/test_agents_admin.py, ``pytest.mark.urls``)."""
 
 from django.contrib import admin
 from django.urls import path

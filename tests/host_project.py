@@ -31,7 +31,7 @@ The hosts (``HOSTS``): ``readme`` is the README alone (``auth.User``); ``member`
 authentication backend. A step listed in ``KNOWN_FAILURES`` must fail (strict: once it passes,
 the entry goes).
 
-Two callers: tests/test_readme_install.py (against the checkout's editable install) and
+Two callers: tests/docs/test_readme_install.py (against the checkout's editable install) and
 .ci/wheel-leg, which runs it with the Python of a fresh virtual environment holding the built
 wheel, from a temporary directory, with ``--checkout`` so the smoke run fails if the app was
 imported from the checkout instead of the installed wheel. Exits non-zero naming the failed

@@ -1,5 +1,5 @@
 """A URLconf with a second ``AdminSite``, ``ops``, on which a host registers the app's models
-beside the default admin (tests/test_admin.py, ``pytest.mark.urls``)."""
+beside the default admin (tests/admin_site/test_admin.py, ``pytest.mark.urls``)."""
 
 from django.contrib import admin
 from django.urls import path

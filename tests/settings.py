@@ -42,7 +42,7 @@ else:
     DATABASES = {"default": sqlite_database(os.path.join(_TEST_DIR, "test.sqlite3"))}
     DATABASES["default"]["TEST"] = {"NAME": os.path.join(_TEST_DIR, "test.sqlite3")}
 
-# A second database, for tests/test_routers.py (a router sends every model there): the same
+# A second database, for tests/site/test_routers.py (a router sends every model there): the same
 # server (or directory) as ``default``, a database of its own.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["other"] = sqlite_database(os.path.join(_TEST_DIR, "other.sqlite3"))
@@ -54,7 +54,7 @@ else:
         "TEST": {},
     }
 
-# The test tools (tests/tools_for_tests.py) are found by tool discovery, in this process and in
+# The test tools (tests/support/tools_for_tests.py) are found by tool discovery, in this process and in
 # a real worker, through tests/ahentic_tools.py.
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.AhenticTestsConfig"]  # noqa: F405
 

@@ -1,5 +1,5 @@
 """A URLconf with a second ``AdminSite``, ``pages``, on which a host registers flat pages and
-users beside the default admin, with the stale change-form guard (tests/test_first_hour.py,
+users beside the default admin, with the stale change-form guard (tests/site/test_first_hour.py,
 ``pytest.mark.urls``)."""
 
 from django.contrib import admin

@@ -1,0 +1,282 @@
+"""Reply actions in a real browser (issue 31, section 2), at 1366x900 and 390x844: Copy, Retry
+and Edit on the replies (Up in an empty box edits the last message) with the earlier attempt
+folded in the transcript, Stop keeping exactly the text on screen, and the approval card
+scrolling the request and the lead-in into view while the reader's own scrolling is kept.
+
+Fixtures and helpers come from ``test_sidebar_browser`` (live server, local Messages API,
+chromium); like it, this module is skipped without playwright or chromium unless
+AHENTIC_REQUIRE_BROWSER=1 (.ci/browser-leg).
+"""
+
+# The fixtures imported from test_sidebar_browser are parameters of the tests: F811 by design.
+# ruff: noqa: F811
+
+import re
+
+import pytest
+
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
+from sessions_app import services
+from sessions_app.models import Event, Session
+from tests.support import tools_for_sidebar  # noqa: F401  (registers the sidebar_* tools)
+from tests.support.browser import (
+    CHROMIUM,
+    assert_reachable,
+    assistant_messages,
+    expect,
+    hitl_card,
+    new_chat,
+    open_at,
+    screenshot,
+    send,
+    status_is,
+    transcript,
+)
+from tests.support.factories import SessionFactory
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("llm_strict"),
+]
+
+assert CHROMIUM  # the module's skip (or failure) without a browser comes with that import
+
+VIEWPORTS = [(1366, 900), (390, 844)]
+
+
+@pytest.fixture(params=VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])
+def sized(request, browser, live_server, owner, page_errors):
+    """A logged-in page at each viewport size with the panel open; JavaScript errors fail."""
+    width, height = request.param
+    context, page = open_at(browser, live_server, owner, width, height, page_errors)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page.phone = width < 720
+    yield page
+    context.close()
+    assert not page_errors, f"JavaScript errors on the page: {page_errors}"
+
+
+def reply_bubbles(page):
+    return transcript(page).locator(":scope > .ahentic-assistant")
+
+
+def action(page, bubble, name: str):
+    """An action button of ``bubble``: hovered into view first where a pointer hovers."""
+    if not page.phone:
+        bubble.hover()
+    return bubble.get_by_role("button", name=re.compile(name))
+
+
+def opacity(locator) -> float:
+    return float(locator.evaluate("(node) => getComputedStyle(node.parentElement).opacity"))
+
+
+# --- Copy, Retry, Edit ---------------------------------------------------------------------------
+
+
+def test_copy_retry_and_edit_work_on_the_replies(sized, llm):
+    page = sized
+    llm.enqueue(text_reply("Use **fresh** beans."))
+    new_chat(page)
+    send(page, "How do I brew coffee?")
+    expect(assistant_messages(page)).to_have_text(["Use fresh beans."])
+    reply = reply_bubbles(page).last
+
+    # Copy: the reply as Markdown, as the model wrote it.
+    copy = reply.get_by_role("button", name="Copy the reply as Markdown")
+    if page.phone:
+        assert opacity(copy) == 1  # a phone has no hover: the actions always show
+    else:
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(300)
+        assert opacity(copy) == 0  # shown on hover and on focus only
+    action(page, reply, "Copy the reply").click()
+    expect(copy).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == "Use **fresh** beans."
+
+    # Retry: the question runs again; the first answer stays, folded as an earlier attempt.
+    llm.enqueue(text_reply("Grind them just before brewing."))
+    action(page, reply, "^Retry").click()
+    expect(reply_bubbles(page).locator(".ahentic-msg-text")).to_have_text(
+        ["Grind them just before brewing."]
+    )
+    earlier = transcript(page).locator(".ahentic-attempt")
+    expect(earlier).to_have_count(1)
+    expect(earlier.locator("summary")).to_have_text("Earlier attempt")
+    expect(earlier.locator(".ahentic-msg-text")).to_be_hidden()
+    earlier.locator("summary").click()
+    expect(earlier.locator(".ahentic-msg-text")).to_have_text(["Use fresh beans."])
+    status_is(page, "idle")
+    screenshot(page, f"actions-retry-{page.viewport_size['width']}")
+
+    # Up in the empty box edits the last message; Send resends it.
+    box = page.get_by_label("Message the agent")
+    box.focus()
+    box.press("ArrowUp")
+    expect(box).to_have_value("How do I brew coffee?")
+    expect(page.locator(".ahentic-editing")).to_be_visible()
+    assert_reachable(page.get_by_role("button", name="Cancel editing"), "Cancel editing")
+    llm.enqueue(text_reply("Steep it for four minutes."))
+    box.fill("How do I brew tea?")
+    box.press("Enter")
+    expect(reply_bubbles(page).locator(".ahentic-msg-text")).to_have_text(
+        ["Steep it for four minutes."]
+    )
+    expect(page.locator(".ahentic-editing")).to_have_count(0)
+    current_user = transcript(page).locator(":scope > .ahentic-user .ahentic-msg-text")
+    expect(current_user).to_have_text(["How do I brew tea?"])
+    folded = transcript(page).locator(":scope > .ahentic-attempt")
+    expect(folded).to_have_count(1)  # the retried reply and the edited exchange, one fold
+    expect(folded.locator("summary")).to_have_text("2 earlier attempts")
+    expect(folded.locator(".ahentic-msg-text")).to_have_text(
+        ["How do I brew coffee?", "Use fresh beans.", "Grind them just before brewing."]
+    )
+    assert [
+        (e.content, e.superseded_by is not None)
+        for e in Event.objects.filter(kind=Event.Kind.USER_MESSAGE).order_by("seq")
+    ] == [("How do I brew coffee?", True), ("How do I brew tea?", False)]
+    assert llm.message_requests()[-1]["messages"][0]["content"][0]["text"] == ("How do I brew tea?")
+
+    # Edit on the last message, from its button; Escape gives the box back untouched.
+    mine = transcript(page).locator(":scope > .ahentic-user").last
+    action(page, mine, "Edit and resend").click()
+    expect(box).to_have_value("How do I brew tea?")
+    box.press("Escape")
+    expect(box).to_have_value("")
+    expect(page.locator(".ahentic-editing")).to_have_count(0)
+
+
+def test_retry_and_edit_hide_while_the_chat_runs(sized, llm, gate):
+    page = sized
+    llm.enqueue(text_reply("First."), text_reply("Held back.", gate=gate))
+    new_chat(page)
+    send(page, "One")
+    expect(assistant_messages(page)).to_have_text(["First."])
+    reply = reply_bubbles(page).last
+    expect(action(page, reply, "^Retry")).to_be_visible()
+
+    send(page, "Two")
+    status_is(page, "running")
+    first_reply = reply_bubbles(page).first
+    expect(action(page, first_reply, "^Retry")).to_be_hidden()
+    expect(action(page, first_reply, "Copy the reply")).to_be_visible()
+    gate.set()
+    expect(assistant_messages(page)).to_have_text(["First.", "Held back."])
+    # Only the last reply offers Retry, and only the user's last message Edit.
+    expect(transcript(page).get_by_role("button", name=re.compile("^Retry"))).to_have_count(1)
+    expect(
+        transcript(page).get_by_role("button", name="Edit and resend your message")
+    ).to_have_count(1)
+
+
+# --- Stop keeps exactly what was on screen -------------------------------------------------------
+
+STREAMED = " ".join(f"Part {n} of a long answer." for n in range(1, 61))
+
+STOP_WHAT_IS_SHOWN = """() => {
+  const live = document.querySelector(".ahentic-live .ahentic-msg-text");
+  const shown = live ? live.innerText : null;
+  document.querySelector('[aria-label="Stop the run"]').click();
+  return shown;
+}"""
+
+
+def test_stop_keeps_exactly_the_text_on_screen(sized, llm):
+    page = sized
+    llm.enqueue(text_reply(STREAMED, chunk_delay_s=0.12))  # about 7 s of deltas
+    new_chat(page)
+    send(page, "Tell me a long story")
+    expect(page.locator(".ahentic-live .ahentic-msg-text")).to_contain_text("Part 3 ")
+    # A slow network: the page's reads of the growing text stop arriving while the model
+    # streams on, so the server has more text than the screen when Stop is pressed.
+    page.route(re.compile(r".*/live/?$"), lambda route: route.abort())
+    page.wait_for_timeout(1200)
+
+    shown = page.evaluate(STOP_WHAT_IS_SHOWN)  # read and pressed in one go
+
+    status_is(page, "cancelled")
+    stopped = page.locator(".ahentic-assistant.is-stopped .ahentic-msg-text")
+    expect(stopped).to_have_count(1)
+    assert stopped.inner_text().strip() == shown.strip()
+    page.wait_for_timeout(800)  # the model streamed on meanwhile: nothing more appears
+    assert stopped.inner_text().strip() == shown.strip()
+    [event] = Event.objects.filter(kind=Event.Kind.AGENT_MESSAGE)
+    assert event.content == shown.strip()
+    assert len(event.content) < len(STREAMED)
+
+
+# --- the approval card scrolls the request and the lead-in into view -----------------------------
+
+IN_VIEW = """(node) => {
+  const box = node.closest('[data-role="transcript"]');
+  const r = node.getBoundingClientRect(), b = box.getBoundingClientRect();
+  return r.top >= b.top - 1 && r.bottom <= b.bottom + 1;
+}"""
+
+
+def long_chat(owner) -> Session:
+    """A chat with a long history, so the transcript scrolls at every size."""
+    session = SessionFactory(owner=owner, title="Long chat")
+    items = []
+    for n in range(1, 13):
+        items.append({"kind": Event.Kind.USER_MESSAGE, "content": f"Question {n}"})
+        items.append(
+            {"kind": Event.Kind.AGENT_MESSAGE, "content": f"Answer {n}. " + "More words. " * 30}
+        )
+    services.events_append(session_id=session.pk, items=items)
+    return session
+
+
+def open_chat(page, session: Session) -> None:
+    page.goto(f"/?ahentic_session={session.pk}")
+    launcher = page.get_by_role("button", name="Open the agent panel")
+    if launcher.is_visible():
+        launcher.click()
+    expect(transcript(page)).to_contain_text("Answer 12.")
+
+
+def test_an_approval_card_brings_the_request_and_the_lead_in_into_view(sized, llm, owner):
+    page = sized
+    session = long_chat(owner)
+    open_chat(page, session)
+    lead_in = "I will publish the note now. " + "Here is why. " * 12
+    llm.enqueue(
+        tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}), text=lead_in),
+        text_reply("Published."),
+    )
+
+    send(page, "Publish a note about beans")
+
+    card = hitl_card(page)
+    expect(card).to_be_visible()
+    request = transcript(page).locator(".ahentic-user", has_text="Publish a note about beans")
+    said = transcript(page).locator(".ahentic-assistant", has_text="I will publish the note now.")
+    expect(said).to_have_count(1)
+    page.wait_for_timeout(300)  # the card's layout settles
+    assert request.evaluate(IN_VIEW), "the user's request is scrolled out of view"
+    assert said.locator(".ahentic-msg-text").evaluate(
+        "(node) => { const r = node.getBoundingClientRect(), "
+        "b = node.closest('[data-role=\"transcript\"]').getBoundingClientRect(); "
+        "return r.top >= b.top - 1 && r.top < b.bottom; }"
+    ), "the lead-in does not start in view"
+    assert_reachable(card.get_by_role("button", name=re.compile("^Allow once:")), "Allow once")
+    screenshot(page, f"actions-approval-{page.viewport_size['width']}")
+
+
+def test_the_readers_own_scroll_position_is_kept_while_a_reply_arrives(sized, llm, owner, gate):
+    page = sized
+    session = long_chat(owner)
+    open_chat(page, session)
+    llm.enqueue(text_reply("A late answer.", gate=gate))
+    send(page, "One more question")
+    status_is(page, "running")
+
+    transcript(page).evaluate("(node) => { node.scrollTop = 0; }")
+    page.wait_for_timeout(200)
+    gate.set()
+
+    expect(assistant_messages(page).last).to_have_text("A late answer.")
+    page.wait_for_timeout(300)
+    assert transcript(page).evaluate("(node) => node.scrollTop") < 5
+    first = transcript(page).locator(".ahentic-user", has_text="Question 1").first
+    assert first.evaluate(IN_VIEW)
