@@ -38,6 +38,25 @@ def result_text(result: Any) -> str:
     )
 
 
+# The reason a failed call shows beside its decision in the transcript (``failure_text``).
+FAILURE_CHARS = 300
+
+
+def failure_text(result: Any) -> str:
+    """A failed result's reason in a line: its message and the fields' errors an admin form
+    gave (``{"errors": {"url": ["... already exists."]}}``), cut to ``FAILURE_CHARS``."""
+    if not isinstance(result, dict):
+        return ""
+    parts = [str(result.get("message") or "").strip().rstrip(".")]
+    errors = result.get("errors")
+    if isinstance(errors, dict):
+        for field, messages in errors.items():
+            listed = messages if isinstance(messages, list) else [messages]
+            parts.append(f"{field}: " + " ".join(str(m) for m in listed))
+    text = ": ".join(part for part in parts if part)
+    return text[:FAILURE_CHARS]
+
+
 def tool_response_record(
     *,
     session_id,
@@ -54,6 +73,9 @@ def tool_response_record(
     payload = {"tool": call.payload.get("tool"), "ok": ok, **(meta or {})}
     if not ok and isinstance(result, dict) and result.get("error"):
         payload["error"] = result["error"]
+        failure = failure_text(result)
+        if failure:
+            payload["failure"] = failure
     try:
         with db.atomic():
             item = {
