@@ -38,8 +38,10 @@ def result_text(result: Any) -> str:
     )
 
 
-# The reason a failed call shows beside its decision in the transcript (``failure_text``).
+# The reason a failed call shows in the transcript, in every view mode (``failure_text``); a
+# denial and the calls it skipped show as the denial instead.
 FAILURE_CHARS = 300
+NOT_FAILURES = ("user_denied", "skipped")
 
 
 def failure_text(result: Any) -> str:
@@ -51,8 +53,9 @@ def failure_text(result: Any) -> str:
     errors = result.get("errors")
     if isinstance(errors, dict):
         for field, messages in errors.items():
-            listed = messages if isinstance(messages, list) else [messages]
-            parts.append(f"{field}: " + " ".join(str(m) for m in listed))
+            listed = " ".join(map(str, messages if isinstance(messages, list) else [messages]))
+            # The form's own errors (NON_FIELD_ERRORS) need no field name.
+            parts.append(listed if field == "__all__" else f"{field}: {listed}")
     text = ": ".join(part for part in parts if part)
     return text[:FAILURE_CHARS]
 
@@ -73,7 +76,7 @@ def tool_response_record(
     payload = {"tool": call.payload.get("tool"), "ok": ok, **(meta or {})}
     if not ok and isinstance(result, dict) and result.get("error"):
         payload["error"] = result["error"]
-        failure = failure_text(result)
+        failure = failure_text(result) if result["error"] not in NOT_FAILURES else ""
         if failure:
             payload["failure"] = failure
     try:

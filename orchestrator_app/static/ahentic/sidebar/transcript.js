@@ -47,6 +47,13 @@ export function decisionText(meta, viewMode) {
       : gettext("Denied (%(tool)s)", { tool });
   }
   const decided = DECISION_LABELS[meta.approved];
+  if (!decided && meta.ok === false && meta.failure) {
+    const failed = gettext("“%(label)s” failed: %(reason)s", {
+      label: meta.label || tool,
+      reason: meta.failure,
+    });
+    return basic ? failed : failed + " (" + tool + ")";
+  }
   if (!decided) return null;
   // An allowed call that then failed says why, in every view mode (a save the form refused).
   const label =
