@@ -116,6 +116,14 @@ def test_the_demo_uses_the_offline_model_quietly_and_its_member_login_sees_the_s
     admin = log_in(port, "demo", "demo")
     schedules = admin.open(f"http://127.0.0.1:{port}/admin/orchestrator_app/schedule/").read()
     assert "Site digest" in schedules.decode() and "*/5 * * * *" in schedules.decode()
+    # The first chat's agent (Helper) writes pages for staff, so an MCP client of the demo
+    # user gets its tools that need no browser; and the browser's icon request is no 404.
+    access = json.loads(admin.open(f"http://127.0.0.1:{port}/ahentic/v1/mcp-tokens/access").read())
+    assert access["agent"]["slug"] == "helper"
+    assert access["endpoint"] == f"http://127.0.0.1:{port}/ahentic/v1/mcp"
+    assert "admin_save" in access["tools"] and "page_read" not in access["tools"]
+    icon = admin.open(f"http://127.0.0.1:{port}/favicon.ico")
+    assert icon.status == 200 and icon.headers["Content-Type"] == "image/svg+xml"
     # The demo's MCP server runs beside the site, on its own local port.
     mcp_port = int(re.search(r"MCP: +http://127\.0\.0\.1:(\d+)/mcp", output).group(1))
     assert port_open(mcp_port)
