@@ -30,6 +30,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, context, 
     context,
     expect,
     hitl_card,
+    menu_item,
     open_home,
     page,
     page_errors,
@@ -144,3 +145,51 @@ def test_asked_for_tickets_the_first_chat_names_the_agent_that_has_them(page, li
         "again."
     )
     expect(sidebar(page)).not_to_contain_text("You said:")
+
+
+def test_the_mcp_access_panel_gives_the_endpoint_the_tools_and_the_lines_to_paste(
+    page, live_server
+):
+    """For the chosen agent: the endpoint (?agent= for another than the default), how many
+    tools, the Claude Code command and a client's JSON config, a new token filled into both;
+    an agent whose tools all need the sidebar says so and why."""
+    from sessions_app import agents
+    from sessions_app.models import Agent
+
+    reader = Agent.objects.create(slug="reader", name="Reader", shows_on=Agent.Place.BOTH)
+    agents.version_save(reader, config={"TOOLS": ["page_read", "update_plan"]})
+    endpoint = f"{live_server.url}/ahentic/v1/mcp"
+    open_home(page)
+
+    menu_item(page, "MCP access").click()
+
+    panel = page.locator('[data-role="mcp-panel"]')
+    expect(panel.locator('[data-role="mcp-endpoint"]')).to_have_text(endpoint)
+    # The tests register tools of their own besides the demo's: a count, and the admin's.
+    tools = panel.locator('[data-role="mcp-tool-count"]')
+    expect(tools).to_have_text(re.compile(r"^\d+ tools: admin_action, .*admin_save"))
+    expect(tools).not_to_contain_text("page_read")
+    claude = panel.locator('[data-role="mcp-claude-code"]')
+    expect(claude).to_have_text(
+        f"claude mcp add --transport http ahentic {endpoint} "
+        '--header "Authorization: Bearer <your token>"'
+    )
+    panel.locator('[data-role="mcp-name"]').fill("Laptop")
+    panel.locator('[data-role="mcp-create"]').click()
+    secret = panel.locator('[data-role="mcp-secret"]')
+    expect(secret).to_have_text(re.compile(r"^ahmcp_"))
+    token = secret.text_content()
+    expect(claude).to_contain_text(f'"Authorization: Bearer {token}"')
+    config = panel.locator('[data-role="mcp-client-config"]')
+    expect(config).to_contain_text(f'"url": "{endpoint}"')
+    expect(config).to_contain_text(f'"Authorization": "Bearer {token}"')
+    screenshot(page, "quickstart-mcp-access")
+
+    panel.locator('[data-role="mcp-agent"]').select_option("reader")
+
+    expect(panel.locator('[data-role="mcp-endpoint"]')).to_have_text(f"{endpoint}?agent=reader")
+    expect(panel.locator('[data-role="mcp-reason"]')).to_contain_text(
+        "No tools for an MCP client. Reader's tools all need the sidebar"
+    )
+    expect(panel.locator('[data-role="mcp-snippets"]')).to_be_hidden()
+    expect(panel.locator('[data-role="mcp-tool-count"]')).to_be_hidden()
