@@ -1,7 +1,8 @@
 # Two commands: `make demo` starts the demo site, `make test` runs the tests.
 # Both create .venv and install the project with its dev extras from pyproject.toml.
 # `make demo DEMO_ADDR=127.0.0.1:8001` serves the demo on another address or port.
-# `make docs` builds the documentation site (docs/, mkdocs.yml) into site/ in strict mode.
+# `make docs` builds the documentation site (docs/, mkdocs.yml) into site/ in strict mode;
+# `make docs-serve` serves it on http://127.0.0.1:8002/ (beside the demo) while you edit.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,7 +10,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_ADDR ?= 127.0.0.1:8000
 
-.PHONY: demo test lint docs clean
+# The Material theme prints a banner about its successor on every build: nothing to act on here.
+export NO_MKDOCS_2_WARNING := 1
+
+.PHONY: demo test lint docs docs-serve clean
 
 $(STAMP): pyproject.toml
 	@echo "Creating $(VENV) and installing django-ahentic with its dev extras..."
@@ -31,6 +35,10 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[docs]"
 	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8002
 
 clean:
 	rm -rf $(VENV) var .pytest_cache site

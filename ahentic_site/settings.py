@@ -152,8 +152,10 @@ DEFAULT_FROM_EMAIL = "Ahentic demo <agent@localhost>"
 AHENTIC = {
     "MODEL": os.environ.get("AHENTIC_MODEL", "claude-sonnet-5-5"),
     "ADMIN_SIDEBAR": True,
-    # The page the links in mails open (the chat opens in its sidebar).
-    "SITE_URL": "http://127.0.0.1:8000/",
+    # The page the links in mails open (the chat opens in its sidebar): the address the demo
+    # serves (manage.py ahentic_demo --addrport sets AHENTIC_SITE_URL for its processes); unset,
+    # the links use the address the chat was used on.
+    "SITE_URL": os.environ.get("AHENTIC_SITE_URL", ""),
     # The agent works on flat pages, and reads groups (ahentic_site/admin.py makes them
     # read-only for the agent's requests).
     "ADMIN_TOOLS": ["flatpages.flatpage", "auth.group"],

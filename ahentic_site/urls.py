@@ -8,6 +8,7 @@ from . import views, webhooks
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon, name="favicon"),
     # The site's own login: the admin's login page admits staff only, and the demo's second user
     # is not staff.
     path(

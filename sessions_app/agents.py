@@ -167,6 +167,16 @@ def roster(session: Session) -> list[tuple[str, str, str]]:
     ]
 
 
+def other_agents(session: Session) -> list[Agent]:
+    """The active agents besides the session's own that its owner may use (a new chat's
+    picker offers them), by name: what the agent names when a request needs a tool it lacks.
+    Two queries: the agents, their groups."""
+    found = Agent.objects.filter(active=True).prefetch_related("groups").order_by("name")
+    if session.agent_version_id is not None:
+        found = found.exclude(versions=session.agent_version_id)
+    return [agent for agent in found if may_use(session.owner, agent)]
+
+
 def latest_version(agent: Agent) -> AgentVersion | None:
     return agent.versions.order_by("-number").first()
 

@@ -32,11 +32,13 @@ BASIC_KINDS = [
 ]
 # Tool results that record a user's decision (an approval or a denial) show in the basic view
 # too, without their content: the sidebar draws them as "Allowed once" / "Denied: reason"; so
-# does a save that changed nothing and so asked nothing ("unchanged").
+# does a save that changed nothing and so asked nothing ("unchanged"), and a call that failed,
+# with its reason ("failure": a save the admin form refused, say).
 USER_DECISIONS = ("allow_once", "allow_session", "always_allow")
 DECISION_RESULTS = Q(kind=Event.Kind.TOOL_RESPONSE) & (
     Q(payload__has_key="denied")
     | Q(payload__has_key="unchanged")
+    | Q(payload__has_key="failure")
     | Q(payload__approved__in=USER_DECISIONS)
 )
 

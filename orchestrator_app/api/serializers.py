@@ -306,6 +306,7 @@ VERBOSE_CUT = 500
 TOOL_RESULT_META_KEYS = (
     "ok",
     "error",
+    "failure",
     "browser",
     "approved",
     "artifactKey",

@@ -38,6 +38,28 @@ def result_text(result: Any) -> str:
     )
 
 
+# The reason a failed call shows in the transcript, in every view mode (``failure_text``); a
+# denial and the calls it skipped show as the denial instead.
+FAILURE_CHARS = 300
+NOT_FAILURES = ("user_denied", "skipped")
+
+
+def failure_text(result: Any) -> str:
+    """A failed result's reason in a line: its message and the fields' errors an admin form
+    gave (``{"errors": {"url": ["... already exists."]}}``), cut to ``FAILURE_CHARS``."""
+    if not isinstance(result, dict):
+        return ""
+    parts = [str(result.get("message") or "").strip().rstrip(".")]
+    errors = result.get("errors")
+    if isinstance(errors, dict):
+        for field, messages in errors.items():
+            listed = " ".join(map(str, messages if isinstance(messages, list) else [messages]))
+            # The form's own errors (NON_FIELD_ERRORS) need no field name.
+            parts.append(listed if field == "__all__" else f"{field}: {listed}")
+    text = ": ".join(part for part in parts if part)
+    return text[:FAILURE_CHARS]
+
+
 def tool_response_record(
     *,
     session_id,
@@ -54,6 +76,9 @@ def tool_response_record(
     payload = {"tool": call.payload.get("tool"), "ok": ok, **(meta or {})}
     if not ok and isinstance(result, dict) and result.get("error"):
         payload["error"] = result["error"]
+        failure = failure_text(result) if result["error"] not in NOT_FAILURES else ""
+        if failure:
+            payload["failure"] = failure
     try:
         with db.atomic():
             item = {

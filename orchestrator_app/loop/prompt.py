@@ -90,6 +90,8 @@ def environment_text(session: Session) -> str:
     lines = ["## Environment", f"User: {name}", f"Today: {timezone.localdate().isoformat()}"]
     if session.prompt:
         lines.append(f"You are a sub-agent. Your task: {session.prompt}")
+    if not session.prompt:
+        lines.extend(other_agents_lines(session))
     roster = agents.roster(session)
     if roster:
         lines.append(
@@ -97,6 +99,34 @@ def environment_text(session: Session) -> str:
             + "; ".join(f"{slug}: {name} ({description})" for slug, name, description in roster)
         )
     return "\n".join(lines)
+
+
+# What the agent says when a request needs a tool it lacks (the offline demo model reads the
+# heading to find the agent it names).
+OTHER_AGENTS_HEADING = "Other agents the user can start a chat with (the new-chat button):"
+NO_TOOL_RULE = (
+    "When the user asks for something none of your tools can do, say so plainly in one "
+    "sentence, and name the agent above whose description says it can (the user picks it "
+    "with the new-chat button); never pretend to have done it."
+)
+PLACES = {"site": "on the site's pages", "admin": "in the admin", "both": "everywhere"}
+
+
+def other_agents_lines(session: Session) -> list[str]:
+    """The other agents the user may pick, one line each with where it shows, and the rule for
+    a request no tool of this agent serves; none when the user has no other agent."""
+    others = agents.other_agents(session)
+    if not others:
+        return []
+    return [
+        OTHER_AGENTS_HEADING,
+        *(
+            f"- {agent.name} ({PLACES.get(agent.shows_on, agent.shows_on)}): "
+            f"{agent.description or 'no description'}"
+            for agent in others
+        ),
+        NO_TOOL_RULE,
+    ]
 
 
 def expertise_text(session: Session) -> str:

@@ -26,7 +26,7 @@ import logging
 import time
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from django.apps import apps
 from django.conf import settings
@@ -105,10 +105,21 @@ def _wants(user, field: str) -> bool:
 # --- links and mail --------------------------------------------------------------------------
 
 
-def site_url() -> str:
-    """The absolute URL of a page with the sidebar: ``SITE_URL``, else https:// and the
-    current site's domain (django.contrib.sites), else "/" (a relative link: check W013)."""
-    base = str(ahentic_settings.SITE_URL or "")
+def page_origin(session: Session | None) -> str:
+    """The scheme and host of the page the chat was last used on (its page context, sent by
+    the sidebar with each message), "" when it has none: the request's own address."""
+    url = ((session.page_context or {}) if session is not None else {}).get("url")
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        return ""
+    return f"{parts.scheme}://{parts.netloc}/"
+
+
+def site_url(session: Session | None = None) -> str:
+    """The absolute URL of a page with the sidebar: ``SITE_URL``, else the scheme and host the
+    chat was used on (``page_origin``), else https:// and the current site's domain
+    (django.contrib.sites), else "/" (a relative link: check W013)."""
+    base = str(ahentic_settings.SITE_URL or "") or page_origin(session)
     if base:
         return base
     if apps.is_installed("django.contrib.sites"):
@@ -121,9 +132,9 @@ def site_url() -> str:
     return "/"
 
 
-def chat_url(session_id) -> str:
-    """The link that opens the chat in the sidebar."""
-    base = site_url()
+def chat_url(session_id, session: Session | None = None) -> str:
+    """The link that opens the chat in the sidebar (on ``site_url(session)``)."""
+    base = site_url(session)
     separator = "&" if "?" in base else "?"
     return f"{base}{separator}{urlencode({CHAT_PARAM: str(session_id)})}"
 
@@ -224,7 +235,7 @@ def approval_mail(session_id, tool_use_id: str, *, now: datetime | None = None) 
             "user": session.owner,
             "title": session.title,
             "tool": label,
-            "url": chat_url(session.pk),
+            "url": chat_url(session.pk, session),
             "waited_minutes": max(1, round((now - requested).total_seconds() / 60)),
         },
     )
@@ -293,7 +304,7 @@ def schedule_run_mail(
             "status": status,
             "error": error,
             "title": session.title if session is not None else "",
-            "url": chat_url(session.pk) if session is not None else site_url(),
+            "url": chat_url(session.pk, session) if session is not None else site_url(),
         },
     )
 

@@ -15,7 +15,8 @@ from django.utils.text import slugify
 
 from sessions_app import media
 
-from ..loop.prompt import CONTEXT_HEADER
+from ..control.toolcalls import failure_text
+from ..loop.prompt import CONTEXT_HEADER, OTHER_AGENTS_HEADING
 from ..tools import label_for
 from .localapi import (
     LocalResponse,
@@ -179,6 +180,9 @@ def failure_reply(messages: list[dict[str, Any]]) -> LocalResponse | None:
     failed = [(use, result) for use, result in newest if result["_is_error"]]
     if not failed:
         return None
+    remembered = memory_failure(messages)
+    if remembered is not None:
+        return remembered
     denied = [(use, r) for use, r in failed if r.get("error") == "user_denied"]
     if denied:
         use, result = denied[0]
@@ -195,7 +199,7 @@ def failure_reply(messages: list[dict[str, Any]]) -> LocalResponse | None:
     failed = [(use, r) for use, r in failed if r.get("error") != "skipped"] or failed
     use, result = failed[-1]
     what = _lower_first(label_for(str(use.get("name") or "")))
-    why = str(result.get("message") or result.get("error") or "it gave no reason").strip()
+    why = failure_text(result) or str(result.get("error") or "it gave no reason").strip()
     return text_reply(
         f"(Offline demo model) I tried to {what}, but it failed: {why.rstrip('.')}. "
         "Nothing was changed by that step."
@@ -286,16 +290,16 @@ PREFERENCES = "/memories/preferences.md"
 def memory_tour(
     said: str, messages: list[dict[str, Any]], tool_names: set, results: list[dict[str, Any]]
 ) -> LocalResponse | None:
-    """With an agent that keeps memory: "remember that X" writes X to the user's memory;
-    "what do you remember" (in any chat, a new one too) reads it back. None otherwise."""
+    """With an agent that keeps memory: "remember that X" writes X to the user's memory (a
+    line added on top when the file exists); "what do you remember" (in any chat, a new one
+    too) reads it back and answers in a sentence. None otherwise."""
     if "memory" not in tool_names:
         return None
     answered = _answered(messages)
-    if "memory" in answered or (results and _last_tool_name(messages) == "memory"):
-        text = _result_text(results[-1]) if results else ""
+    if "memory" in answered:
         if REMEMBER.match(said):
             return text_reply("(Offline demo model) Noted: I will remember that in new chats too.")
-        return text_reply(f"(Offline demo model) From my memory of you:\n\n{text}")
+        return text_reply(f"(Offline demo model) {recalled(_result_text(results[-1]))}")
     if results:
         return None
     wish = REMEMBER.match(said)
@@ -313,11 +317,64 @@ def memory_tour(
     return None
 
 
-def _last_tool_name(messages: list[dict[str, Any]]) -> str:
-    if len(messages) < 2 or not isinstance(messages[-2].get("content"), list):
-        return ""
-    uses = [b.get("name") for b in messages[-2]["content"] if b.get("type") == "tool_use"]
-    return uses[-1] if uses else ""
+def memory_failure(messages: list[dict[str, Any]]) -> LocalResponse | None:
+    """A memory call that failed on the tour's own path: the notes file exists already (the
+    new note goes on top of it), or there is none yet (nothing to recall)."""
+    newest = _newest_results(messages)
+    failed = [(u, r) for u, r in newest if r["_is_error"] and u.get("name") == "memory"]
+    if not failed:
+        return None
+    use, result = failed[-1]
+    given = use.get("input") or {}
+    if result.get("error") == "memory_exists" and given.get("command") == "create":
+        return tool_reply(
+            tool_call(
+                "memory",
+                {
+                    "command": "insert",
+                    "path": PREFERENCES,
+                    "insert_line": 0,
+                    "insert_text": str(given.get("file_text") or ""),
+                },
+            ),
+            text="(Offline demo model) Adding it to my notes.",
+        )
+    if result.get("error") == "memory_not_found" and given.get("command") == "view":
+        return text_reply(
+            "(Offline demo model) I do not remember anything about you yet. Tell me something "
+            "to keep, for example “Remember that I like oat milk”."
+        )
+    return None
+
+
+NUMBERED_LINE = re.compile(r"^\s*\d+\t")
+FIRST_PERSON = (
+    (re.compile(r"\bI am\b|\bI'm\b"), "you are"),
+    (re.compile(r"\bI\b"), "you"),
+    (re.compile(r"\bmy\b", re.I), "your"),
+    (re.compile(r"\bme\b", re.I), "you"),
+    (re.compile(r"\bmine\b", re.I), "yours"),
+)
+
+
+def _second_person(note: str) -> str:
+    for pattern, replacement in FIRST_PERSON:
+        note = pattern.sub(replacement, note)
+    return note
+
+
+def recalled(viewed: str) -> str:
+    """The memory tool's view of the notes file, said back in a sentence: "You told me you
+    like oat milk." (never the tool's line numbers)."""
+    notes = []
+    for line in viewed.splitlines()[1:]:
+        note = NUMBERED_LINE.sub("", line).strip().lstrip("-*").strip().rstrip(".")
+        if note:
+            notes.append(_second_person(note))
+    if not notes:
+        return "I do not remember anything about you yet."
+    said = notes[0] if len(notes) == 1 else ", ".join(notes[:-1]) + " and " + notes[-1]
+    return f"You told me {said}."
 
 
 def _result_text(result: dict[str, Any]) -> str:
@@ -447,19 +504,42 @@ def _search_reply(said: str) -> LocalResponse:
 
 
 def _created_page(messages: list[dict[str, Any]]) -> tuple[Any, str] | None:
-    """The flat page this chat created last (its id and title), read from the admin_save
-    calls and results the request holds; None when it created none."""
-    for use, result in reversed(_history(messages)):
-        given = use.get("input") or {}
-        if (
-            use.get("name") == "admin_save"
-            and given.get("model") == PAGES
-            and not result["_is_error"]
-            and result.get("created")
-            and result.get("id") is not None
-        ):
-            return result["id"], str((given.get("values") or {}).get("title") or "Page")
-    return None
+    """The flat page this chat created last (its id) and its title now, read from the
+    admin_save calls and results the request holds (a later save in this chat that retitled
+    it included); None when it created none."""
+    history = _history(messages)
+    saves = [
+        (use.get("input") or {}, result)
+        for use, result in history
+        if use.get("name") == "admin_save"
+        and (use.get("input") or {}).get("model") == PAGES
+        and not result["_is_error"]
+    ]
+    created = [
+        (given, result)
+        for given, result in saves
+        if result.get("created") and result.get("id") is not None
+    ]
+    if not created:
+        return None
+    given, result = created[-1]
+    page_id, title = result["id"], str((given.get("values") or {}).get("title") or "Page")
+    for later, outcome in saves:
+        if later.get("id") == page_id and outcome.get("changed") is not False:
+            title = str((later.get("values") or {}).get("title") or title)
+    return page_id, title
+
+
+UPDATED = re.compile(r"^(?P<base>.*?) \(updated(?: (?P<n>\d+))?\)$")
+
+
+def _next_title(title: str) -> str:
+    """A title that differs from ``title``, so every "update the page" changes something:
+    "Coffee" -> "Coffee (updated)" -> "Coffee (updated 2)" -> "Coffee (updated 3)"."""
+    found = UPDATED.match(title)
+    if found is None:
+        return f"{title} (updated)"
+    return f"{found.group('base')} (updated {int(found.group('n') or 1) + 1})"
 
 
 def _saved(result: dict[str, Any]) -> str:
@@ -493,7 +573,7 @@ def surface_tour(body: dict[str, Any]) -> LocalResponse | None:
         created = _created_page(messages)
         if created is not None and not answered:
             page_id, title = created
-            new = title.removesuffix(" (updated)") + " (updated)"
+            new = _next_title(title)
             return tool_reply(
                 tool_call("admin_save", {"model": PAGES, "id": page_id, "values": {"title": new}}),
                 text="(Offline demo model) Updating the page this chat created; the approval "
@@ -505,7 +585,7 @@ def surface_tour(body: dict[str, Any]) -> LocalResponse | None:
                 return text_reply("(Offline demo model) There is no flat page to update yet.")
             first = rows[0]
             title = str(first.get("title") or first.get("repr") or "Page")
-            new = title.removesuffix(" (updated)") + " (updated)"
+            new = _next_title(title)
             return tool_reply(
                 tool_call(
                     "admin_save", {"model": PAGES, "id": first["id"], "values": {"title": new}}
@@ -575,14 +655,77 @@ def mcp_tour(body: dict[str, Any]) -> LocalResponse | None:
     return None
 
 
+# --- a request no tool of the chat's agent serves: say so, and name the agent that can ----------
+
+# (what the user asked for, its words in the reply, the word an agent's description must hold)
+WANTS = (
+    (WRITE_PAGE, "write pages", "page"),
+    (LIST_PAGES, "read the site's pages", "page"),
+    (UPDATE_PAGE, "change pages", "page"),
+    (LIST_TICKETS, "read the ticket tracker", "ticket"),
+    (CREATE_TICKET, "file tickets", "ticket"),
+)
+
+
+def _other_agents(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name and place, description) of the other agents the system prompt lists
+    (``loop.prompt.other_agents_lines``)."""
+    system = "\n".join(b.get("text", "") for b in body.get("system") or [])
+    if OTHER_AGENTS_HEADING not in system:
+        return []
+    found = []
+    for line in system.split(OTHER_AGENTS_HEADING, 1)[1].splitlines()[1:]:
+        if not line.startswith("- "):
+            break
+        who, _, description = line[2:].partition("): ")
+        found.append((who + ")", description))
+    return found
+
+
+def missing_tool_reply(body: dict[str, Any]) -> LocalResponse | None:
+    """A tour request ("write a page about coffee", "list the tickets") in a chat whose agent
+    has no tool for it: the reply says so and, in a line of its own, names the agent to pick
+    (from the other agents the system prompt lists). None when the agent has the tool."""
+    messages = body.get("messages") or []
+    if not body.get("tools") or not messages or messages[-1]["role"] != "user":
+        return None
+    last = messages[-1].get("content")
+    if isinstance(last, list) and _tool_results(last):
+        return None
+    tools = {t.get("name") for t in body["tools"]}
+    said = _last_user_text(messages).strip()[:200]
+    for pattern, doing, word in WANTS:
+        if not pattern.search(said):
+            continue
+        if word == "page" and "admin_save" in tools:
+            return None
+        if word == "ticket" and _mcp_tool(tools, "list_tickets"):
+            return None
+        able = [who for who, description in _other_agents(body) if word in description.lower()]
+        text = f"(Offline demo model) I cannot {doing} in this chat: none of my tools does that."
+        if able:
+            return text_reply(
+                f"{text}\n\nPick **{able[0]}** for that: start a new chat with it (the + "
+                "button) and ask again."
+            )
+        return text_reply(f"{text}\n\nNo agent you can use here does it; ask the site's staff.")
+    return None
+
+
 def demo_model(body: dict[str, Any]) -> LocalResponse:
     """The offline demo model: ``failure_reply`` after a denied or failed call, then
-    ``surface_tour``, ``mcp_tour``, else ``demo_responder``; with
+    ``missing_tool_reply``, ``surface_tour``, ``mcp_tour``, else ``demo_responder``; with
     thinking on, a reply opens with a short thinking block, and every reply streams at a human
     pace."""
     messages = body.get("messages") or []
     failed = failure_reply(messages) if body.get("tools") else None
-    response = failed or surface_tour(body) or mcp_tour(body) or demo_responder(body)
+    response = (
+        failed
+        or missing_tool_reply(body)
+        or surface_tour(body)
+        or mcp_tour(body)
+        or demo_responder(body)
+    )
     if not body.get("tools"):
         return response  # naming and memory: nobody watches them stream
     if _thinking_on(body) and response.status == 200:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import urllib.error
 import urllib.request
@@ -489,7 +490,9 @@ def test_look_back_reaches_only_20_pieces_before_a_breakpoint(
 
 
 def test_the_management_command_serves_the_offline_model_until_sigterm(tmp_path):
-    """``manage.py ahentic_localapi --offline``: a host site's stand-in for the API."""
+    """``manage.py ahentic_localapi --offline``: a host site's stand-in for the API. Started
+    as the install docs say (no API key, no base URL yet), it prints no warning that the
+    agent cannot answer, and its banner says what the docs do: the base URL, no key."""
     import signal
     import socket
     import subprocess
@@ -504,11 +507,19 @@ def test_the_management_command_serves_the_offline_model_until_sigterm(tmp_path)
         [sys.executable, "manage.py", "ahentic_localapi", "--offline", "--port", str(port)],
         cwd=root,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
+        env={
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+        },
     )
     try:
         banner = server.stdout.readline()
         assert f"http://127.0.0.1:{port}" in banner and "offline demo model" in banner
+        assert f"ANTHROPIC_BASE_URL=http://127.0.0.1:{port}" in banner
+        assert "no API key is needed" in banner
         body = {
             "model": "claude-sonnet-5-5",
             "max_tokens": 100,
@@ -532,3 +543,5 @@ def test_the_management_command_serves_the_offline_model_until_sigterm(tmp_path)
             server.wait()
             raise
     assert returncode == 0, "the server did not exit cleanly on SIGTERM"
+    warnings = server.stderr.read()
+    assert "W001" not in warnings and "System check" not in warnings, warnings

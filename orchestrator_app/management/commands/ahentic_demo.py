@@ -32,6 +32,15 @@ MEMBER_PASSWORD = "member"
 # The webhook endpoint pointed at the demo's own receiver page.
 DEMO_WEBHOOK = "Demo receiver"
 DIGEST_NAME = "Site digest"
+HELPER_DESCRIPTION = (
+    "Answers questions about the site, reads the page you are on, remembers what you tell it, "
+    "and writes the site's flat pages for staff (each change waits for your approval)."
+)
+HELPER_SOUL = (
+    "You are Helper, the site's assistant. Answer briefly and kindly; read the page the user "
+    "is on when they ask about it; write or change the site's flat pages through the admin "
+    "tools when staff ask (every change waits for their approval)."
+)
 
 
 def _stop_on_sigterm(signum, frame):
@@ -78,7 +87,9 @@ class Command(BaseCommand):
             self._ensure_schedule()
 
             manage = [sys.executable, "manage.py"]
-            env = os.environ.copy()
+            # The links in mails and MCP answers point at the address served here, not a
+            # port written into the settings (ahentic_site/settings.py reads it).
+            env = {**os.environ, "AHENTIC_SITE_URL": f"http://{addrport}/"}
             mcp_url = self._start_mcp_server(children, env)
             if mcp_url:
                 self._ensure_mcp_server(mcp_url)
@@ -182,34 +193,34 @@ class Command(BaseCommand):
 
     def _ensure_agents(self) -> None:
         """Two agents besides the default one (made once; staff may change them later): Helper,
-        the members' default, which reads pages and answers; Editor, in the admin, which works
-        on flat pages through the admin tools with approvals."""
-        from orchestrator_app.tools import all_tools
+        the default, which reads pages, keeps a memory of the user and, for staff, writes the
+        flat pages through the admin with approvals (so the Quickstart works in the first
+        chat); Editor, in the admin, which works on flat pages and the demo's ticket tracker.
+        A Helper still at the version an earlier demo seeded (no admin tools) gets them."""
         from sessions_app import agents
         from sessions_app.models import Agent
 
         if Agent.objects.filter(slug__in=["helper", "editor"]).exists():
+            self._upgrade_helper()
             return
-        reading = sorted(t.name for t in all_tools() if not t.name.startswith("admin_"))
         helper = Agent.objects.create(
             slug="helper",
             name="Helper",
-            description="Answers questions about the site and reads the page you are on.",
+            description=HELPER_DESCRIPTION,
             colour="#2f6f4e",
             shows_on=Agent.Place.BOTH,
         )
-        helper_config = {
-            "SOUL": "You are Helper, the site's assistant for its members. Answer briefly and "
-            "kindly; read the page the user is on when they ask about it.",
-            "TOOLS": reading,
-        }
+        # No TOOLS: every tool of the site. The admin tools serve only users the admin's own
+        # permissions allow (``member`` never gets them), the browser tools only a page.
+        helper_config = {"SOUL": HELPER_SOUL}
         if "MEMORY" in agents.AGENT_KEYS:
             helper_config["MEMORY"] = "user"
         agents.version_save(helper, config=helper_config, note="Demo")
         editor = Agent.objects.create(
             slug="editor",
             name="Editor",
-            description="Writes and updates the site's flat pages through the admin.",
+            description="Writes and updates the site's flat pages through the admin, and lists "
+            "and files tickets in the demo's ticket tracker (an MCP server).",
             colour="#6b3fa0",
             shows_on=Agent.Place.ADMIN,
         )
@@ -222,6 +233,21 @@ class Command(BaseCommand):
             note="Demo",
         )
         agents.default_set(helper)
+
+    def _upgrade_helper(self) -> None:
+        from sessions_app import agents
+        from sessions_app.models import Agent
+
+        helper = Agent.objects.filter(slug="helper").first()
+        version = agents.latest_version(helper) if helper else None
+        if version is None or version.note != "Demo":
+            return  # changed by staff since: theirs to keep
+        tools = version.config.get("TOOLS")
+        if tools is None or "admin_save" in tools:
+            return  # already able to write pages
+        config = {key: value for key, value in version.config.items() if key != "TOOLS"}
+        config["SOUL"] = HELPER_SOUL
+        agents.version_save(helper, config=config, note="Demo: writes flat pages for staff")
 
     def _ensure_webhook(self, addrport: str) -> None:
         """A webhook endpoint for every event, pointed at the demo site's own receiver page

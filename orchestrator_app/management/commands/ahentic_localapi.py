@@ -1,8 +1,8 @@
 """``manage.py ahentic_localapi``: serve the local Messages API stand-in until stopped.
 
 For a host site without an Anthropic API key yet (development, demos, CI of the host's own
-templates): point ``AHENTIC["BASE_URL"]`` (or ``ANTHROPIC_BASE_URL``) at the printed URL and set
-any API key. It answers "Done." to every message, or runs the demo's scripted offline model with
+templates): point ``ANTHROPIC_BASE_URL`` (or ``AHENTIC["BASE_URL"]``) of the web and worker
+processes at the printed URL; no API key is needed. It answers "Done." to every message, or runs the demo's scripted offline model with
 ``--offline``. Never use it in production: nothing it says comes from a model.
 """
 
@@ -19,6 +19,9 @@ from orchestrator_app.testing.offline import demo_model
 
 class Command(BaseCommand):
     help = "Serve a local Anthropic Messages API stand-in (tests, demos; no network, no model)."
+    # It serves the model's side: the site's checks (W001, no API key and no base URL, above
+    # all) are about the processes pointed at it, which run them themselves.
+    requires_system_checks: list = []
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1")
@@ -38,7 +41,8 @@ class Command(BaseCommand):
         server.start()
         self.stdout.write(
             f"Local Messages API on {server.url} ({'offline demo model' if offline else 'Done.'})."
-            f" Set AHENTIC['BASE_URL'] = {server.url!r} and any API key. Ctrl-C stops it."
+            f" Start the web server and the worker with ANTHROPIC_BASE_URL={server.url} (or "
+            f"AHENTIC['BASE_URL'] = {server.url!r}); no API key is needed. Ctrl-C stops it."
         )
         self.stdout.flush()
         try:

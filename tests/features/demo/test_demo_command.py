@@ -116,6 +116,14 @@ def test_the_demo_uses_the_offline_model_quietly_and_its_member_login_sees_the_s
     admin = log_in(port, "demo", "demo")
     schedules = admin.open(f"http://127.0.0.1:{port}/admin/orchestrator_app/schedule/").read()
     assert "Site digest" in schedules.decode() and "*/5 * * * *" in schedules.decode()
+    # The first chat's agent (Helper) writes pages for staff, so an MCP client of the demo
+    # user gets its tools that need no browser; and the browser's icon request is no 404.
+    access = json.loads(admin.open(f"http://127.0.0.1:{port}/ahentic/v1/mcp-tokens/access").read())
+    assert access["agent"]["slug"] == "helper"
+    assert access["endpoint"] == f"http://127.0.0.1:{port}/ahentic/v1/mcp"
+    assert "admin_save" in access["tools"] and "page_read" not in access["tools"]
+    icon = admin.open(f"http://127.0.0.1:{port}/favicon.ico")
+    assert icon.status == 200 and icon.headers["Content-Type"] == "image/svg+xml"
     # The demo's MCP server runs beside the site, on its own local port.
     mcp_port = int(re.search(r"MCP: +http://127\.0\.0\.1:(\d+)/mcp", output).group(1))
     assert port_open(mcp_port)
@@ -130,3 +138,27 @@ def test_sigterm_stops_the_demo_and_its_web_server(demo):
     assert process.wait(timeout=30) == 0, "".join(lines)
     assert not port_open(port), "runserver outlived the demo command"
     assert not port_open(mcp_port), "the MCP server outlived the demo command"
+
+
+@pytest.mark.django_db
+def test_a_helper_an_earlier_demo_seeded_gets_the_page_tools_once_and_a_changed_one_is_kept():
+    """A demo database from before: Helper's seeded version listed no admin tool, so the
+    Quickstart's "Write a page about coffee" failed in the first chat. The demo gives it every
+    tool once; a Helper staff changed since keeps their version."""
+    from orchestrator_app.management.commands.ahentic_demo import Command
+    from sessions_app import agents
+    from sessions_app.models import Agent
+
+    helper = Agent.objects.create(slug="helper", name="Helper")
+    agents.version_save(helper, config={"TOOLS": ["page_read"], "MEMORY": "user"}, note="Demo")
+
+    Command()._ensure_agents()
+    Command()._ensure_agents()
+
+    versions = list(helper.versions.order_by("number"))
+    assert len(versions) == 2
+    assert "TOOLS" not in versions[-1].config and versions[-1].config["MEMORY"] == "user"
+
+    agents.version_save(helper, config={"TOOLS": ["page_read"]}, note="Staff: reading only")
+    Command()._ensure_agents()
+    assert agents.latest_version(helper).config == {"TOOLS": ["page_read"]}

@@ -113,7 +113,8 @@ def test_the_offline_model_remembers_a_preference_and_recalls_it_in_a_new_chat(
     owner, owner_client, llm, run_tasks
 ):
     """The demo's memory tour: Helper (an agent that keeps memory) writes "remember that..."
-    to the user's memory in one chat and reads it back in another."""
+    to the user's memory in one chat (a second wish goes on top of the notes) and says it back
+    in a sentence in another, never as the memory tool's numbered lines."""
     from sessions_app import agents
     from sessions_app.models import Agent
 
@@ -124,13 +125,25 @@ def test_the_offline_model_remembers_a_preference_and_recalls_it_in_a_new_chat(
     first = SessionFactory(owner=owner, agent_version=version)
     second = SessionFactory(owner=owner, agent_version=version)
 
-    for chat, text in ((first, "Remember that I like oat milk"), (second, "What do you remember?")):
+    for chat, text in (
+        (first, "Remember that I like oat milk"),
+        (second, "What do you remember?"),
+        (first, "Remember that my cat is called Mocha"),
+        (second, "What do you remember?"),
+    ):
         url = f"{API}/sessions/{chat.pk}"
         response = run_tasks(owner_client.post, f"{url}/messages", {"content": text}, format="json")
         assert response.status_code == 202
 
-    recalled = owner_client.get(f"{API}/sessions/{second.pk}").json()["messages"][-1]["content"]
-    assert "From my memory of you" in recalled and "I like oat milk" in recalled
+    replies = [
+        m["content"]
+        for m in owner_client.get(f"{API}/sessions/{second.pk}").json()["messages"]
+        if m["role"] == "assistant"
+    ]
+    assert "(Offline demo model) You told me you like oat milk." in replies
+    assert replies[-1] == (
+        "(Offline demo model) You told me your cat is called Mocha and you like oat milk."
+    )
 
 
 def test_the_offline_model_writes_the_demo_schedules_site_digest(owner, llm, run_tasks):

@@ -66,17 +66,24 @@ def test_after_a_denial_without_a_reason_it_says_so_plainly(demo, run_tasks):
     )
 
 
-def test_after_an_error_it_says_what_failed(demo, run_tasks):
+def test_after_an_error_it_says_what_failed_and_why(demo, run_tasks):
+    """The page exists already: the reply gives the form's reason, and the transcript shows
+    the failed save with it in the basic view too (the sidebar draws it as a line)."""
     client, session = demo
     page("/coffee/", "Coffee")  # the URL the new page would take
 
     body = post_message(client, session, run_tasks, "Write a page about coffee")
 
     assert body["status"] == "idle"  # refused before any card: the form is invalid
+    reason = "Flatpage with url /coffee/ already exists for site example.com"
     assert last_reply(body) == (
         "(Offline demo model) I tried to save a record in the admin, but it failed: The admin "
-        "form refused the values. Nothing was changed by that step."
+        f"form refused the values: {reason}. Nothing was changed by that step."
     )
+    basic = client.get(f"/ahentic/v1/sessions/{session.pk}/messages?view=basic").json()
+    [failed] = [m for m in basic["messages"] if m["kind"] == "tool_response"]
+    assert failed["meta"]["ok"] is False and failed["content"] == ""
+    assert failed["meta"]["failure"] == f"The admin form refused the values: {reason}"
     assert FlatPage.objects.count() == 1
 
 
@@ -99,12 +106,51 @@ def test_updating_the_page_edits_the_one_this_chat_created(demo, run_tasks):
         "history has the change."
     )
 
-    # The same update again would save what is there: no card, and it says nothing changed.
-    again = post_message(client, session, run_tasks, "Update the page")
+    # Every "update the page" changes it again, through a card of its own.
+    for number in (2, 3):
+        again = post_message(client, session, run_tasks, "Update the page")
 
-    assert again["status"] == "idle"
-    assert again["pendingTool"] is None
-    assert last_reply(again) == (
-        "(Offline demo model) Nothing changed: the page already had those values, so there "
-        "was nothing to save or approve."
+        assert again["pendingTool"]["input"] == {
+            "model": "flatpages.flatpage",
+            "id": coffee.pk,
+            "values": {"title": f"Coffee (updated {number})"},
+        }
+        body = decide(client, session, run_tasks)
+        coffee.refresh_from_db()
+        assert coffee.title == f"Coffee (updated {number})"
+        assert last_reply(body).startswith(
+            f"(Offline demo model) Updated “/coffee/ -- Coffee (updated {number})” (title)"
+        )
+
+
+def test_asked_for_what_no_tool_of_its_agent_does_it_says_so_and_names_the_agent_that_can(
+    demo, llm, run_tasks
+):
+    """A chat with an agent that cannot write pages: the system prompt lists the other agents
+    the user may pick and the rule to name one; the offline model follows it, naming in a line
+    of its own the agent whose description says it can."""
+    from sessions_app import agents
+    from sessions_app.models import Agent
+
+    client, session = demo
+    reader = Agent.objects.create(slug="reader", name="Reader", description="Reads pages aloud.")
+    agents.version_save(reader, config={"TOOLS": ["update_plan"]})
+    Agent.objects.create(slug="editor", name="Editor", description="Writes the site's pages.")
+    agents.version_save(Agent.objects.get(slug="editor"), config={})
+    chat = SessionFactory(owner=session.owner, agent_version=agents.latest_version(reader))
+
+    body = post_message(client, chat, run_tasks, "Write a page about coffee")
+
+    assert body["status"] == "idle" and body["pendingTool"] is None
+    assert last_reply(body) == (
+        "(Offline demo model) I cannot write pages in this chat: none of my tools does that."
+        "\n\nPick **Editor (everywhere)** for that: start a new chat with it (the + button) and "
+        "ask again."
     )
+    [request] = llm.message_requests()
+    system = "\n".join(block["text"] for block in request["system"])
+    others = system.split("Other agents the user can start a chat with (the new-chat button):\n")[1]
+    assert "- Editor (everywhere): Writes the site's pages.\n" in others
+    assert "- Reader" not in system  # the chat's own agent
+    assert "name the agent above whose description says it can" in system
+    assert not FlatPage.objects.exists()

@@ -905,3 +905,56 @@ def test_a_late_answer_never_decides_the_next_call_of_the_chat(
     session.refresh_from_db()
     assert session.status == Session.Status.AWAITING_HUMAN
     assert session.pending_tool["input"] == {"title": "B"}
+
+
+# --- what a client gets (the sidebar's "MCP access" panel) ----------------------------------------
+
+
+def test_access_names_the_endpoint_and_the_tools_for_the_default_agent_and_another(
+    owner_client, owner
+):
+    from sessions_app import agents
+    from tests.support.factories import agent_create
+
+    default = agents.default_agent()
+    if default is None:  # a transactional test before this one flushed the migration's
+        default = agent_create("assistant", name="Assistant")
+        agents.default_set(default)
+    editor = agent_create("editor", name="Editor")
+    agents.version_save(editor, config={"TOOLS": ["notes_create", "update_plan"]})
+
+    mine = owner_client.get(f"{API}/mcp-tokens/access")
+    assert mine.status_code == 200, mine.content
+    body = mine.json()
+    assert body["agent"] == {"slug": default.slug, "name": default.name, "isDefault": True}
+    assert body["endpoint"] == "http://testserver/ahentic/v1/mcp"  # no ?agent= for the default
+    assert "notes_create" in body["tools"] and "update_plan" not in body["tools"]
+    assert body["reason"] == ""
+    assert {a["slug"] for a in body["agents"]} == {default.slug, "editor"}
+
+    other = owner_client.get(f"{API}/mcp-tokens/access?agent=editor").json()
+    assert other["endpoint"] == "http://testserver/ahentic/v1/mcp?agent=editor"
+    assert other["tools"] == ["notes_create"]  # update_plan is the chat's own
+
+
+def test_access_says_why_an_agent_gives_a_client_no_tools(owner_client, owner):
+    from sessions_app import agents
+    from tests.support.factories import agent_create
+
+    reader = agent_create("reader", name="Reader")
+    agents.version_save(reader, config={"TOOLS": ["update_plan", "page_read"]})
+
+    body = owner_client.get(f"{API}/mcp-tokens/access?agent=reader").json()
+
+    assert body["tools"] == []
+    assert body["reason"].startswith(
+        "Reader's tools all need the sidebar (a browser page or a chat): "
+    )
+    assert "update_plan" in body["reason"]
+
+
+def test_access_to_an_agent_the_user_may_not_use_is_a_404(owner_client, anon_client):
+    response = owner_client.get(f"{API}/mcp-tokens/access?agent=nobody")
+    assert response.status_code == 404
+    assert response.json()["code"] == "ahentic_agent_not_found"
+    assert anon_client.get(f"{API}/mcp-tokens/access").status_code in (401, 403)

@@ -206,6 +206,22 @@ def test_the_link_falls_back_to_the_current_site(owner_client, session, llm, run
     assert f"https://agents.example.com/?ahentic_session={session.pk}" in mail.outbox[0].body
 
 
+def test_without_site_url_the_link_uses_the_address_the_chat_was_used_on(
+    owner_client, session, llm, run_tasks, settings
+):
+    """The demo served on 8801 mailed links to 8000: with no SITE_URL, the link takes the
+    scheme and host of the page the message was sent from, before the sites framework's."""
+    settings.AHENTIC = {**settings.AHENTIC, "SITE_URL": ""}
+    llm.enqueue(tool_reply(tool_call("notes_create", {"title": SECRET}, id="toolu_note")))
+    page = {"url": "http://127.0.0.1:8801/coffee/?x=1", "title": "Coffee"}
+    body = {"content": "Make the note", "pageContext": page}
+    assert run_tasks(post, owner_client, session, "messages", body).status_code == 202
+
+    assert run_due() is True
+
+    assert f"http://127.0.0.1:8801/?ahentic_session={session.pk}" in mail.outbox[0].body
+
+
 # --- a scheduled run ended ---------------------------------------------------------------------
 
 

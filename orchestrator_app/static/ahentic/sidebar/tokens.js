@@ -2,9 +2,12 @@
  * "MCP access": the user's tokens for the site's MCP endpoint (GET/POST mcp-tokens,
  * DELETE mcp-tokens/{id}), opened by the MCP button in the header. A new token is shown once,
  * with a copy button, and never again (only its hash is stored); each token lists its last use
- * and can be revoked (confirmed). Below, "Connected apps": the clients the user connected with
- * OAuth (GET connected-apps, DELETE connected-apps/{id}: revoking deletes their tokens at once).
- * Every text is textContent.
+ * and can be revoked (confirmed). Above them, what a client gets (GET mcp-tokens/access): for
+ * the chosen agent the endpoint (?agent= unless it is the default), how many tools, and the
+ * lines to paste into Claude Code and into a client's JSON config (the new token filled in
+ * while it is shown); with no tool, why.
+ * Below, "Connected apps": the clients the user connected with OAuth (GET connected-apps,
+ * DELETE connected-apps/{id}: revoking deletes their tokens at once). Every text is textContent.
  */
 import { el, fill, show } from "./dom.js";
 import { gettext, locale, ngettext } from "./i18n.js";
@@ -16,13 +19,36 @@ const EXPIRY_CHOICES = [
   ["", gettext("Never")],
 ];
 
+const TOKEN_PLACEHOLDER = "<your token>";
+
+/** The name a client lists the server under: "ahentic", "-<agent>" for another agent. */
+function serverName(access) {
+  const agent = access.agent;
+  return agent && !agent.isDefault ? "ahentic-" + agent.slug : "ahentic";
+}
+
+export function claudeCodeLine(access, token) {
+  return (
+    "claude mcp add --transport http " + serverName(access) + " " + access.endpoint +
+    ' --header "Authorization: Bearer ' + (token || TOKEN_PLACEHOLDER) + '"'
+  );
+}
+
+export function clientConfig(access, token) {
+  const server = {
+    type: "http",
+    url: access.endpoint,
+    headers: { Authorization: "Bearer " + (token || TOKEN_PLACEHOLDER) },
+  };
+  return JSON.stringify({ mcpServers: { [serverName(access)]: server } }, null, 2);
+}
+
 function when(iso) {
   return iso ? new Date(iso).toLocaleString(locale()) : gettext("never");
 }
 
 export function createMcpTokens(app) {
   const { client, ui } = app;
-  const endpoint = new URL(app.config.api + "mcp", window.location.href).href;
   const toggle = el("button", {
     type: "button",
     className: "ahentic-icon-button ahentic-mcp-toggle",
@@ -34,6 +60,93 @@ export function createMcpTokens(app) {
     text: "MCP",
   });
   ui.debugToggle.before(toggle);
+
+  // What a client gets, for the chosen agent (GET mcp-tokens/access).
+  const state = { access: null, secret: "" };
+  const agentSelect = el("select", {
+    className: "ahentic-select",
+    "data-role": "mcp-agent",
+    "aria-label": gettext("Agent"),
+  });
+  const agentRow = el(
+    "label",
+    { className: "ahentic-mcp-agent" },
+    el("span", { text: gettext("Agent") }),
+    agentSelect,
+  );
+  const endpointCode = el("code", { "data-role": "mcp-endpoint" });
+  const toolCount = el("p", { className: "ahentic-artifact-meta", "data-role": "mcp-tool-count" });
+  const reason = el("p", { className: "ahentic-mcp-reason", "data-role": "mcp-reason" });
+  const claudeLine = el("pre", { className: "ahentic-mcp-snippet", "data-role": "mcp-claude-code" });
+  const configJson = el("pre", { className: "ahentic-mcp-snippet", "data-role": "mcp-client-config" });
+  function copyButton(source, label) {
+    return el("button", {
+      type: "button",
+      className: "ahentic-link",
+      text: gettext("Copy"),
+      "aria-label": label,
+      onclick: () => navigator.clipboard && navigator.clipboard.writeText(source.textContent),
+    });
+  }
+  const snippets = el(
+    "div",
+    { className: "ahentic-mcp-snippets", "data-role": "mcp-snippets" },
+    el("strong", { text: gettext("Claude Code") }),
+    claudeLine,
+    copyButton(claudeLine, gettext("Copy the Claude Code command")),
+    el("strong", { text: gettext("A client's JSON config") }),
+    configJson,
+    copyButton(configJson, gettext("Copy the client config")),
+  );
+  const accessBox = el(
+    "div",
+    { className: "ahentic-mcp-access", "data-role": "mcp-access" },
+    agentRow,
+    el("p", { className: "ahentic-artifact-meta" }, gettext("Endpoint:") + " ", endpointCode),
+    toolCount,
+    reason,
+    snippets,
+  );
+
+  function drawAccess() {
+    const access = state.access;
+    show(accessBox, !!access);
+    if (!access) return;
+    endpointCode.textContent = access.endpoint;
+    const count = access.tools.length;
+    toolCount.textContent = ngettext(
+      "%(count)s tool: %(names)s",
+      "%(count)s tools: %(names)s",
+      count,
+      { count, names: access.tools.join(", ") },
+    );
+    show(toolCount, count > 0);
+    reason.textContent = count ? "" : gettext("No tools for an MCP client.") + " " + access.reason;
+    show(reason, count === 0);
+    claudeLine.textContent = claudeCodeLine(access, state.secret);
+    configJson.textContent = clientConfig(access, state.secret);
+    show(snippets, count > 0);
+    show(agentRow, access.agents.length > 1);
+    fill(
+      agentSelect,
+      access.agents.map((agent) =>
+        el("option", {
+          value: agent.slug,
+          text: agent.isDefault ? gettext("%(name)s (default)", { name: agent.name }) : agent.name,
+          selected: !!access.agent && agent.slug === access.agent.slug,
+        }),
+      ),
+    );
+  }
+
+  async function loadAccess(slug) {
+    const path = "mcp-tokens/access" + (slug ? "?" + new URLSearchParams({ agent: slug }) : "");
+    const result = await client.api("GET", path);
+    if (!result.ok) return fail(result);
+    state.access = result.data;
+    drawAccess();
+  }
+  agentSelect.addEventListener("change", () => loadAccess(agentSelect.value));
 
   const name = el("input", {
     type: "text",
@@ -87,10 +200,10 @@ export function createMcpTokens(app) {
       className: "ahentic-artifact-meta",
       text: gettext(
         "Let an MCP client (Claude Code, Claude Desktop...) use this site's tools as you. " +
-          "Changes still wait for your approval here. Endpoint: %(endpoint)s",
-        { endpoint },
+          "Changes still wait for your approval here.",
       ),
     }),
+    accessBox,
     form,
     issued,
     error,
@@ -104,6 +217,7 @@ export function createMcpTokens(app) {
     noApps,
   );
   show(panel, false);
+  show(accessBox, false);
   show(issued, false);
   show(error, false);
   ui.error.before(panel);
@@ -212,6 +326,8 @@ export function createMcpTokens(app) {
     const result = await client.api("POST", "mcp-tokens", body);
     if (!result.ok) return fail(result);
     secret.textContent = result.data.token;
+    state.secret = result.data.token;
+    drawAccess();
     show(issued, true);
     name.value = "";
     await load();
@@ -226,9 +342,12 @@ export function createMcpTokens(app) {
     if (open) {
       load();
       loadApps();
+      loadAccess(state.access && state.access.agent ? state.access.agent.slug : null);
     } else {
       // Closing forgets the shown secret: it is never displayed again.
       secret.textContent = "";
+      state.secret = "";
+      drawAccess();
       show(issued, false);
     }
   });

@@ -46,8 +46,22 @@ export function decisionText(meta, viewMode) {
       ? gettext("Denied: %(reason)s (%(tool)s)", { reason, tool })
       : gettext("Denied (%(tool)s)", { tool });
   }
-  const label = DECISION_LABELS[meta.approved];
-  if (!label) return null;
+  const decided = DECISION_LABELS[meta.approved];
+  if (!decided && meta.ok === false && meta.failure) {
+    const failed = gettext("“%(label)s” failed: %(reason)s", {
+      label: meta.label || tool,
+      reason: meta.failure,
+    });
+    return basic ? failed : failed + " (" + tool + ")";
+  }
+  if (!decided) return null;
+  // An allowed call that then failed says why, in every view mode (a save the form refused).
+  const label =
+    meta.ok === false
+      ? meta.failure
+        ? gettext("%(decision)s, but it failed: %(reason)s", { decision: decided, reason: meta.failure })
+        : gettext("%(decision)s, but it failed", { decision: decided })
+      : decided;
   return basic ? label : label + " (" + tool + ")";
 }
 
@@ -55,7 +69,7 @@ function decisionNode(message, text) {
   return el("div", {
     className:
       "ahentic-msg ahentic-decision" +
-      (message.meta.denied ? " is-denied" : "") +
+      (message.meta.denied || message.meta.ok === false ? " is-denied" : "") +
       (message.meta.unchanged ? " is-unchanged" : ""),
     "data-role-kind": "decision",
     text,
