@@ -437,7 +437,7 @@ def admin_objects(inspected, owner):
     from sessions_app import agents
     from sessions_app.models import Event, TraceEvent
 
-    from .factories import SessionFactory, UsageRecordFactory, agent_create, schedule_create
+    from tests.support.factories import SessionFactory, UsageRecordFactory, agent_create, schedule_create
 
     agent = agent_create("writer", name="Writer")
     pinned = SessionFactory(owner=owner, agent_version=agents.latest_version(agent))
