@@ -46,6 +46,10 @@ class Lease:
     session_id: Any
     run_seq: int
     token: str
+    # Columns of the row as this worker last loaded or wrote them under the lease
+    # (``lease_seen``): a write that returns them takes them as conditions of its UPDATE and
+    # computes them, instead of reading them back (``_write_returning``).
+    seen: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def guard(self) -> dict[str, Any]:
         """The conditions under which this lease still owns the row (running, same run, same
@@ -129,6 +133,7 @@ def _write_returning(
     *,
     visible: bool = True,
     summary_fields: frozenset[str] = CHILD_SUMMARY_FIELDS,
+    seen: dict[str, Any] | None = None,
 ) -> tuple[Any, ...] | None:
     """UPDATE the (at most one) row ``rows`` selects with ``fields``; a ``visible`` write also
     bumps the version and the modification time (and the parent's version, see above).
@@ -137,24 +142,89 @@ def _write_returning(
 
     ``rows`` is the row's equality conditions (``Lease.guard()``, ``{"pk": ...}``) or a
     queryset (writers with other conditions). ``summary_fields``: the fields whose change a
-    parent shows (its version moves with them)."""
+    parent shows (its version moves with them).
+
+    ``seen``: columns as the writer last knew them (``Lease.seen``). When they give every
+    column asked for, the UPDATE is also conditional on them and the columns are computed
+    from them (no read-back); if another writer moved one meanwhile, that UPDATE matches
+    nothing and the write is made as without ``seen``. Updated with what was written."""
     if visible:
         fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
-    if isinstance(rows, dict):
-        rows = Session.objects.filter(**rows)
     values = {
         name: _orm_add(name, value.amount) if isinstance(value, Add) else value
         for name, value in fields.items()
     }
-    changed = rows.update(**values)
-    if changed != 1:
-        return None
-    written: tuple[Any, ...] = ()
-    if columns:
-        written = _read_back(session_id, columns)
+    written: tuple[Any, ...] | None = None
+    if seen is not None and columns and isinstance(rows, dict):
+        predicted = _predicted(rows, seen, fields, columns)
+        if predicted is not None:
+            expected = {name: seen[name] for name in columns if name not in rows}
+            if Session.objects.filter(**rows, **expected).update(**values) == 1:
+                written = predicted
+    if written is None:
+        if isinstance(rows, dict):
+            rows = Session.objects.filter(**rows)
+        if rows.update(**values) != 1:
+            return None
+        written = _read_back(session_id, columns) if columns else ()
+    if seen is not None:
+        _seen_after(seen, fields, dict(zip(columns, written or (), strict=False)))
     if visible and summary_fields.intersection(fields):
         parent_bump(session_id)
     return written
+
+
+def _written_value(base: Any, value: Any) -> Any:
+    """A column's value after ``value`` (a plain value or an ``Add`` of a number) was written
+    over ``base``; None when it cannot be told without reading (an expression)."""
+    if isinstance(value, Add):
+        if base is None or not isinstance(value.amount, int | float):
+            return None
+        return base + value.amount
+    if hasattr(value, "resolve_expression"):
+        return None
+    return value
+
+
+def _predicted(
+    rows: dict[str, Any], seen: dict[str, Any], fields: dict[str, Any], columns: tuple[str, ...]
+) -> tuple[Any, ...] | None:
+    """``columns`` as a write of ``fields`` leaves them, when ``rows`` (the conditions) and
+    ``seen`` tell every one; else None."""
+    predicted = []
+    for name in columns:
+        base = rows[name] if name in rows else seen.get(name)
+        if base is None:
+            return None
+        value = _written_value(base, fields[name]) if name in fields else base
+        if value is None:
+            return None
+        predicted.append(value)
+    return tuple(predicted)
+
+
+def _seen_after(seen: dict[str, Any], fields: dict[str, Any], written: dict[str, Any]) -> None:
+    """Bring ``seen`` up to date with a write of ``fields`` that returned ``written``."""
+    for name in list(seen):
+        if name in written:
+            seen[name] = written[name]
+        elif name in fields:
+            value = _written_value(seen[name], fields[name])
+            if value is None:
+                del seen[name]
+            else:
+                seen[name] = value
+
+
+def lease_seen(lease: Lease, session: Session) -> None:
+    """Note the columns a step's writes return (its seqs, its trace count) as it loaded the
+    session under ``lease``, so those writes compute them (``_write_returning``)."""
+    lease.seen.update(
+        last_seq=session.last_seq,
+        edit_version=session.edit_version,
+        trace_count=session.trace_count,
+        step_count=session.step_count,
+    )
 
 
 def _read_back(session_id, columns: tuple[str, ...]) -> tuple[Any, ...] | None:
@@ -393,6 +463,7 @@ def seq_allocate(
         # What rides along is bookkeeping for a parent (a turn's usage sums, as ``usage_add``
         # writes them): it sees them with the child's next change of title or status.
         summary_fields=CHILD_SUMMARY_FIELDS - frozenset(fields or ()),
+        seen=lease.seen if lease is not None else None,
     )
     if written is None:
         return None
@@ -590,7 +661,9 @@ def lease_release(
     if context_usage is not None:
         fields["context_usage"] = context_usage
     columns = ("trace_count", "run_seq", "step_count")
-    return _write_returning(lease.guard(), lease.session_id, fields, columns, visible=False)
+    return _write_returning(
+        lease.guard(), lease.session_id, fields, columns, visible=False, seen=lease.seen
+    )
 
 
 def viewport_move(lease: Lease, start_event_id: int) -> bool:

@@ -67,6 +67,7 @@ class StepRunner:
         self.session_id = lease.session_id
         self.run_seq = lease.run_seq
         self.session: Session = pipeline.load_session(lease, queued=True)
+        runstate.lease_seen(lease, self.session)
         # The step's trace records, written together (see TraceBuffer).
         self.tracer = session_services.TraceBuffer(lease.session_id, lease.run_seq)
         # The request the step sent (its parts and buckets) and the calibration its model
