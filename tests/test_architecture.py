@@ -21,7 +21,7 @@ APP_LAYERS = {
         ("models", ("models",)),
         (
             "writers and readers",
-            ("runstate", "services", "attachments", "window", "agents", "memory"),
+            ("runstate", "services", "attachments", "window", "agents", "access", "memory"),
         ),
         ("Django hooks", ("admin", "admin_caps", "admin_memory", "admin_runs", "apps")),
     ),
@@ -46,6 +46,7 @@ APP_LAYERS = {
                 "vault",
                 "outbound",
                 "telemetry",  # OpenTelemetry: spans, metrics, the trace context of a task
+                "presence",  # whether a chat's owner watches it (the poll's cache key)
             ),
         ),
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
