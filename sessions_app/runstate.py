@@ -218,8 +218,11 @@ def _seen_after(seen: dict[str, Any], fields: dict[str, Any], written: dict[str,
 
 def lease_seen(lease: Lease, session: Session) -> None:
     """Note the columns a step's writes return (its seqs, its trace count) as it loaded the
-    session under ``lease``, so those writes compute them (``_write_returning``)."""
+    session under ``lease``, so those writes compute them (``_write_returning``), and its
+    version: while only the lease's own writes moved it, ``lease.seen["version"]`` is the
+    row's (``only_lease_wrote``)."""
     lease.seen.update(
+        version=session.version,
         last_seq=session.last_seq,
         edit_version=session.edit_version,
         trace_count=session.trace_count,
@@ -247,9 +250,10 @@ def _write(
     fields: dict[str, Any],
     *,
     visible: bool = True,
+    seen: dict[str, Any] | None = None,
 ) -> bool:
     """``_write_returning`` without columns: whether the row was written."""
-    return _write_returning(rows, session_id, fields, visible=visible) is not None
+    return _write_returning(rows, session_id, fields, visible=visible, seen=seen) is not None
 
 
 def parent_bump(session_id) -> None:
@@ -444,6 +448,13 @@ def session_refresh(session: Session, names: Sequence[str]) -> None:
 
 
 # --- counters ----------------------------------------------------------------------------------
+
+
+def only_lease_wrote(lease: Lease, version: int, loaded: int) -> bool:
+    """Whether the row's ``version`` (read under or after ``lease``) moved from ``loaded`` only
+    by the lease's own writes: every visible write adds one to the version, and the lease
+    counts its own in ``seen`` (a write by anyone else makes the row's version the greater)."""
+    return lease.seen.get("version") == version and version >= loaded
 
 
 def seq_allocate(
@@ -641,7 +652,7 @@ def lease_refresh(lease: Lease) -> bool:
     """
     now = timezone.now()
     fields = {"lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    return _write(lease.guard(), lease.session_id, fields, visible=False)
+    return _write(lease.guard(), lease.session_id, fields, visible=False, seen=lease.seen)
 
 
 def lease_release(
@@ -669,7 +680,7 @@ def lease_release(
 def viewport_move(lease: Lease, start_event_id: int) -> bool:
     """Move the context window's start (batch eviction)."""
     fields = {"viewport_start_event_id": start_event_id}
-    return _write(lease.guard(), lease.session_id, fields, visible=False)
+    return _write(lease.guard(), lease.session_id, fields, visible=False, seen=lease.seen)
 
 
 def progress_set(lease: Lease, label: str) -> bool:
@@ -680,7 +691,7 @@ def progress_set(lease: Lease, label: str) -> bool:
         "heartbeat_at": now,
         "lease_expires_at": _lease_deadline(now),
     }
-    return _write(lease.guard(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 def answered_fields(*, clear_pending: bool, plan: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -699,9 +710,8 @@ def answered_fields(*, clear_pending: bool, plan: dict[str, Any] | None = None) 
 def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | None = None) -> bool:
     """A tool call of the run is answered (``answered_fields``). Caller holds a transaction
     (with the tool_result), so a watching client sees one change."""
-    return _write(
-        lease.guard(), lease.session_id, answered_fields(clear_pending=clear_pending, plan=plan)
-    )
+    fields = answered_fields(clear_pending=clear_pending, plan=plan)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 def context_usage_predict(
@@ -720,7 +730,7 @@ def content_work_set(lease: Lease) -> bool:
     """Mark the lease's run as content work (raised step cap and output budget); once per run.
     ``run_begin`` clears it for the next run."""
     rows = {**lease.guard(), "content_work": False}
-    return _write(rows, lease.session_id, {"content_work": True})
+    return _write(rows, lease.session_id, {"content_work": True}, seen=lease.seen)
 
 
 def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:
@@ -728,7 +738,7 @@ def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:
     rows = lease.holding()
     if call_id is not None:
         rows = rows.filter(pending_tool__call_id=call_id)
-    return _write(rows, lease.session_id, {"pending_tool": None})
+    return _write(rows, lease.session_id, {"pending_tool": None}, seen=lease.seen)
 
 
 def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) -> bool:
@@ -744,7 +754,7 @@ def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) ->
     if status == Session.Status.AWAITING_BROWSER:
         fields["browser_paused_at"] = now
     _check_transitions([Session.Status.RUNNING], status)
-    return _write(lease.guard(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
@@ -757,7 +767,7 @@ def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
         "progress": None,
         **fields,
     }
-    return _write(lease.guard(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 # --- live text: the reply being streamed ------------------------------------------------------
