@@ -162,9 +162,7 @@ def roster(session: Session) -> list[tuple[str, str, str]]:
         for agent in Agent.objects.filter(slug__in=slugs, active=True).prefetch_related("groups")
     }
     usable = {agent.slug for agent in access.usable(session.owner, found.values())}
-    return [
-        (slug, found[slug].name, found[slug].description) for slug in slugs if slug in usable
-    ]
+    return [(slug, found[slug].name, found[slug].description) for slug in slugs if slug in usable]
 
 
 def latest_version(agent: Agent) -> AgentVersion | None:
