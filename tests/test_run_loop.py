@@ -792,6 +792,57 @@ def test_a_tool_step_within_a_run_sends_at_most_24_statements(
     assert counts[1] <= 24, (counts, statements)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_events_written_by_someone_else_during_a_step_keep_every_seq_in_order(
+    owner_client, session, llm, tool_calls
+):
+    """A step computes the seqs it reserves from the row as it loaded it; when another writer
+    appended meanwhile (here during the model call and while the tool runs), the turn and the
+    answer still follow those events, and the row's last seq is the newest event's."""
+    from orchestrator_app import llm as seam
+    from orchestrator_app.loop import pipeline
+
+    call_model, start_tool = seam.call_model, pipeline.start_tool
+
+    def meanwhile(content):
+        session_services.event_append(
+            session_id=session.pk, kind=Event.Kind.AGENT_MESSAGE, content=content
+        )
+
+    def call_and_interrupt(**kwargs):
+        meanwhile("During the call")
+        return call_model(**kwargs)
+
+    def start_and_interrupt(*args, **kwargs):
+        started = start_tool(*args, **kwargs)
+        meanwhile("During the tool")
+        return started
+
+    llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
+    with mock.patch("orchestrator_app.control.queue.async_task"):
+        post(owner_client, session, "messages", {"content": "Echo once"})
+    run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+    with mock.patch.object(seam, "call_model", call_and_interrupt):
+        with mock.patch.object(pipeline, "start_tool", start_and_interrupt):
+            with mock.patch("orchestrator_app.control.queue.async_task"):
+                tasks.run_step(str(session.pk), run_seq)
+
+    rows = list(
+        Event.objects.filter(session=session).order_by("seq").values_list("seq", "kind", "content")
+    )
+    assert [(kind, content) for _, kind, content in rows if kind != "tool_call"] == [
+        ("user_message", "Echo once"),
+        ("agent_message", "During the call"),
+        ("agent_message", "During the tool"),
+        ("tool_response", '{"ok": true, "echo": "one"}'),
+    ]
+    assert [kind for _, kind, _ in rows][2] == "tool_call"
+    assert [seq for seq, _, _ in rows] == list(range(rows[0][0], rows[0][0] + 5))
+    last_seq = Session.objects.values_list("last_seq", flat=True).get(pk=session.pk)
+    assert last_seq == rows[-1][0]
+    assert [call["input"] for call in tool_calls] == [{"text": "one"}]
+
+
 def test_a_tool_step_applies_retention_once(owner_client, session, llm, tool_calls, settings):
     """The assistant turn prunes what retention and memory allow; the tool's answer leaves it
     to the next turn, so a step deletes events with one statement."""
