@@ -1,5 +1,8 @@
 """Shared setup for bench scripts: Django with the test settings on a throwaway SQLite file,
-DEBUG off as in production (a debug cursor records every statement)."""
+DEBUG off as in production (a debug cursor records every statement).
+
+``AHENTIC_BENCH_TREE``: the source tree to import the app from instead of this checkout's (a
+baseline release unpacked with ``git archive``), so one script measures both trees in turn."""
 
 from __future__ import annotations
 
@@ -11,8 +14,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def tree() -> Path:
+    """The source tree the app is imported from: this checkout, or ``AHENTIC_BENCH_TREE``."""
+    return Path(os.environ.get("AHENTIC_BENCH_TREE") or ROOT).resolve()
+
+
 def django_setup() -> None:
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(tree()))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     os.environ.setdefault("DJANGO_DEBUG", "0")
     os.environ.setdefault("AHENTIC_VAR_DIR", tempfile.mkdtemp(prefix="ahentic-bench-"))

@@ -15,8 +15,10 @@ in the same run the floor of a step: JSON-encoding the exact request body the st
 local server received it), and prints the step's own CPU (everything the worker thread does,
 the SDK's work on the request included, the wait for the model not) as a ratio to that floor.
 
-Targets (issue "Plain Django: public ORM only"): CPU per tool step at 400 events on SQLite
-<= 25 ms, <= 30 statements per tool step; at 4,000 events with the default context budget, the
+Targets (issue 38, with ``--baseline-tree`` at f75ed4b): CPU per tool step at 400 events
+within 1.2x of f75ed4b's, <= 24 statements per tool step, the step at 4,000 events within 4x
+of encoding its request. Earlier (issue "Plain Django: public ORM only"): CPU per tool step at
+400 events on SQLite <= 25 ms, <= 30 statements per tool step; at 4,000 events with the default context budget, the
 step's own CPU <= 2x the floor. The load average is printed before and after: the machine is
 shared, so the ratios of one run matter, the absolute times less.
 
@@ -26,19 +28,35 @@ recorded into an in-memory exporter) and ``MeterProvider`` (an in-memory reader)
 that exports its traces does, without the export's network cost. The code before telemetry
 existed is measured by running this script from a checkout of that commit.
 
+Baseline (``--baseline-tree DIR``): a release unpacked beside this checkout, e.g.
+``git archive f75ed4b | tar -x -C /tmp/f75``. Each round then runs the whole measurement twice,
+each in a subprocess that imports the app from one tree (``AHENTIC_BENCH_TREE``), the order of
+the two alternating from round to round, and prints each figure of both trees with the median of
+the rounds' ratios (this code / baseline), and the load average of every round.
+
 Usage: .venv/bin/python bench/step_overhead.py [--steps 8] [--sizes 40,400,4000]
-    [--otel noop|sdk]
+    [--otel noop|sdk] [--baseline-tree DIR --rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-from _setup import django_setup
+from _setup import django_setup, tree
+
+# The release the baseline is measured from filed the run control and the queue at the top of
+# the app; this code files them under ``control``.
+_MODULES = {"runs": ("orchestrator_app.control.runs", "orchestrator_app.runs")}
+_QUEUES = ("orchestrator_app.control.queue", "orchestrator_app.queue")
 
 BUDGET_TOKENS = 20_000
 
@@ -67,6 +85,29 @@ def seed(session_id, events: int) -> None:
         ]
     for start in range(0, len(items), 500):
         session_services.events_append(session_id=session_id, items=items[start : start + 500])
+
+
+def runs_module():
+    """The tree's run control module (``message_post``)."""
+    return importlib.import_module(_in_tree(_MODULES["runs"]))
+
+
+def queue_target() -> str:
+    """The dotted name of ``async_task`` as the tree's queue module imports it."""
+    return f"{_in_tree(_QUEUES)}.async_task"
+
+
+def _in_tree(names) -> str:
+    """The first of ``names`` whose source is in the measured tree (an editable install's
+    finder would otherwise find a module of the other tree)."""
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except ImportError:
+            continue
+        if spec and spec.origin and Path(spec.origin).resolve().is_relative_to(tree()):
+            return name
+    raise ImportError(f"none of {names} in {tree()}")
 
 
 def settings_for(
@@ -108,11 +149,11 @@ def measure_floor(size: int, steps: int) -> tuple[float, float, float, int]:
     from django.test import override_settings
 
     from orchestrator_app import tasks
-    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import LocalMessagesServer, tool_call, tool_reply
     from sessions_app import services as session_services
     from sessions_app.models import Session
 
+    runs, queued = runs_module(), queue_target()
     server = LocalMessagesServer().start()
     try:
         user, _ = get_user_model().objects.get_or_create(username="bench-floor")
@@ -120,12 +161,12 @@ def measure_floor(size: int, steps: int) -> tuple[float, float, float, int]:
             session = session_services.session_create(owner=user)
             print(f"  seeding {size} events, default budget...", end="\r", flush=True)
             seed(session.pk, size)
-            with mock.patch("orchestrator_app.control.queue.async_task"):
+            with mock.patch(queued):
                 runs.message_post(session=session, content="Look up the new topics.")
             for i in range(steps + 1):
                 server.enqueue(tool_reply(tool_call("bench_lookup", {"key": f"floor-{i}"})))
             step_ms, floor_ms, ratios, sizes = [], [], [], []
-            dropped = mock.patch("orchestrator_app.control.queue.async_task", lambda *a, **k: None)
+            dropped = mock.patch(queued, lambda *a, **k: None)
             for round_number in range(steps + 1):
                 run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
                 with dropped:
@@ -165,11 +206,11 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
     from django.test import override_settings
 
     from orchestrator_app import llm, tasks
-    from orchestrator_app.control import runs
     from orchestrator_app.testing.localapi import LocalMessagesServer, tool_call, tool_reply
     from sessions_app import services as session_services
     from sessions_app.models import Session
 
+    runs, queued = runs_module(), queue_target()
     server = LocalMessagesServer().start()
     model_s = [0.0]
     original = llm.call_model
@@ -199,7 +240,7 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
                 print(f"  seeding {size} events, retention {retention}...", end="\r", flush=True)
                 session = session_services.session_create(owner=user)
                 seed(session.pk, size)
-                with mock.patch("orchestrator_app.control.queue.async_task"):
+                with mock.patch(queued):
                     runs.message_post(session=session, content="Look up the new topics.")
                 sessions[size] = session.pk
             # Every step is a tool step: one reply per step of every session.
@@ -208,7 +249,7 @@ def measure(retention, sizes: list[int], steps: int) -> dict[int, tuple[float, f
             samples: dict[int, list[tuple[float, int]]] = {size: [] for size in sizes}
             # The queue is not measured: the next step's task is dropped (by a plain function:
             # a recording mock costs more than a small query).
-            dropped = mock.patch("orchestrator_app.control.queue.async_task", not_enqueued)
+            dropped = mock.patch(queued, not_enqueued)
             for round_number in range(steps + 1):
                 print(f"  round {round_number + 1} of {steps + 1}...        ", end="\r", flush=True)
                 shift = round_number % len(sizes)
@@ -251,15 +292,12 @@ def install_otel_sdk() -> None:
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--sizes", default="40,400,4000")
-    parser.add_argument("--otel", choices=("noop", "sdk"), default="noop")
-    args = parser.parse_args()
-    if args.otel == "sdk":
-        install_otel_sdk()
-    django_setup()
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run_all(sizes: list[int], steps: int) -> dict:
+    """Every figure of one tree, as plain data (the worker's answer to ``--baseline-tree``)."""
     from orchestrator_app.tools import tool
 
     @tool(
@@ -271,23 +309,116 @@ def main() -> None:
     def bench_lookup(ctx, input):
         return {"ok": True, "key": input.get("key"), "value": "fact " * 60}
 
-    sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"otel: {args.otel}; load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    results = {retention: measure(retention, sizes, args.steps) for retention in (400, None)}
+    load_before = loadavg()
+    steps_by_retention = {
+        ("default" if retention else "off"): {
+            str(size): figures for size, figures in measure(retention, sizes, steps).items()
+        }
+        for retention in (400, None)
+    }
+    step_ms, floor_ms, ratio, body_bytes = measure_floor(max(sizes), steps)
+    return {
+        "steps": steps_by_retention,
+        "floor": {"step_ms": step_ms, "floor_ms": floor_ms, "ratio": ratio, "bytes": body_bytes},
+        "load": [load_before, loadavg()],
+    }
+
+
+def print_tree(result: dict, sizes: list[int]) -> None:
     print(f"{'retention':>10} {'events':>7} {'ms/step':>8} {'SQL/step':>9} {'vs 40':>6}" + " " * 20)
-    for retention, measured in results.items():
+    for label, measured in result["steps"].items():
         for size in sizes:
-            ms, sql, ratio = measured[size]
-            label = "default" if retention else "off"
+            ms, sql, ratio = measured[str(size)]
             print(f"{label:>10} {size:>7} {ms:>8.1f} {sql:>9.0f} {ratio:>5.2f}x")
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    large = max(sizes)
-    step_ms, floor_ms, ratio, body_bytes = measure_floor(large, args.steps)
+    floor = result["floor"]
     print(
-        f"{large} events, default budget: step {step_ms:.1f} ms CPU, floor (encoding its "
-        f"{body_bytes / 1000:.0f} kB request) {floor_ms:.1f} ms, step/floor {ratio:.2f}x" + " " * 10
+        f"{max(sizes)} events, default budget: step {floor['step_ms']:.1f} ms CPU, floor (encoding"
+        f" its {floor['bytes'] / 1000:.0f} kB request) {floor['floor_ms']:.1f} ms, step/floor"
+        f" {floor['ratio']:.2f}x" + " " * 10
     )
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def run_tree(tree: str | None, args) -> dict:
+    """One measurement in a subprocess importing the app from ``tree`` (None: this checkout)."""
+    env = {**os.environ, "AHENTIC_BENCH_TREE": tree or ""}
+    command = [sys.executable, os.path.abspath(__file__), "--worker"]
+    command += ["--steps", str(args.steps), "--sizes", args.sizes, "--otel", args.otel]
+    out = subprocess.run(command, env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"the measurement of {tree or 'this code'} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare(args, sizes: list[int]) -> None:
+    """Alternating rounds of this code and the baseline tree, then both and their ratios."""
+    baseline = os.path.abspath(args.baseline_tree)
+    rounds: list[dict[str, dict]] = []
+    for number in range(args.rounds):
+        order = [("this", None), ("baseline", baseline)]
+        if number % 2:
+            order.reverse()
+        done = {}
+        for name, source in order:
+            print(f"round {number + 1} of {args.rounds}: {name} (load {loadavg()})...", flush=True)
+            done[name] = run_tree(source, args)
+        rounds.append(done)
+        for name in ("this", "baseline"):
+            print(f"-- round {number + 1}, {name}, load {' -> '.join(done[name]['load'])}")
+            print_tree(done[name], sizes)
+
+    def spread(values: list[float], unit: str = "") -> str:
+        return f"{statistics.median(values):.2f}{unit} ({min(values):.2f}-{max(values):.2f})"
+
+    print(f"\nthis code vs {baseline}, {args.rounds} alternating rounds (median (min-max))")
+    print(f"{'figure':34} {'this':>22} {'baseline':>22} {'this/baseline':>24}")
+    for label in ("default", "off"):
+        for size in sizes:
+            this = [r["this"]["steps"][label][str(size)][0] for r in rounds]
+            base = [r["baseline"]["steps"][label][str(size)][0] for r in rounds]
+            ratios = [a / b for a, b in zip(this, base, strict=True)]
+            name = f"ms/step, retention {label}, {size}"
+            print(f"{name:34} {spread(this):>22} {spread(base):>22} {spread(ratios, 'x'):>24}")
+        for size in sizes:
+            this = [r["this"]["steps"][label][str(size)][1] for r in rounds]
+            base = [r["baseline"]["steps"][label][str(size)][1] for r in rounds]
+            name = f"SQL/step, retention {label}, {size}"
+            print(f"{name:34} {spread(this):>22} {spread(base):>22}")
+    for key, name in (("step_ms", "step ms, default budget"), ("ratio", "step/floor")):
+        this = [r["this"]["floor"][key] for r in rounds]
+        base = [r["baseline"]["floor"][key] for r in rounds]
+        ratios = [a / b for a, b in zip(this, base, strict=True)]
+        name = f"{name}, {max(sizes)}"
+        print(f"{name:34} {spread(this):>22} {spread(base):>22} {spread(ratios, 'x'):>24}")
+    print(
+        "load average per round: "
+        + "; ".join(f"{r['this']['load'][0]} / {r['baseline']['load'][0]}" for r in rounds)
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--sizes", default="40,400,4000")
+    parser.add_argument("--otel", choices=("noop", "sdk"), default="noop")
+    parser.add_argument("--baseline-tree", help="a release's source tree to measure alternately")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds with --baseline-tree")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.baseline_tree:
+        compare(args, sizes)
+        return
+    if args.otel == "sdk":
+        install_otel_sdk()
+    django_setup()
+    if args.worker:
+        result = run_all(sizes, args.steps)
+        print(json.dumps(result))
+        return
+    print(f"otel: {args.otel}; load average: {loadavg()}")
+    result = run_all(sizes, args.steps)
+    print_tree(result, sizes)
+    print(f"load average: {loadavg()}")
 
 
 if __name__ == "__main__":

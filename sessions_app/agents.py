@@ -1,4 +1,5 @@
-"""Agents: who may use which, their versions, and the settings a session's runs read.
+"""Agents: their versions and the settings a session's runs read (who may use which:
+``sessions_app.access``).
 
 An ``Agent`` row says who may use it and where it shows; an ``AgentVersion`` holds what shapes
 its runs, as overrides of the site's ``AHENTIC`` settings (``AGENT_KEYS``: a key a version
@@ -23,7 +24,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import Max
 
-from . import db
+from . import access, db
 from .conf import ahentic_settings
 from .models import Agent, AgentVersion, Session
 
@@ -160,21 +161,18 @@ def roster(session: Session) -> list[tuple[str, str, str]]:
         agent.slug: agent
         for agent in Agent.objects.filter(slug__in=slugs, active=True).prefetch_related("groups")
     }
-    return [
-        (slug, found[slug].name, found[slug].description)
-        for slug in slugs
-        if slug in found and may_use(session.owner, found[slug])
-    ]
+    usable = {agent.slug for agent in access.usable(session.owner, found.values())}
+    return [(slug, found[slug].name, found[slug].description) for slug in slugs if slug in usable]
 
 
 def other_agents(session: Session) -> list[Agent]:
     """The active agents besides the session's own that its owner may use (a new chat's
     picker offers them), by name: what the agent names when a request needs a tool it lacks.
-    Two queries: the agents, their groups."""
+    The agents with their groups, and the user's groups once (``access.usable``)."""
     found = Agent.objects.filter(active=True).prefetch_related("groups").order_by("name")
     if session.agent_version_id is not None:
         found = found.exclude(versions=session.agent_version_id)
-    return [agent for agent in found if may_use(session.owner, agent)]
+    return access.usable(session.owner, found)
 
 
 def latest_version(agent: Agent) -> AgentVersion | None:
@@ -191,25 +189,12 @@ def default_version() -> AgentVersion | None:
     return latest_version(agent) if agent is not None else None
 
 
-def may_use(user, agent: Agent) -> bool:
-    """Whether ``user`` may use ``agent``: its permission (the site's when blank) through the
-    user's backends, and one of its groups when it names any (superusers pass)."""
-    if not (user and user.is_active and agent.active):
-        return False
-    if not user.has_perm(agent.permission or ahentic_settings.PERMISSION):
-        return False
-    if user.is_superuser:
-        return True
-    groups = [group.pk for group in agent.groups.all()]  # prefetched by the listings
-    return not groups or user.groups.filter(pk__in=groups).exists()
-
-
 def usable_agents(user, place: str | None = None) -> list[Agent]:
     """The active agents ``user`` may use, shown on ``place`` ("site" or "admin") when given."""
     agents = Agent.objects.filter(active=True).prefetch_related("groups")
     if place:
         agents = agents.filter(shows_on__in=[place, Agent.Place.BOTH])
-    return [agent for agent in agents if may_use(user, agent)]
+    return access.usable(user, agents)
 
 
 def version_for_new_session(user, slug: str | None = None, number: int | None = None):
@@ -221,7 +206,7 @@ def version_for_new_session(user, slug: str | None = None, number: int | None = 
         if slug:
             raise AgentNotFound(slug)
         return None  # no default agent (deleted by staff): the settings alone
-    if not may_use(user, agent):
+    if not access.may_use(user, agent):
         raise AgentNotFound(agent.slug)
     versions = agent.versions.order_by("-number")
     version = versions.filter(number=number).first() if number else versions.first()

@@ -46,6 +46,10 @@ class Lease:
     session_id: Any
     run_seq: int
     token: str
+    # Columns of the row as this worker last loaded or wrote them under the lease
+    # (``lease_seen``): a write that returns them takes them as conditions of its UPDATE and
+    # computes them, instead of reading them back (``_write_returning``).
+    seen: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def guard(self) -> dict[str, Any]:
         """The conditions under which this lease still owns the row (running, same run, same
@@ -129,6 +133,7 @@ def _write_returning(
     *,
     visible: bool = True,
     summary_fields: frozenset[str] = CHILD_SUMMARY_FIELDS,
+    seen: dict[str, Any] | None = None,
 ) -> tuple[Any, ...] | None:
     """UPDATE the (at most one) row ``rows`` selects with ``fields``; a ``visible`` write also
     bumps the version and the modification time (and the parent's version, see above).
@@ -137,24 +142,92 @@ def _write_returning(
 
     ``rows`` is the row's equality conditions (``Lease.guard()``, ``{"pk": ...}``) or a
     queryset (writers with other conditions). ``summary_fields``: the fields whose change a
-    parent shows (its version moves with them)."""
+    parent shows (its version moves with them).
+
+    ``seen``: columns as the writer last knew them (``Lease.seen``). When they give every
+    column asked for, the UPDATE is also conditional on them and the columns are computed
+    from them (no read-back); if another writer moved one meanwhile, that UPDATE matches
+    nothing and the write is made as without ``seen``. Updated with what was written."""
     if visible:
         fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
-    if isinstance(rows, dict):
-        rows = Session.objects.filter(**rows)
     values = {
         name: _orm_add(name, value.amount) if isinstance(value, Add) else value
         for name, value in fields.items()
     }
-    changed = rows.update(**values)
-    if changed != 1:
-        return None
-    written: tuple[Any, ...] = ()
-    if columns:
-        written = _read_back(session_id, columns)
+    written: tuple[Any, ...] | None = None
+    if seen is not None and columns and isinstance(rows, dict):
+        predicted = _predicted(rows, seen, fields, columns)
+        if predicted is not None:
+            expected = {name: seen[name] for name in columns if name not in rows}
+            if Session.objects.filter(**rows, **expected).update(**values) == 1:
+                written = predicted
+    if written is None:
+        if isinstance(rows, dict):
+            rows = Session.objects.filter(**rows)
+        if rows.update(**values) != 1:
+            return None
+        written = _read_back(session_id, columns) if columns else ()
+    if seen is not None:
+        _seen_after(seen, fields, dict(zip(columns, written or (), strict=False)))
     if visible and summary_fields.intersection(fields):
         parent_bump(session_id)
     return written
+
+
+def _written_value(base: Any, value: Any) -> Any:
+    """A column's value after ``value`` (a plain value or an ``Add`` of a number) was written
+    over ``base``; None when it cannot be told without reading (an expression)."""
+    if isinstance(value, Add):
+        if base is None or not isinstance(value.amount, int | float):
+            return None
+        return base + value.amount
+    if hasattr(value, "resolve_expression"):
+        return None
+    return value
+
+
+def _predicted(
+    rows: dict[str, Any], seen: dict[str, Any], fields: dict[str, Any], columns: tuple[str, ...]
+) -> tuple[Any, ...] | None:
+    """``columns`` as a write of ``fields`` leaves them, when ``rows`` (the conditions) and
+    ``seen`` tell every one; else None."""
+    predicted = []
+    for name in columns:
+        base = rows[name] if name in rows else seen.get(name)
+        if base is None:
+            return None
+        value = _written_value(base, fields[name]) if name in fields else base
+        if value is None:
+            return None
+        predicted.append(value)
+    return tuple(predicted)
+
+
+def _seen_after(seen: dict[str, Any], fields: dict[str, Any], written: dict[str, Any]) -> None:
+    """Bring ``seen`` up to date with a write of ``fields`` that returned ``written``."""
+    for name in list(seen):
+        if name in written:
+            seen[name] = written[name]
+        elif name in fields:
+            value = _written_value(seen[name], fields[name])
+            if value is None:
+                del seen[name]
+            else:
+                seen[name] = value
+
+
+def lease_seen(lease: Lease, session: Session) -> None:
+    """Note the columns a step's writes return (its seqs, its trace count) as it loaded the
+    session under ``lease``, so those writes compute them (``_write_returning``), and its
+    version: while only the lease's own writes moved it, ``lease.seen["version"]`` is the
+    row's (``only_lease_wrote``)."""
+    lease.seen.update(
+        version=session.version,
+        last_seq=session.last_seq,
+        edit_version=session.edit_version,
+        trace_count=session.trace_count,
+        step_count=session.step_count,
+    )
 
 
 def _read_back(session_id, columns: tuple[str, ...]) -> tuple[Any, ...] | None:
@@ -177,9 +250,10 @@ def _write(
     fields: dict[str, Any],
     *,
     visible: bool = True,
+    seen: dict[str, Any] | None = None,
 ) -> bool:
     """``_write_returning`` without columns: whether the row was written."""
-    return _write_returning(rows, session_id, fields, visible=visible) is not None
+    return _write_returning(rows, session_id, fields, visible=visible, seen=seen) is not None
 
 
 def parent_bump(session_id) -> None:
@@ -376,6 +450,13 @@ def session_refresh(session: Session, names: Sequence[str]) -> None:
 # --- counters ----------------------------------------------------------------------------------
 
 
+def only_lease_wrote(lease: Lease, version: int, loaded: int) -> bool:
+    """Whether the row's ``version`` (read under or after ``lease``) moved from ``loaded`` only
+    by the lease's own writes: every visible write adds one to the version, and the lease
+    counts its own in ``seen`` (a write by anyone else makes the row's version the greater)."""
+    return lease.seen.get("version") == version and version >= loaded
+
+
 def seq_allocate(
     *, session_id, count: int, lease: Lease | None = None, fields: dict[str, Any] | None = None
 ) -> tuple[int, int, int] | None:
@@ -393,6 +474,7 @@ def seq_allocate(
         # What rides along is bookkeeping for a parent (a turn's usage sums, as ``usage_add``
         # writes them): it sees them with the child's next change of title or status.
         summary_fields=CHILD_SUMMARY_FIELDS - frozenset(fields or ()),
+        seen=lease.seen if lease is not None else None,
     )
     if written is None:
         return None
@@ -570,7 +652,7 @@ def lease_refresh(lease: Lease) -> bool:
     """
     now = timezone.now()
     fields = {"lease_expires_at": _lease_deadline(now), "heartbeat_at": now}
-    return _write(lease.guard(), lease.session_id, fields, visible=False)
+    return _write(lease.guard(), lease.session_id, fields, visible=False, seen=lease.seen)
 
 
 def lease_release(
@@ -590,13 +672,15 @@ def lease_release(
     if context_usage is not None:
         fields["context_usage"] = context_usage
     columns = ("trace_count", "run_seq", "step_count")
-    return _write_returning(lease.guard(), lease.session_id, fields, columns, visible=False)
+    return _write_returning(
+        lease.guard(), lease.session_id, fields, columns, visible=False, seen=lease.seen
+    )
 
 
 def viewport_move(lease: Lease, start_event_id: int) -> bool:
     """Move the context window's start (batch eviction)."""
     fields = {"viewport_start_event_id": start_event_id}
-    return _write(lease.guard(), lease.session_id, fields, visible=False)
+    return _write(lease.guard(), lease.session_id, fields, visible=False, seen=lease.seen)
 
 
 def progress_set(lease: Lease, label: str) -> bool:
@@ -607,7 +691,7 @@ def progress_set(lease: Lease, label: str) -> bool:
         "heartbeat_at": now,
         "lease_expires_at": _lease_deadline(now),
     }
-    return _write(lease.guard(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 def answered_fields(*, clear_pending: bool, plan: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -626,9 +710,8 @@ def answered_fields(*, clear_pending: bool, plan: dict[str, Any] | None = None) 
 def call_answered(lease: Lease, *, clear_pending: bool, plan: dict[str, Any] | None = None) -> bool:
     """A tool call of the run is answered (``answered_fields``). Caller holds a transaction
     (with the tool_result), so a watching client sees one change."""
-    return _write(
-        lease.guard(), lease.session_id, answered_fields(clear_pending=clear_pending, plan=plan)
-    )
+    fields = answered_fields(clear_pending=clear_pending, plan=plan)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 def context_usage_predict(
@@ -647,7 +730,7 @@ def content_work_set(lease: Lease) -> bool:
     """Mark the lease's run as content work (raised step cap and output budget); once per run.
     ``run_begin`` clears it for the next run."""
     rows = {**lease.guard(), "content_work": False}
-    return _write(rows, lease.session_id, {"content_work": True})
+    return _write(rows, lease.session_id, {"content_work": True}, seen=lease.seen)
 
 
 def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:
@@ -655,7 +738,7 @@ def pending_tool_clear(lease: Lease, call_id: str | None = None) -> bool:
     rows = lease.holding()
     if call_id is not None:
         rows = rows.filter(pending_tool__call_id=call_id)
-    return _write(rows, lease.session_id, {"pending_tool": None})
+    return _write(rows, lease.session_id, {"pending_tool": None}, seen=lease.seen)
 
 
 def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) -> bool:
@@ -671,7 +754,7 @@ def run_pause(lease: Lease, *, status: str, pending: PendingTool, label: str) ->
     if status == Session.Status.AWAITING_BROWSER:
         fields["browser_paused_at"] = now
     _check_transitions([Session.Status.RUNNING], status)
-    return _write(lease.guard(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
@@ -684,7 +767,7 @@ def run_end(lease: Lease, *, to_status: str, **fields: Any) -> bool:
         "progress": None,
         **fields,
     }
-    return _write(lease.guard(), lease.session_id, fields)
+    return _write(lease.guard(), lease.session_id, fields, seen=lease.seen)
 
 
 # --- live text: the reply being streamed ------------------------------------------------------

@@ -40,6 +40,23 @@ def derived(name: str, session_id, version: int, compute: Callable[[], T]) -> T:
     return value
 
 
+def carry(session_id, from_version: int, to_version: int, names: tuple[str, ...]) -> None:
+    """Keep the values ``names`` kept for ``session_id`` at ``from_version`` for
+    ``to_version`` too: for a writer that knows the version moved only by writes of its own
+    that change none of them (a step's turn, progress and answers:
+    ``runstate.only_lease_wrote``)."""
+    if from_version == to_version:
+        return
+    session_key = str(session_id)
+    with _lock:
+        for name in names:
+            value = _kept.get((name, session_key, from_version), _kept)
+            if value is not _kept:
+                _kept[(name, session_key, to_version)] = value
+        while len(_kept) > MAX_ENTRIES:
+            _kept.popitem(last=False)
+
+
 def clear() -> None:
     with _lock:
         _kept.clear()

@@ -15,7 +15,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from sessions_app import agents
+from sessions_app import access, agents
 from sessions_app import memory as store
 from sessions_app.models import Agent, MemoryChange
 
@@ -82,7 +82,7 @@ class MemoryViewSet(AhenticViewSet):
 
     def agent(self, slug: str) -> Agent:
         agent = Agent.objects.filter(slug=slug).first()
-        if agent is None or not agents.may_use(self.request.user, agent):
+        if agent is None or not access.may_use(self.request.user, agent):
             raise agent_not_found()
         return agent
 

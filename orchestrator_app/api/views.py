@@ -33,17 +33,16 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from artifacts_app import store
-from sessions_app import agents, runstate
+from sessions_app import access, agents, runstate
 from sessions_app import attachments as attachment_store
 from sessions_app import services as session_services
 from sessions_app.models import Agent, AgentVersion, Attachment, LiveText, Session
 
-from .. import skills
+from .. import presence, skills
 from ..control import history, runs
 from ..ledger.diagnostics import iso, session_diagnostics
 from ..loop import decisions
 from ..models import UsageRecord
-from ..notifications import services as notifications
 from ..tools import all_tools
 from . import schema as docs
 from . import serializers as s
@@ -344,7 +343,7 @@ class SessionViewSet(AhenticViewSet):
         include_artifacts = "artifacts" in request.query_params.get("include", "").split(",")
         session = self.poll_row()
         # The owner saw the chat now: no mail about an approval waiting there (one cache set).
-        notifications.poll_seen(session.pk)
+        presence.seen(session.pk)
         return self.conditional_payload(session, include_artifacts=include_artifacts)
 
     def poll_row(self) -> PollRow:
@@ -411,7 +410,7 @@ class SessionViewSet(AhenticViewSet):
         404 ``ahentic_agent_not_found`` for a chat pinned to none, or whose agent the user may
         no longer use (inactive, permission, groups)."""
         current = session.agent_version
-        if current is None or not agents.may_use(self.request.user, current.agent):
+        if current is None or not access.may_use(self.request.user, current.agent):
             raise agent_not_found()
         latest = agents.latest_version(current.agent)
         changes = [
@@ -756,7 +755,7 @@ class AgentViewSet(AhenticViewSet):
     @docs.described(docs.agent_retrieve)
     def retrieve(self, request, slug=None):
         agent = Agent.objects.filter(slug=slug).first()
-        if agent is None or not agents.may_use(request.user, agent):
+        if agent is None or not access.may_use(request.user, agent):
             raise agent_not_found()
         return Response(self.get_serializer(self.with_latest([agent])[0]).data)
 

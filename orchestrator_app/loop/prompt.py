@@ -159,6 +159,18 @@ def goals_text(session: Session) -> str:
     return versioned.derived("goals", session.pk, session.version, lambda: _goals_text(session))
 
 
+def keep_step_context(session_id, from_version: int, to_version: int, added: list) -> None:
+    """What ``step_context`` reads per version (goals, artifact pointers), kept from
+    ``from_version`` for ``to_version`` when only a step's own writes moved the version
+    between them, writes that add ``added`` and change no goal and no artifact: the goals'
+    text too unless ``added`` holds a conversation message (a completed goal fades after
+    ``GOAL_DECAY_MESSAGES`` of them)."""
+    names = ["pointers"]
+    if not any(event.kind in CONVERSATION_KINDS for event in added):
+        names.append("goals")
+    versioned.carry(session_id, from_version, to_version, tuple(names))
+
+
 def _goals_text(session: Session) -> str:
     goals = list(
         Goal.objects.filter(session_id=session.pk)

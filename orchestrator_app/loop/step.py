@@ -67,6 +67,9 @@ class StepRunner:
         self.session_id = lease.session_id
         self.run_seq = lease.run_seq
         self.session: Session = pipeline.load_session(lease, queued=True)
+        runstate.lease_seen(lease, self.session)
+        # The version the step read the session's goals and artifact pointers at.
+        self.loaded_version = self.session.version
         # The step's trace records, written together (see TraceBuffer).
         self.tracer = session_services.TraceBuffer(lease.session_id, lease.run_seq)
         # The request the step sent (its parts and buckets) and the calibration its model
@@ -528,6 +531,12 @@ class StepRunner:
         if self.sent is not None:
             newest = self.sent.window[-1].pk if self.sent.window else start - 1
             added = [event for event in kept if event.pk > newest]
+            if runstate.only_lease_wrote(self.lease, session.version, self.loaded_version):
+                # Only the step's own writes moved the version: what its request's step
+                # context read at its start holds (``prompt.keep_step_context``).
+                prompt.keep_step_context(
+                    self.session_id, self.loaded_version, session.version, added
+                )
             usage = context.predicted_usage_after(
                 session, self.sent, self.sent_buckets, added, calibration
             )

@@ -9,10 +9,8 @@ Two mails, through Django's mail (the site's ``EMAIL_BACKEND``):
 - A scheduled run ended: ``schedule_run_finished`` enqueues a task that mails the owner of the
   run's chat with the status and the link, unless they opted out.
 
-"Polled since": the sidebar's poll is a hot path, so it writes no row: each poll of a chat by
-its owner sets one cache key (``poll_seen``), read when the mail is due. The cache must be
-shared by the web and worker processes (Redis, Memcached, the database cache): with a
-per-process cache the worker never sees a poll (system check ahentic.W014 with ``--deploy``).
+"Polled since": the owner's presence as the sidebar's poll records it
+(``orchestrator_app.presence``), read when the mail is due.
 
 Exactly once: each mail is claimed by inserting its ``Notification`` row (unique kind and key)
 before it is sent, so two workers or a task run twice send one mail. The approval mail's key is
@@ -23,7 +21,6 @@ carries the tool's name and the chat's title, never a tool's input.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -31,7 +28,6 @@ from urllib.parse import urlencode, urlsplit
 from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
@@ -45,32 +41,13 @@ from sessions_app.conf import ahentic_settings
 from sessions_app.models import Session
 from sessions_app.runstate import PendingTool
 
+from .. import presence
 from ..models import Notification, NotificationPreference
 
 log = logging.getLogger("ahentic")
 
-# How long a poll is remembered: longer than any sensible NOTIFY_APPROVAL_AFTER_S (an older
-# poll is before the request anyway).
-POLL_MEMORY_S = 7 * 24 * 3600
 # The query parameter that opens a chat in the sidebar (main.js reads it).
 CHAT_PARAM = "ahentic_session"
-
-
-# --- the poll --------------------------------------------------------------------------------
-
-
-def _poll_key(session_id) -> str:
-    return f"ahentic:polled:{session_id}"
-
-
-def poll_seen(session_id) -> None:
-    """The owner polled the chat now (one cache set, no database write)."""
-    cache.set(_poll_key(session_id), time.time(), timeout=POLL_MEMORY_S)
-
-
-def last_poll(session_id) -> float | None:
-    """When the owner last polled the chat (a Unix time), or None (never, or long ago)."""
-    return cache.get(_poll_key(session_id))
 
 
 # --- preferences -----------------------------------------------------------------------------
@@ -215,7 +192,7 @@ def approval_mail(session_id, tool_use_id: str, *, now: datetime | None = None) 
     requested = _requested_at(pending)
     if requested is None or now < requested + timedelta(seconds=delay):
         return False
-    seen = last_poll(session.pk)
+    seen = presence.last_seen(session.pk)
     if seen is not None and seen >= requested.timestamp():
         return False
     if not _wants(session.owner, "approvals_mail"):

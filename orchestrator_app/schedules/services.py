@@ -36,7 +36,7 @@ from django.db import IntegrityError
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
-from sessions_app import agents, db, runstate
+from sessions_app import access, agents, db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import AgentVersion, Session
@@ -176,7 +176,7 @@ def refusal(schedule: Schedule) -> Refusal | AgentVersion:
             f"The user {who} lacks the permission to use the agent ({permission}).",
             True,
         )
-    if not agents.may_use(user, agent):
+    if not access.may_use(user, agent):
         return Refusal(
             "ahentic_schedule_agent_permission",
             f"The user {who} may not use the agent {agent} (its permission or groups).",

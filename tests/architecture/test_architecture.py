@@ -25,7 +25,7 @@ APP_LAYERS = {
         ("models", ("models",)),
         (
             "writers and readers",
-            ("runstate", "services", "attachments", "window", "agents", "memory"),
+            ("runstate", "services", "attachments", "window", "agents", "access", "memory"),
         ),
         ("Django hooks", ("admin", "apps")),
     ),
@@ -51,6 +51,7 @@ APP_LAYERS = {
                 "vault",
                 "outbound",
                 "telemetry",  # OpenTelemetry: spans, metrics, the trace context of a task
+                "presence",  # whether a chat's owner watches it (the poll's cache key)
             ),
         ),
         # The run engine, which imports no feature wing.

@@ -436,8 +436,12 @@ def admin_objects(inspected, owner):
     from orchestrator_app.models import McpServer, Schedule, WebhookEndpoint
     from sessions_app import agents
     from sessions_app.models import Event, TraceEvent
-
-    from tests.support.factories import SessionFactory, UsageRecordFactory, agent_create, schedule_create
+    from tests.support.factories import (
+        SessionFactory,
+        UsageRecordFactory,
+        agent_create,
+        schedule_create,
+    )
 
     agent = agent_create("writer", name="Writer")
     pinned = SessionFactory(owner=owner, agent_version=agents.latest_version(agent))

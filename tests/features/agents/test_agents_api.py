@@ -130,6 +130,32 @@ def test_the_list_reads_a_fixed_number_of_queries_whatever_the_number_of_agents(
     assert len(seven) == len(one)
 
 
+def test_agents_that_name_groups_cost_one_query_of_the_users_groups_whatever_their_number(
+    editors,
+):
+    """``sessions_app.access``: the user's groups are read once for the whole list, not once
+    per agent that names groups."""
+    user = UserFactory(agent_permission=True)
+    user.groups.add(editors)
+    client = client_for(user)
+    make_agent("editor-0", groups=[editors])
+    slugs(client)  # the agent permission, then cached
+    with CaptureQueriesContext(connection) as one:
+        assert "editor-0" in slugs(client)
+    for i in range(1, 7):
+        make_agent(f"editor-{i}", groups=[editors])
+    make_agent("others", groups=[Group.objects.create(name="others")])
+
+    with CaptureQueriesContext(connection) as seven:
+        listed = slugs(client)
+
+    assert [slug for slug in listed if slug.startswith("editor-")] == [
+        f"editor-{i}" for i in range(7)
+    ]
+    assert "others" not in listed
+    assert len(seven) == len(one)
+
+
 def test_agents_need_the_api_permission(noperm_client, anon_client, roster):
     assert noperm_client.get(f"{API}/agents").status_code == 403
     assert anon_client.get(f"{API}/agents").status_code == 401
