@@ -140,6 +140,9 @@ def makemessages(app_dir: Path, language: str, domain: str) -> None:
 
 
 def run(command: list[str], cwd: Path, env: dict) -> None:
+    # ``python -m`` puts the working directory (an app's folder) first on sys.path, where the
+    # app's own ``mcp`` package would hide the mcp SDK: PYTHONSAFEPATH leaves it off.
+    env = {**env, "PYTHONSAFEPATH": "1"}
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"translations: {' '.join(command[2:])} failed in {cwd}:\n{done.stderr}")
