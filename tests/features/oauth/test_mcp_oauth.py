@@ -384,7 +384,7 @@ def test_a_client_id_metadata_document_registers_the_client(live_server, owner, 
     }
     settings.OAUTH2_PROVIDER = {
         **settings.OAUTH2_PROVIDER,
-        "CIMD_METADATA_FETCHER": "tests.test_mcp_oauth.DocumentFetcher",
+        "CIMD_METADATA_FETCHER": "tests.features.oauth.test_mcp_oauth.DocumentFetcher",
     }
     consent = Consent(live_server, owner)
     storage = Storage()
