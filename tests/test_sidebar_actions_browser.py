@@ -128,12 +128,22 @@ def test_copy_retry_and_edit_work_on_the_replies(sized, llm):
     expect(page.locator(".ahentic-editing")).to_have_count(0)
     current_user = transcript(page).locator(":scope > .ahentic-user .ahentic-msg-text")
     expect(current_user).to_have_text(["How do I brew tea?"])
-    folded = transcript(page).locator(":scope > .ahentic-attempt")
-    expect(folded).to_have_count(1)  # the retried reply and the edited exchange, one fold
-    expect(folded.locator("summary")).to_have_text("2 earlier attempts")
-    expect(folded.locator(".ahentic-msg-text")).to_have_text(
-        ["How do I brew coffee?", "Use fresh beans.", "Grind them just before brewing."]
+    # The edited exchange is the message's earlier version, behind its pager; the retried
+    # reply stays folded inside it.
+    pager = page.get_by_role("group", name="Versions of your message")
+    expect(pager).to_have_text(re.compile("2 of 2"))
+    expect(transcript(page).locator(":scope > .ahentic-attempt")).to_have_count(0)
+    pager.get_by_role("button", name="Previous version").click()
+    expect(pager).to_have_text(re.compile("1 of 2"))
+    expect(transcript(page).locator(":scope > .ahentic-msg .ahentic-msg-text")).to_have_text(
+        ["How do I brew coffee?", "Grind them just before brewing."]
     )
+    folded = transcript(page).locator(":scope > .ahentic-attempt")
+    expect(folded.locator("summary")).to_have_text("Earlier attempt")
+    folded.locator("summary").click()
+    expect(folded.locator(".ahentic-msg-text")).to_have_text(["Use fresh beans."])
+    pager.get_by_role("button", name="Next version").click()
+    expect(current_user).to_have_text(["How do I brew tea?"])
     assert [
         (e.content, e.superseded_by is not None)
         for e in Event.objects.filter(kind=Event.Kind.USER_MESSAGE).order_by("seq")
@@ -165,11 +175,11 @@ def test_retry_and_edit_hide_while_the_chat_runs(sized, llm, gate):
     expect(action(page, first_reply, "Copy the reply")).to_be_visible()
     gate.set()
     expect(assistant_messages(page)).to_have_text(["First.", "Held back."])
-    # Only the last reply offers Retry, and only the user's last message Edit.
+    # Only the last reply offers Retry; each message of the user's offers Edit.
     expect(transcript(page).get_by_role("button", name=re.compile("^Retry"))).to_have_count(1)
     expect(
         transcript(page).get_by_role("button", name="Edit and resend your message")
-    ).to_have_count(1)
+    ).to_have_count(2)
 
 
 # --- Stop keeps exactly what was on screen -------------------------------------------------------
@@ -206,6 +216,61 @@ def test_stop_keeps_exactly_the_text_on_screen(sized, llm):
     [event] = Event.objects.filter(kind=Event.Kind.AGENT_MESSAGE)
     assert event.content == shown.strip()
     assert len(event.content) < len(STREAMED)
+
+
+def test_edit_of_an_earlier_message_keeps_the_later_turns_as_its_earlier_version(sized, llm):
+    page = sized
+    llm.enqueue(text_reply("Paris."), text_reply("About two million."))
+    new_chat(page)
+    send(page, "Capital of France?")
+    expect(reply_bubbles(page).locator(".ahentic-msg-text")).to_have_text(["Paris."])
+    status_is(page, "idle")
+    send(page, "How many people live there?")
+    replies = reply_bubbles(page).locator(".ahentic-msg-text")
+    expect(replies).to_have_text(["Paris.", "About two million."])
+    status_is(page, "idle")
+    box = page.get_by_label("Message the agent")
+
+    # Edit on the first message, not only on the last one.
+    first = transcript(page).locator(":scope > .ahentic-user").first
+    action(page, first, "Edit and resend").click()
+    expect(box).to_have_value("Capital of France?")
+    expect(page.locator(".ahentic-editing")).to_contain_text("Editing an earlier message")
+    llm.enqueue(text_reply("Rome."))
+    box.fill("Capital of Italy?")
+    box.press("Enter")
+
+    shown = transcript(page).locator(":scope > .ahentic-msg .ahentic-msg-text")
+    expect(shown).to_have_text(["Capital of Italy?", "Rome."])
+    status_is(page, "idle")
+    # The model heard the edited message alone: the later turns are not the conversation now.
+    assert [m["role"] for m in llm.message_requests()[-1]["messages"]] == ["user"]
+    pager = page.get_by_role("group", name="Versions of your message")
+    expect(pager).to_have_text(re.compile("2 of 2"))
+    screenshot(page, f"actions-versions-{page.viewport_size['width']}")
+
+    # "1 of 2": the conversation as it was, read-only; focus stays on the pager.
+    pager.get_by_role("button", name="Previous version").click()
+    expect(pager).to_have_text(re.compile("1 of 2"))
+    expect(shown).to_have_text(
+        ["Capital of France?", "Paris.", "How many people live there?", "About two million."]
+    )
+    expect(pager.get_by_role("button", name="Next version")).to_be_focused()
+    for name in ("^Retry", "Edit and resend"):
+        expect(transcript(page).get_by_role("button", name=re.compile(name))).to_have_count(0)
+
+    pager.get_by_role("button", name="Next version").click()
+    expect(shown).to_have_text(["Capital of Italy?", "Rome."])
+    expect(pager).to_have_text(re.compile("2 of 2"))
+    # The versions come from the server: a reload shows the same.
+    page.reload()
+    launcher = page.get_by_role("button", name="Open the agent panel")
+    if launcher.is_visible():
+        launcher.click()
+    expect(shown).to_have_text(["Capital of Italy?", "Rome."])
+    expect(page.get_by_role("group", name="Versions of your message")).to_have_text(
+        re.compile("2 of 2")
+    )
 
 
 # --- the approval card scrolls the request and the lead-in into view -----------------------------
