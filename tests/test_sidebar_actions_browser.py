@@ -348,3 +348,64 @@ def test_the_readers_own_scroll_position_is_kept_while_a_reply_arrives(sized, ll
     assert transcript(page).evaluate("(node) => node.scrollTop") < 5
     first = transcript(page).locator(".ahentic-user", has_text="Question 1").first
     assert first.evaluate(IN_VIEW)
+
+
+# --- Escape, "?" and the new-chat shortcut -------------------------------------------------------
+
+
+def test_question_mark_lists_the_shortcuts_and_escape_closes_the_innermost_open_thing(sized):
+    page = sized
+    panel = page.locator("#ahentic-panel")
+    box = page.get_by_label("Message the agent")
+    transcript(page).focus()
+
+    # "?" outside a text field: the list, focus on its Close; Escape gives the focus back.
+    page.keyboard.press("?")
+    shortcuts = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(shortcuts).to_be_visible()
+    expect(shortcuts).to_contain_text("Alt+Shift+N")
+    expect(shortcuts.get_by_role("button", name="Close the shortcut list")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(shortcuts).to_be_hidden()
+    expect(panel).to_be_visible()
+    expect(transcript(page)).to_be_focused()
+    # In the message box "?" is a character.
+    box.press("?")
+    expect(box).to_have_value("?")
+    expect(shortcuts).to_be_hidden()
+    box.fill("")
+
+    # A panel opened from the More menu: Escape closes it (not the sidebar), More has focus.
+    more = page.get_by_role("button", name="More", exact=True)
+    more.click()
+    page.get_by_role("menu", name="More").get_by_role("menuitemcheckbox", name="MCP access").click()
+    tokens = page.get_by_label("Token name")
+    expect(tokens).to_be_visible()
+    transcript(page).focus()
+    page.keyboard.press("Escape")
+    expect(tokens).to_be_hidden()
+    expect(panel).to_be_visible()
+    expect(more).to_be_focused()
+
+    # The list is in the More menu too.
+    more.click()
+    page.get_by_role("menu", name="More").get_by_role("menuitem", name="Keyboard shortcuts").click()
+    expect(shortcuts).to_be_visible()
+    shortcuts.get_by_role("button", name="Close the shortcut list").click()
+    expect(more).to_be_focused()
+
+    # Alt+Shift+N: a new chat, from anywhere, the message box included.
+    box.focus()
+    page.keyboard.press("Alt+Shift+N")
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("New Agent")
+    expect(page.locator(".ahentic-tab")).to_have_count(1)
+
+    # Nothing open: Escape folds the sidebar, focus on the launcher.
+    transcript(page).focus()
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(page.get_by_role("button", name="Open the agent panel")).to_be_focused()
+    # "?" opens the sidebar at the list.
+    page.keyboard.press("?")
+    expect(shortcuts).to_be_visible()
+    screenshot(page, f"shortcuts-{page.viewport_size['width']}")

@@ -171,10 +171,22 @@ export function createHeader(app) {
     });
   }
 
+  /** Close the newest panel opened from the menu (a checked or expanded item but Dock) and
+   * give the focus to More; false when none is open. */
+  function closeOpenPanel() {
+    const open = [...ui.moreMenu.querySelectorAll('[aria-checked="true"], [aria-expanded="true"]')]
+      .filter((item) => item !== ui.dock)
+      .pop();
+    if (!open) return false;
+    open.click();
+    ui.more.focus();
+    return true;
+  }
+
   function wire() {
     wireViewMode();
     wireMenu();
   }
 
-  return { wire, renderViewMode, closeMenu: close };
+  return { wire, renderViewMode, closeMenu: close, closeOpenPanel };
 }
