@@ -19,7 +19,7 @@ import {
   withAttempts,
   withVersions,
 } from "./reply_actions.js";
-import { decorateReply } from "./thinking.js";
+import { decorateReply, thinkingNode } from "./thinking.js";
 
 const NEAR_BOTTOM_PX = 60;
 
@@ -183,15 +183,18 @@ function agentBubble(messages, viewMode) {
   );
   const body = node.querySelector(".ahentic-msg-text");
   if (messages.length > 1) {
-    // Each part is its own Markdown document, in the one bubble, with its own thinking and
-    // sources (thinking.js).
+    // Each part is its own Markdown document, in the one bubble, with its own sources
+    // (thinking.js); their thinking is one fold.
     body.replaceChildren();
     for (const message of messages) {
       const part = el("div", { className: "ahentic-msg-part" });
       renderMarkdown(part, message.content);
       body.append(part);
-      decorateReply(node, message, viewMode, part);
+      decorateReply(node, message, viewMode, part, false);
     }
+    // One "Thought for N s" for the whole reply, above its text.
+    const thought = thinkingNode(messages.map((m) => m.meta), viewMode);
+    if (thought) body.before(thought);
   } else {
     decorateReply(node, messages[0], viewMode);
   }
