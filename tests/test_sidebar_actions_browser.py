@@ -409,3 +409,27 @@ def test_question_mark_lists_the_shortcuts_and_escape_closes_the_innermost_open_
     page.keyboard.press("?")
     expect(shortcuts).to_be_visible()
     screenshot(page, f"shortcuts-{page.viewport_size['width']}")
+
+
+NO_OVERLAP_JS = """(menu) => [...menu.querySelectorAll('[role^="menuitem"]')]
+  .filter((item) => item.getClientRects().length)
+  .map((item) => {
+    // What the icon draws (its text may be wider than its box), then where the label starts.
+    const range = document.createRange();
+    range.selectNodeContents(item.querySelector('.ahentic-menu-icon'));
+    const drawn = range.getBoundingClientRect();
+    const label = item.querySelector('.ahentic-menu-label').getBoundingClientRect();
+    return [item.getAttribute('aria-label'), drawn.right <= label.left + 0.5];
+  })"""
+
+
+def test_the_more_menus_icons_never_overlap_their_labels(sized):
+    page = sized
+    page.get_by_role("button", name="More", exact=True).click()
+    menu = page.get_by_role("menu", name="More")
+    expect(menu).to_be_visible()
+
+    placed = menu.evaluate(NO_OVERLAP_JS)
+
+    assert len(placed) >= 3, placed
+    assert all(clear for _, clear in placed), placed
