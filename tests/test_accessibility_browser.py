@@ -48,6 +48,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, page, pag
     page_errors,
     screenshot,
     send,
+    make_staff,
     set_view_mode,
     sidebar,
     status_is,
@@ -381,7 +382,8 @@ def tab_stops_in_sidebar(page, limit: int = 150) -> list[dict]:
     return stops
 
 
-def test_every_control_shows_a_focus_ring_that_stands_out(page, llm, settings, viewport):
+def test_every_control_shows_a_focus_ring_that_stands_out(page, llm, settings, viewport, owner):
+    make_staff(owner)  # Verbose (staff only) shows the card's raw input
     state_approval_card(page, llm, settings)
     set_view_mode(page, "verbose")  # the card's raw input shows in Verbose and Debug
     hitl_card(page).locator("summary").click()  # the input's JSON: a <pre> in the card

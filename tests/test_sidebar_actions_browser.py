@@ -17,10 +17,10 @@ import pytest
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import services
-from sessions_app.models import Event, Session
+from sessions_app.models import Agent, Event, Session
 
 from . import tools_for_sidebar  # noqa: F401  (registers the sidebar_* tools)
-from .factories import SessionFactory
+from .factories import SessionFactory, agent_create
 from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, gate, page_errors)
     CHROMIUM,
     assistant_messages,
@@ -433,3 +433,52 @@ def test_the_more_menus_icons_never_overlap_their_labels(sized):
 
     assert len(placed) >= 3, placed
     assert all(clear for _, clear in placed), placed
+
+
+# --- the header: the agent's name has the room, the view mode is in the menu ---------------------
+
+CUT_OFF_JS = "(node) => node.scrollWidth > node.clientWidth + 1"
+
+
+def test_the_view_mode_is_in_the_menu_for_staff_only_and_the_agents_name_is_never_cut(
+    sized, owner, llm
+):
+    page = sized
+    if not Agent.objects.filter(is_default=True).exists():  # a flushed database has none
+        agent_create("default", name="Assistant", is_default=True)
+    llm.enqueue(text_reply("Hello."))
+    new_chat(page)
+    send(page, "Hi")
+    status_is(page, "idle")
+    brand = page.locator('[data-role="brand"]')
+    expect(brand).not_to_have_text("Agent")  # the chat's agent's name
+    assert not brand.evaluate(CUT_OFF_JS), brand.inner_text()
+    more = page.get_by_role("button", name="More", exact=True)
+    more.click()
+    menu = page.get_by_role("menu", name="More")
+    expect(menu).to_be_visible()
+    # Not staff: Basic alone is no choice, so no view mode at all.
+    expect(menu.get_by_role("menuitemradio")).to_have_count(0)
+    page.keyboard.press("Escape")
+
+    owner.is_staff = True
+    owner.save(update_fields=["is_staff"])
+    page.reload()
+    launcher = page.get_by_role("button", name="Open the agent panel")
+    if launcher.is_visible():
+        launcher.click()
+    expect(page.locator(".ahentic-assistant .ahentic-msg-text")).to_have_text(["Hello."])
+    assert not brand.evaluate(CUT_OFF_JS), brand.inner_text()
+    more.click()
+    group = menu.get_by_role("group", name="View mode")
+    expect(group.get_by_role("menuitemradio")).to_have_text(["Basic", "Verbose", "Debug"])
+    expect(group.get_by_role("menuitemradio", name="Basic")).to_have_attribute(
+        "aria-checked", "true"
+    )
+    group.get_by_role("menuitemradio", name="Verbose").click()
+    expect(menu).to_be_hidden()
+    expect(page.locator('[role="menuitemradio"][data-view-mode="verbose"]')).to_have_attribute(
+        "aria-checked", "true"
+    )
+    expect(page.locator(".ahentic-tool-result, .ahentic-msg")).not_to_have_count(0)
+    assert Session.objects.get().view_mode == "verbose"

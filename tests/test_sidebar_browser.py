@@ -162,11 +162,24 @@ def hitl_card(page):
     return page.locator('[data-role="hitl"]')
 
 
+def make_staff(user):
+    """Verbose and Debug are offered to staff only: a test that switches to them is staff's
+    (before the page loads: the sidebar reads it once)."""
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+
+
 def set_view_mode(page, mode: str):
-    """Choose Basic, Verbose or Debug in the header's view switch (a radio group)."""
-    switch = page.get_by_role("radiogroup", name="View mode")
-    switch.get_by_role("radio", name=mode.capitalize()).click()
-    expect(switch.get_by_role("radio", name=mode.capitalize())).to_be_checked()
+    """Choose Basic, Verbose or Debug in the More menu's view mode (Verbose and Debug are
+    offered to staff only)."""
+    more = page.get_by_role("button", name="More", exact=True)
+    if more.get_attribute("aria-expanded") != "true":
+        more.click()
+    group = page.get_by_role("group", name="View mode")
+    group.get_by_role("menuitemradio", name=mode.capitalize()).click()
+    expect(page.locator(f'[role="menuitemradio"][data-view-mode="{mode}"]')).to_have_attribute(
+        "aria-checked", "true"
+    )
 
 
 def menu_item(page, name: str):
@@ -285,7 +298,8 @@ def test_shift_enter_adds_a_newline_instead_of_sending(page, llm):
     assert llm.message_requests() == []
 
 
-def test_the_view_mode_switch_shows_tool_calls_in_verbose(page, llm):
+def test_the_view_mode_switch_shows_tool_calls_in_verbose(page, llm, owner):
+    make_staff(owner)
     llm.enqueue(
         tool_reply(tool_call("echo", {"text": "ping"}, id="toolu_echo")), text_reply("Echoed.")
     )
@@ -305,7 +319,8 @@ def test_the_view_mode_switch_shows_tool_calls_in_verbose(page, llm):
 # --- (b) approvals ------------------------------------------------------------------------------
 
 
-def test_allow_once_runs_the_tool_and_the_reply_follows(page, llm, sidebar_calls):
+def test_allow_once_runs_the_tool_and_the_reply_follows(page, llm, sidebar_calls, owner):
+    make_staff(owner)
     llm.enqueue(
         tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}, id="toolu_pub")),
         text_reply("Published your note."),

@@ -19,6 +19,7 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures)
     page_errors,
     screenshot,
     send,
+    make_staff,
     set_view_mode,
     status_is,
 )
@@ -35,7 +36,9 @@ def test_a_reply_shows_its_thinking_collapsed_and_its_citations_as_numbered_link
     page,  # noqa: F811
     llm,
     settings,
+    owner,
 ):
+    make_staff(owner)  # the debug view at the end
     from orchestrator_app.testing.localapi import (
         cited_text,
         reply,
