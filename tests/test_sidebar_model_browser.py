@@ -13,13 +13,13 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures)
     browser,
     context,
     expect,
+    make_staff,
     new_chat,
     open_home,
     page,
     page_errors,
     screenshot,
     send,
-    make_staff,
     set_view_mode,
     status_is,
 )
@@ -111,7 +111,9 @@ def test_a_reply_that_thought_before_each_step_shows_one_thinking_fold(page, llm
     steps = [{"title": "Grind the beans", "status": "in_progress"}]
     llm.enqueue(
         with_thinking(
-            tool_reply(tool_call("update_plan", {"title": "Coffee", "steps": steps}), text="Planning."),
+            tool_reply(
+                tool_call("update_plan", {"title": "Coffee", "steps": steps}), text="Planning."
+            ),
             "Plan first.",
         ),
         with_thinking(text_reply("Planned."), "Then answer."),

@@ -19,12 +19,12 @@ from .test_sidebar_browser import (  # noqa: F401  (fixtures: browser, gate)
     expect,
     gate,
     hitl_card,
+    make_staff,
     menu_item,
     new_chat,
     open_home,
     screenshot,
     send,
-    make_staff,
     set_view_mode,
     status_is,
 )
