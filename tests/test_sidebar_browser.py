@@ -1136,7 +1136,8 @@ def test_long_summaries_and_status_lines_are_shortened_with_show_more(
     expect(progress).to_contain_text("LAST PAGE")
 
 
-def test_decisions_show_in_the_transcript_in_every_view_mode(page, llm, sidebar_calls):
+def test_decisions_show_in_the_transcript_in_every_view_mode(page, llm, sidebar_calls, owner):
+    make_staff(owner)  # Verbose and Debug are offered to staff only
     llm.enqueue(
         tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}, id="toolu_one")),
         tool_reply(tool_call("sidebar_publish_note", {"title": "Milk"}, id="toolu_two")),

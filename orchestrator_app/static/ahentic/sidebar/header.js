@@ -177,11 +177,11 @@ export function createHeader(app) {
     });
   }
 
-  /** Close the newest panel opened from the menu (a checked or expanded item but Dock) and
-   * give the focus to More; false when none is open. */
+  /** Close the newest panel opened from the menu (a checked or expanded item but Dock and
+   * the view mode) and give the focus to More; false when none is open. */
   function closeOpenPanel() {
     const open = [...ui.moreMenu.querySelectorAll('[aria-checked="true"], [aria-expanded="true"]')]
-      .filter((item) => item !== ui.dock)
+      .filter((item) => item !== ui.dock && !ui.viewMode.contains(item))
       .pop();
     if (!open) return false;
     open.click();
