@@ -353,7 +353,8 @@ message_retry = describe(
 )
 message_edit = describe(
     "message_edit",
-    "Edit and resend the user's last message; it and what followed stay as an earlier attempt",
+    "Edit and resend a message of the user's (the last or an earlier one); it and what "
+    "followed stay as an earlier attempt, the new message's meta.editOf names it",
     {202: s.SessionPayloadSerializer},
     (*WRITE_ERRORS, 409, 429, 503),
     request=s.MessageEditSerializer,

@@ -231,9 +231,10 @@ def message_retry(*, session: Session, browser: bool = False) -> int:
 
 
 def message_edit(*, session: Session, seq: int, content: str, browser: bool = False) -> int:
-    """Edit and resend the user's last message (``seq``): it and what followed it become an
-    earlier attempt, and the edited text (with the same attachments) starts a new run.
-    Returns the new run's number."""
+    """Edit and resend a message of the user's (``seq``, the last one or any earlier one still
+    in the conversation): it and everything that followed it become an earlier attempt, and
+    the edited text (with the same attachments, ``meta.editOf`` naming the message it
+    replaces) starts a new run. Returns the new run's number."""
     return attempt_start(
         session=session, edit_seq=seq, content=_message_checked(content), browser=browser
     )
@@ -242,10 +243,11 @@ def message_edit(*, session: Session, seq: int, content: str, browser: bool = Fa
 def attempt_start(
     *, session: Session, edit_seq: int | None = None, content: str = "", browser: bool = False
 ) -> int:
-    """A new attempt at the user's last message: a retry (``edit_seq`` None) or an edit of
-    it. Refused, with nothing written, on a sub-agent's chat (read-only: its parent writes
-    its messages), while a run is live, without a message of the user's to run again, for
-    an edit of any other message than that one, while a tool call is still open, and for
+    """A new attempt at the user's last message (a retry, ``edit_seq`` None) or at any of
+    the user's messages still in the conversation (an edit). Refused, with nothing written,
+    on a sub-agent's chat (read-only: its parent writes its messages), while a run is live,
+    without a message of the user's to run again, for an edit of anything else (a reply, an
+    earlier attempt's message), while a tool call is still open, and for
     what refuses any message (the model, a budget pause, the daily limit, the spend cap).
     Every check that reads the transcript runs after the run began, under the row lock the
     new-run UPDATE holds: an error rolls the whole attempt back."""
@@ -273,64 +275,70 @@ def attempt_start(
             raise AhenticError(
                 "ahentic_session_busy", gettext("The agent is busy with this chat."), 409
             )
-        last = _last_user_message(session.pk)
-        if edit_seq is not None:
-            _check_editable(session.pk, edit_seq, last)
-        if last is None:
+        message = (
+            _last_user_message(session.pk)
+            if edit_seq is None
+            else _editable_message(session.pk, edit_seq)
+        )
+        if message is None:
             raise AhenticError(
                 "ahentic_nothing_to_retry",
                 gettext("This chat has no message of yours to retry."),
                 409,
             )
-        if any(call.seq > last.seq for call in unanswered_tool_calls(session.pk)):
+        if any(call.seq > message.seq for call in unanswered_tool_calls(session.pk)):
             raise AhenticError(
                 "ahentic_session_busy",
                 gettext("A tool of the last run is still finishing; try again in a moment."),
                 409,
             )
-        first = last.seq if edit_seq is not None else last.seq + 1
+        first = message.seq if edit_seq is not None else message.seq + 1
         session_services.events_supersede(session_id=session.pk, from_seq=first, by_run=run_seq)
-        if session.viewport_start_event_id and session.viewport_start_event_id > last.pk:
+        if session.viewport_start_event_id and session.viewport_start_event_id > message.pk:
             # The window moved past the message during the attempt: it starts at it again.
-            runstate.session_update(session_id=session.pk, viewport_start_event_id=last.pk)
+            runstate.session_update(session_id=session.pk, viewport_start_event_id=message.pk)
         if edit_seq is not None:
-            attached = (last.payload or {}).get("attachments")
+            attached = (message.payload or {}).get("attachments")
+            payload = {"meta": {"editOf": message.seq}}
+            if attached:
+                payload["attachments"] = attached
             session_services.event_append(
                 session_id=session.pk,
                 kind=Event.Kind.USER_MESSAGE,
                 content=content,
-                payload={"attachments": attached} if attached else None,
+                payload=payload,
             )
         send_after_commit(run_started, session.pk, run=run_seq)
         session_services.trace_record(
             session_id=session.pk,
             type="run_start",
-            summary=f"Run {run_seq} started ({source} of message #{last.seq})",
-            data={"source": source, "seq": last.seq, "mode": session.mode},
+            summary=f"Run {run_seq} started ({source} of message #{message.seq})",
+            data={"source": source, "seq": message.seq, "mode": session.mode},
             step=0,
         )
         enqueue_step(session.pk, run_seq)
     return run_seq
 
 
-def _last_user_message(session_id) -> Event | None:
-    """The user's newest message still in the conversation (not an earlier attempt, not a
+def _user_messages(session_id):
+    """The user's messages still in the conversation (not an earlier attempt, not a
     synthetic turn written for the model)."""
-    return (
-        Event.objects.filter(
-            session_id=session_id, kind=Event.Kind.USER_MESSAGE, superseded_by__isnull=True
-        )
-        .exclude(payload__has_key="synthetic")
-        .order_by("-seq")
-        .first()
-    )
+    return Event.objects.filter(
+        session_id=session_id, kind=Event.Kind.USER_MESSAGE, superseded_by__isnull=True
+    ).exclude(payload__has_key="synthetic")
 
 
-def _check_editable(session_id, seq: int, last: Event | None) -> None:
-    """An edit addresses the user's last message; anything else is refused (404 when the
-    chat has no event ``seq``)."""
-    if last is not None and last.seq == seq:
-        return
+def _last_user_message(session_id) -> Event | None:
+    """The user's newest message still in the conversation."""
+    return _user_messages(session_id).order_by("-seq").first()
+
+
+def _editable_message(session_id, seq: int) -> Event:
+    """The user's message ``seq`` still in the conversation, the one an edit replaces;
+    anything else is refused (404 when the chat has no event ``seq``)."""
+    message = _user_messages(session_id).filter(seq=seq).first()
+    if message is not None:
+        return message
     if not Event.objects.filter(session_id=session_id, seq=seq).exists():
         raise AhenticError(
             "ahentic_message_not_found",
@@ -339,7 +347,7 @@ def _check_editable(session_id, seq: int, last: Event | None) -> None:
         )
     raise AhenticError(
         "ahentic_message_not_editable",
-        gettext("Only your last message can be edited and resent."),
+        gettext("Only your own messages of the current conversation can be edited and resent."),
         409,
     )
 

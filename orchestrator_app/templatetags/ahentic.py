@@ -60,6 +60,8 @@ def ahentic_sidebar(context, admin: bool = False) -> str:
             "browser_timeout_s": int(ahentic_settings.BROWSER_TIMEOUT_S),
             "user_key": user.pk,
             "in_admin": bool(admin),
+            # Verbose and Debug (tool traffic, raw blocks) are offered to staff only.
+            "is_staff": bool(user.is_staff),
             "sensitive_fields": SENSITIVE_FIELD_PATTERN,
             "sensitive_autocomplete": SENSITIVE_AUTOCOMPLETE_PATTERN,
         },

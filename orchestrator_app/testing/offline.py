@@ -98,8 +98,14 @@ def brain_reply(body: dict[str, Any]) -> LocalResponse:
     if "Name this conversation" in system:
         first = next((line for line in text.splitlines() if line.startswith("user:")), text)
         words = first.removeprefix("user:").split()[:6]
-        return text_reply(" ".join(words).capitalize() or "Demo chat")
+        return text_reply(_first_upper(" ".join(words)) or "Demo chat")
     return text_reply("- (Offline memory) " + " ".join(text.split())[:300])
+
+
+def _first_upper(text: str) -> str:
+    """``text`` with a capital first letter; the rest keeps the case the user wrote ("Django",
+    "AWS"), which ``str.capitalize`` would lower."""
+    return text[:1].upper() + text[1:]
 
 
 def _tool_results(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -234,7 +240,7 @@ def admin_tour(said: str, messages: list[dict[str, Any]]) -> LocalResponse | Non
         sites = [c[0] for c in (fields.get("sites") or {}).get("choices") or []][:1]
         key = answered["stage_artifact"].get("key", "")
         topic = WRITE_PAGE.search(said)
-        title = (topic.group("topic") if topic else key).strip(" .!?").capitalize()
+        title = _first_upper((topic.group("topic") if topic else key).strip(" .!?"))
         values = {"url": f"/{key}/", "title": title[:200]}
         if sites:
             values["sites"] = sites

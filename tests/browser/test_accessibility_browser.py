@@ -36,6 +36,7 @@ from tests.support.browser import (
     assistant_messages,
     expect,
     hitl_card,
+    make_staff,
     menu_item,
     new_chat,
     open_from_history,
@@ -235,6 +236,66 @@ def state_error(page, llm, settings):
     expect(page.locator('[data-role="error"]')).to_be_visible()
 
 
+def state_more_menu(page, llm, settings):
+    """The More menu open, as staff (the view mode's three choices in it)."""
+    make_staff(get_user_model().objects.get(username="owner"))  # conftest's owner
+    state_empty(page, llm, settings)
+    page.get_by_role("button", name="More", exact=True).click()
+    expect(page.get_by_role("group", name="View mode")).to_be_visible()
+
+
+def state_shortcuts(page, llm, settings):
+    """The shortcut list ("?")."""
+    open_sidebar(page)
+    page.locator('[data-role="transcript"]').focus()
+    page.keyboard.press("?")
+    expect(page.get_by_role("dialog", name="Keyboard shortcuts")).to_be_visible()
+
+
+def state_artifact_preview(page, llm, settings):
+    """An HTML artifact previewed in its sandboxed frame."""
+    llm.enqueue(
+        tool_reply(
+            tool_call(
+                "stage_artifact",
+                {
+                    "key": "banner",
+                    "kind": "html",
+                    "title": "Shop banner",
+                    "payload": {"content": "<h1>Sale</h1><p>All beans off.</p>"},
+                },
+            )
+        ),
+        text_reply("Staged a banner."),
+    )
+    open_sidebar(page)
+    send(page, "Draft a banner")
+    expect(assistant_messages(page)).to_have_text(["Staged a banner."])
+    artifacts = page.locator('[data-role="artifacts-box"]')
+    artifacts.locator("summary").click()
+    artifacts.get_by_role("button", name="Open artifact banner").click()
+    expect(page.frame_locator('[data-role="artifact-preview"] iframe').locator("h1")).to_have_text(
+        "Sale"
+    )
+
+
+def state_versions(page, llm, settings):
+    """An edited message: its versions' pager, the earlier version shown."""
+    llm.enqueue(text_reply("Paris."), text_reply("Rome."))
+    open_sidebar(page)
+    send(page, "Capital of France?")
+    expect(assistant_messages(page)).to_have_text(["Paris."])
+    status_is(page, "idle")
+    box = page.get_by_label("Message the agent")
+    box.focus()
+    box.press("ArrowUp")
+    box.fill("Capital of Italy?")
+    box.press("Enter")
+    expect(assistant_messages(page)).to_have_text(["Rome."])
+    page.get_by_role("button", name="Previous version").click()
+    expect(assistant_messages(page)).to_have_text(["Paris."])
+
+
 SIDEBAR_STATES = {
     "folded": state_folded,
     "empty": state_empty,
@@ -243,6 +304,10 @@ SIDEBAR_STATES = {
     "history-open": state_history_open,
     "earlier-chat": state_earlier_chat,
     "error": state_error,
+    "more-menu": state_more_menu,
+    "shortcuts": state_shortcuts,
+    "artifact-preview": state_artifact_preview,
+    "versions": state_versions,
 }
 
 
@@ -376,7 +441,8 @@ def tab_stops_in_sidebar(page, limit: int = 150) -> list[dict]:
     return stops
 
 
-def test_every_control_shows_a_focus_ring_that_stands_out(page, llm, settings, viewport):
+def test_every_control_shows_a_focus_ring_that_stands_out(page, llm, settings, viewport, owner):
+    make_staff(owner)  # Verbose (staff only) shows the card's raw input
     state_approval_card(page, llm, settings)
     set_view_mode(page, "verbose")  # the card's raw input shows in Verbose and Debug
     hitl_card(page).locator("summary").click()  # the input's JSON: a <pre> in the card

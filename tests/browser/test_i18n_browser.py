@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from tests.support.browser import expect, hitl_card, screenshot, status_is
+from tests.support.browser import expect, hitl_card, make_staff, screenshot, status_is
 from tests.support.paths import ROOT
 
 pytestmark = [
@@ -115,7 +115,9 @@ def sidebar_root(page):
 
 @pytest.fixture(params=sorted(VIEWPORTS))
 def german_page(request, browser, live_server, owner):  # noqa: F811
-    """A German browser (de-DE) logged in as ``owner`` at each size, the panel open."""
+    """A German browser (de-DE) logged in as ``owner`` (staff: the Verbose view is offered to
+    staff only) at each size, the panel open."""
+    make_staff(owner)
     client = Client()
     client.force_login(owner)
     cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
@@ -226,8 +228,9 @@ def test_the_german_sidebar_shows_no_english_in_any_state(
     assert english_left(page) == []
 
     # The verbose view (tool calls and results) with the card's details open.
-    switch = page.get_by_role("radiogroup", name="Ansicht")
-    switch.get_by_role("radio", name="Ausführlich").click()
+    page.locator('[data-role="more"]').click()
+    switch = page.get_by_role("group", name="Ansicht")
+    switch.get_by_role("menuitemradio", name="Ausführlich").click()
     card.locator("summary").click()
     screenshot(page, f"sidebar-german-approval-{page.viewport_name}")
     assert english_left(page) == []

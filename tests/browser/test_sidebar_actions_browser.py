@@ -17,7 +17,7 @@ import pytest
 
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import services
-from sessions_app.models import Event, Session
+from sessions_app.models import Agent, Event, Session
 from tests.support import tools_for_sidebar  # noqa: F401  (registers the sidebar_* tools)
 from tests.support.browser import (
     CHROMIUM,
@@ -32,7 +32,7 @@ from tests.support.browser import (
     status_is,
     transcript,
 )
-from tests.support.factories import SessionFactory
+from tests.support.factories import SessionFactory, agent_create
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -125,12 +125,22 @@ def test_copy_retry_and_edit_work_on_the_replies(sized, llm):
     expect(page.locator(".ahentic-editing")).to_have_count(0)
     current_user = transcript(page).locator(":scope > .ahentic-user .ahentic-msg-text")
     expect(current_user).to_have_text(["How do I brew tea?"])
-    folded = transcript(page).locator(":scope > .ahentic-attempt")
-    expect(folded).to_have_count(1)  # the retried reply and the edited exchange, one fold
-    expect(folded.locator("summary")).to_have_text("2 earlier attempts")
-    expect(folded.locator(".ahentic-msg-text")).to_have_text(
-        ["How do I brew coffee?", "Use fresh beans.", "Grind them just before brewing."]
+    # The edited exchange is the message's earlier version, behind its pager; the retried
+    # reply stays folded inside it.
+    pager = page.get_by_role("group", name="Versions of your message")
+    expect(pager).to_have_text(re.compile("2 of 2"))
+    expect(transcript(page).locator(":scope > .ahentic-attempt")).to_have_count(0)
+    pager.get_by_role("button", name="Previous version").click()
+    expect(pager).to_have_text(re.compile("1 of 2"))
+    expect(transcript(page).locator(":scope > .ahentic-msg .ahentic-msg-text")).to_have_text(
+        ["How do I brew coffee?", "Grind them just before brewing."]
     )
+    folded = transcript(page).locator(":scope > .ahentic-attempt")
+    expect(folded.locator("summary")).to_have_text("Earlier attempt")
+    folded.locator("summary").click()
+    expect(folded.locator(".ahentic-msg-text")).to_have_text(["Use fresh beans."])
+    pager.get_by_role("button", name="Next version").click()
+    expect(current_user).to_have_text(["How do I brew tea?"])
     assert [
         (e.content, e.superseded_by is not None)
         for e in Event.objects.filter(kind=Event.Kind.USER_MESSAGE).order_by("seq")
@@ -162,11 +172,11 @@ def test_retry_and_edit_hide_while_the_chat_runs(sized, llm, gate):
     expect(action(page, first_reply, "Copy the reply")).to_be_visible()
     gate.set()
     expect(assistant_messages(page)).to_have_text(["First.", "Held back."])
-    # Only the last reply offers Retry, and only the user's last message Edit.
+    # Only the last reply offers Retry; each message of the user's offers Edit.
     expect(transcript(page).get_by_role("button", name=re.compile("^Retry"))).to_have_count(1)
     expect(
         transcript(page).get_by_role("button", name="Edit and resend your message")
-    ).to_have_count(1)
+    ).to_have_count(2)
 
 
 # --- Stop keeps exactly what was on screen -------------------------------------------------------
@@ -203,6 +213,61 @@ def test_stop_keeps_exactly_the_text_on_screen(sized, llm):
     [event] = Event.objects.filter(kind=Event.Kind.AGENT_MESSAGE)
     assert event.content == shown.strip()
     assert len(event.content) < len(STREAMED)
+
+
+def test_edit_of_an_earlier_message_keeps_the_later_turns_as_its_earlier_version(sized, llm):
+    page = sized
+    llm.enqueue(text_reply("Paris."), text_reply("About two million."))
+    new_chat(page)
+    send(page, "Capital of France?")
+    expect(reply_bubbles(page).locator(".ahentic-msg-text")).to_have_text(["Paris."])
+    status_is(page, "idle")
+    send(page, "How many people live there?")
+    replies = reply_bubbles(page).locator(".ahentic-msg-text")
+    expect(replies).to_have_text(["Paris.", "About two million."])
+    status_is(page, "idle")
+    box = page.get_by_label("Message the agent")
+
+    # Edit on the first message, not only on the last one.
+    first = transcript(page).locator(":scope > .ahentic-user").first
+    action(page, first, "Edit and resend").click()
+    expect(box).to_have_value("Capital of France?")
+    expect(page.locator(".ahentic-editing")).to_contain_text("Editing an earlier message")
+    llm.enqueue(text_reply("Rome."))
+    box.fill("Capital of Italy?")
+    box.press("Enter")
+
+    shown = transcript(page).locator(":scope > .ahentic-msg .ahentic-msg-text")
+    expect(shown).to_have_text(["Capital of Italy?", "Rome."])
+    status_is(page, "idle")
+    # The model heard the edited message alone: the later turns are not the conversation now.
+    assert [m["role"] for m in llm.message_requests()[-1]["messages"]] == ["user"]
+    pager = page.get_by_role("group", name="Versions of your message")
+    expect(pager).to_have_text(re.compile("2 of 2"))
+    screenshot(page, f"actions-versions-{page.viewport_size['width']}")
+
+    # "1 of 2": the conversation as it was, read-only; focus stays on the pager.
+    pager.get_by_role("button", name="Previous version").click()
+    expect(pager).to_have_text(re.compile("1 of 2"))
+    expect(shown).to_have_text(
+        ["Capital of France?", "Paris.", "How many people live there?", "About two million."]
+    )
+    expect(pager.get_by_role("button", name="Next version")).to_be_focused()
+    for name in ("^Retry", "Edit and resend"):
+        expect(transcript(page).get_by_role("button", name=re.compile(name))).to_have_count(0)
+
+    pager.get_by_role("button", name="Next version").click()
+    expect(shown).to_have_text(["Capital of Italy?", "Rome."])
+    expect(pager).to_have_text(re.compile("2 of 2"))
+    # The versions come from the server: a reload shows the same.
+    page.reload()
+    launcher = page.get_by_role("button", name="Open the agent panel")
+    if launcher.is_visible():
+        launcher.click()
+    expect(shown).to_have_text(["Capital of Italy?", "Rome."])
+    expect(page.get_by_role("group", name="Versions of your message")).to_have_text(
+        re.compile("2 of 2")
+    )
 
 
 # --- the approval card scrolls the request and the lead-in into view -----------------------------
@@ -280,3 +345,137 @@ def test_the_readers_own_scroll_position_is_kept_while_a_reply_arrives(sized, ll
     assert transcript(page).evaluate("(node) => node.scrollTop") < 5
     first = transcript(page).locator(".ahentic-user", has_text="Question 1").first
     assert first.evaluate(IN_VIEW)
+
+
+# --- Escape, "?" and the new-chat shortcut -------------------------------------------------------
+
+
+def test_question_mark_lists_the_shortcuts_and_escape_closes_the_innermost_open_thing(sized):
+    page = sized
+    panel = page.locator("#ahentic-panel")
+    box = page.get_by_label("Message the agent")
+    transcript(page).focus()
+
+    # "?" outside a text field: the list, focus on its Close; Escape gives the focus back.
+    page.keyboard.press("?")
+    shortcuts = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(shortcuts).to_be_visible()
+    expect(shortcuts).to_contain_text("Alt+Shift+N")
+    expect(shortcuts.get_by_role("button", name="Close the shortcut list")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(shortcuts).to_be_hidden()
+    expect(panel).to_be_visible()
+    expect(transcript(page)).to_be_focused()
+    # In the message box "?" is a character.
+    box.press("?")
+    expect(box).to_have_value("?")
+    expect(shortcuts).to_be_hidden()
+    box.fill("")
+
+    # A panel opened from the More menu: Escape closes it (not the sidebar), More has focus.
+    more = page.get_by_role("button", name="More", exact=True)
+    more.click()
+    page.get_by_role("menu", name="More").get_by_role("menuitemcheckbox", name="MCP access").click()
+    tokens = page.get_by_label("Token name")
+    expect(tokens).to_be_visible()
+    transcript(page).focus()
+    page.keyboard.press("Escape")
+    expect(tokens).to_be_hidden()
+    expect(panel).to_be_visible()
+    expect(more).to_be_focused()
+
+    # The list is in the More menu too.
+    more.click()
+    page.get_by_role("menu", name="More").get_by_role("menuitem", name="Keyboard shortcuts").click()
+    expect(shortcuts).to_be_visible()
+    shortcuts.get_by_role("button", name="Close the shortcut list").click()
+    expect(more).to_be_focused()
+
+    # Alt+Shift+N: a new chat, from anywhere, the message box included.
+    box.focus()
+    page.keyboard.press("Alt+Shift+N")
+    expect(page.locator(".ahentic-tab.is-active")).to_contain_text("New Agent")
+    expect(page.locator(".ahentic-tab")).to_have_count(1)
+
+    # Nothing open: Escape folds the sidebar, focus on the launcher.
+    transcript(page).focus()
+    page.keyboard.press("Escape")
+    expect(panel).to_be_hidden()
+    expect(page.get_by_role("button", name="Open the agent panel")).to_be_focused()
+    # "?" opens the sidebar at the list.
+    page.keyboard.press("?")
+    expect(shortcuts).to_be_visible()
+    screenshot(page, f"shortcuts-{page.viewport_size['width']}")
+
+
+NO_OVERLAP_JS = """(menu) => [...menu.querySelectorAll('[role^="menuitem"]')]
+  .filter((item) => item.getClientRects().length)
+  .map((item) => {
+    // What the icon draws (its text may be wider than its box), then where the label starts.
+    const range = document.createRange();
+    range.selectNodeContents(item.querySelector('.ahentic-menu-icon'));
+    const drawn = range.getBoundingClientRect();
+    const label = item.querySelector('.ahentic-menu-label').getBoundingClientRect();
+    return [item.getAttribute('aria-label'), drawn.right <= label.left + 0.5];
+  })"""
+
+
+def test_the_more_menus_icons_never_overlap_their_labels(sized):
+    page = sized
+    page.get_by_role("button", name="More", exact=True).click()
+    menu = page.get_by_role("menu", name="More")
+    expect(menu).to_be_visible()
+
+    placed = menu.evaluate(NO_OVERLAP_JS)
+
+    assert len(placed) >= 3, placed
+    assert all(clear for _, clear in placed), placed
+
+
+# --- the header: the agent's name has the room, the view mode is in the menu ---------------------
+
+CUT_OFF_JS = "(node) => node.scrollWidth > node.clientWidth + 1"
+
+
+def test_the_view_mode_is_in_the_menu_for_staff_only_and_the_agents_name_is_never_cut(
+    sized, owner, llm
+):
+    page = sized
+    if not Agent.objects.filter(is_default=True).exists():  # a flushed database has none
+        agent_create("default", name="Assistant", is_default=True)
+    llm.enqueue(text_reply("Hello."))
+    new_chat(page)
+    send(page, "Hi")
+    status_is(page, "idle")
+    brand = page.locator('[data-role="brand"]')
+    expect(brand).not_to_have_text("Agent")  # the chat's agent's name
+    assert not brand.evaluate(CUT_OFF_JS), brand.inner_text()
+    more = page.get_by_role("button", name="More", exact=True)
+    more.click()
+    menu = page.get_by_role("menu", name="More")
+    expect(menu).to_be_visible()
+    # Not staff: Basic alone is no choice, so no view mode at all.
+    expect(menu.get_by_role("menuitemradio")).to_have_count(0)
+    page.keyboard.press("Escape")
+
+    owner.is_staff = True
+    owner.save(update_fields=["is_staff"])
+    page.reload()
+    launcher = page.get_by_role("button", name="Open the agent panel")
+    if launcher.is_visible():
+        launcher.click()
+    expect(page.locator(".ahentic-assistant .ahentic-msg-text")).to_have_text(["Hello."])
+    assert not brand.evaluate(CUT_OFF_JS), brand.inner_text()
+    more.click()
+    group = menu.get_by_role("group", name="View mode")
+    expect(group.get_by_role("menuitemradio")).to_have_text(["Basic", "Verbose", "Debug"])
+    expect(group.get_by_role("menuitemradio", name="Basic")).to_have_attribute(
+        "aria-checked", "true"
+    )
+    group.get_by_role("menuitemradio", name="Verbose").click()
+    expect(menu).to_be_hidden()
+    expect(page.locator('[role="menuitemradio"][data-view-mode="verbose"]')).to_have_attribute(
+        "aria-checked", "true"
+    )
+    expect(page.locator(".ahentic-tool-result, .ahentic-msg")).not_to_have_count(0)
+    assert Session.objects.get().view_mode == "verbose"

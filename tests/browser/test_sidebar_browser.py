@@ -25,6 +25,7 @@ from tests.support.browser import (
     covered,
     expect,
     hitl_card,
+    make_staff,
     menu_item,
     new_chat,
     only_session,
@@ -114,7 +115,8 @@ def test_shift_enter_adds_a_newline_instead_of_sending(page, llm):
     assert llm.message_requests() == []
 
 
-def test_the_view_mode_switch_shows_tool_calls_in_verbose(page, llm):
+def test_the_view_mode_switch_shows_tool_calls_in_verbose(page, llm, owner):
+    make_staff(owner)
     llm.enqueue(
         tool_reply(tool_call("echo", {"text": "ping"}, id="toolu_echo")), text_reply("Echoed.")
     )
@@ -134,7 +136,8 @@ def test_the_view_mode_switch_shows_tool_calls_in_verbose(page, llm):
 # --- (b) approvals ------------------------------------------------------------------------------
 
 
-def test_allow_once_runs_the_tool_and_the_reply_follows(page, llm, sidebar_calls):
+def test_allow_once_runs_the_tool_and_the_reply_follows(page, llm, sidebar_calls, owner):
+    make_staff(owner)
     llm.enqueue(
         tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}, id="toolu_pub")),
         text_reply("Published your note."),
@@ -950,7 +953,8 @@ def test_long_summaries_and_status_lines_are_shortened_with_show_more(
     expect(progress).to_contain_text("LAST PAGE")
 
 
-def test_decisions_show_in_the_transcript_in_every_view_mode(page, llm, sidebar_calls):
+def test_decisions_show_in_the_transcript_in_every_view_mode(page, llm, sidebar_calls, owner):
+    make_staff(owner)  # Verbose and Debug are offered to staff only
     llm.enqueue(
         tool_reply(tool_call("sidebar_publish_note", {"title": "Beans"}, id="toolu_one")),
         tool_reply(tool_call("sidebar_publish_note", {"title": "Milk"}, id="toolu_two")),
@@ -1004,6 +1008,7 @@ def test_artifacts_open_as_a_preview_and_escape_closes_it_then_the_panel(page, l
         ),
         text_reply("Staged two drafts."),
     )
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     open_home(page)
     new_chat(page)
     send(page, "Draft a recipe and a banner")
@@ -1012,22 +1017,50 @@ def test_artifacts_open_as_a_preview_and_escape_closes_it_then_the_panel(page, l
     artifacts.locator("summary").click()
     preview = page.get_by_role("region", name="Artifact preview")
 
-    artifacts.get_by_role("button", name="Open artifact recipe").click()
+    open_recipe = artifacts.get_by_role("button", name="Open artifact recipe")
+    open_recipe.click()
 
-    expect(preview.locator("h1")).to_have_text("Pour-over")
-    expect(preview.locator("li")).to_have_text(["15 g coffee", "250 g water"])
+    # Markdown renders in a sandboxed frame: no scripts, an origin of its own.
+    frame_node = preview.locator("iframe")
+    expect(frame_node).to_have_attribute("sandbox", "")
+    frame = preview.frame_locator("iframe")
+    expect(frame.locator("h1")).to_have_text("Pour-over")
+    expect(frame.locator("li")).to_have_text(["15 g coffee", "250 g water"])
     expect(preview).to_contain_text("Pour-over recipe")
+    # Copy takes the source; Download saves it under the artifact's key.
+    preview.get_by_role("button", name="Copy the artifact's source").click()
+    expect(preview.get_by_role("button", name="Copy the artifact's source")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == (
+        "# Pour-over\n\n- 15 g coffee\n- 250 g water"
+    )
+    with page.expect_download() as download:
+        preview.get_by_role("button", name="Download the artifact").click()
+    assert download.value.suggested_filename == "recipe.md"
+    assert Path(download.value.path()).read_text() == "# Pour-over\n\n- 15 g coffee\n- 250 g water"
 
+    # HTML renders too, but its script never runs; the source is one click away.
     artifacts.get_by_role("button", name="Open artifact banner").click()
+    expect(frame.locator("h1")).to_have_text("Sale")
+    inner = next(f for f in page.frames if f.parent_frame is not None)
+    assert inner.evaluate("window.__pwned") is None
+    assert inner.evaluate("window.origin") == "null"  # sandboxed: not this site's origin
+    assert page.evaluate("window.__pwned") is None
+    show_source = preview.get_by_role("button", name="Show source")
+    show_source.click()
     source = preview.locator("pre")
     expect(source).to_have_text('<h1>Sale</h1><img src=x onerror="window.__pwned=1">')
-    assert preview.locator("h1, img").count() == 0
-    assert page.evaluate("window.__pwned") is None
+    expect(preview.locator("iframe")).to_have_count(0)
+    expect(preview.get_by_role("button", name="Show preview")).to_have_attribute(
+        "aria-pressed", "true"
+    )
     screenshot(page, "sidebar-artifact")
 
-    page.keyboard.press("Escape")  # focus is on the preview's close button
+    preview.get_by_role("button", name="Close the preview").focus()
+    page.keyboard.press("Escape")
     expect(preview).to_be_hidden()
     expect(page.locator("#ahentic-panel")).to_be_visible()
+    # Focus is back where it was: the button that opened the preview.
+    expect(artifacts.get_by_role("button", name="Open artifact banner")).to_be_focused()
     page.get_by_label("Message the agent").press("Escape")  # leaves the box only
     expect(page.locator("#ahentic-panel")).to_be_visible()
     page.keyboard.press("Escape")

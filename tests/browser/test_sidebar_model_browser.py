@@ -11,6 +11,7 @@ import pytest
 from tests.support.browser import (
     assistant_messages,
     expect,
+    make_staff,
     new_chat,
     open_home,
     screenshot,
@@ -31,7 +32,9 @@ def test_a_reply_shows_its_thinking_collapsed_and_its_citations_as_numbered_link
     page,  # noqa: F811
     llm,
     settings,
+    owner,
 ):
+    make_staff(owner)  # the debug view at the end
     from orchestrator_app.testing.localapi import (
         cited_text,
         reply,
@@ -95,3 +98,32 @@ def test_a_reply_shows_its_thinking_collapsed_and_its_citations_as_numbered_link
     blocks = page.locator(".ahentic-assistant .ahentic-thinking[open] .ahentic-thinking-blocks")
     expect(blocks).to_contain_text('"signature"')
     expect(blocks).to_contain_text("search the shop's page")
+
+
+def test_a_reply_that_thought_before_each_step_shows_one_thinking_fold(page, llm, settings):  # noqa: F811
+    from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply, with_thinking
+
+    settings.AHENTIC = {**settings.AHENTIC, "THINKING": "adaptive"}
+    steps = [{"title": "Grind the beans", "status": "in_progress"}]
+    llm.enqueue(
+        with_thinking(
+            tool_reply(
+                tool_call("update_plan", {"title": "Coffee", "steps": steps}), text="Planning."
+            ),
+            "Plan first.",
+        ),
+        with_thinking(text_reply("Planned."), "Then answer."),
+    )
+    open_home(page)
+    new_chat(page)
+
+    send(page, "Plan my coffee")
+
+    status_is(page, "idle")
+    bubble = page.locator(".ahentic-assistant").last
+    expect(bubble.locator(".ahentic-msg-part")).to_have_count(2)  # one reply, two steps
+    folds = bubble.locator(".ahentic-thinking")
+    expect(folds).to_have_count(1)
+    expect(folds.locator("summary")).to_have_text(re.compile(r"^Thought for \d+ s$"))
+    folds.locator("summary").click()
+    expect(folds.locator(".ahentic-thinking-text")).to_have_text(["Plan first.", "Then answer."])

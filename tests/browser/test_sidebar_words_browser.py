@@ -16,6 +16,7 @@ from tests.support.browser import (
     assistant_messages,
     expect,
     hitl_card,
+    make_staff,
     menu_item,
     new_chat,
     open_at,
@@ -35,7 +36,9 @@ VIEWPORTS = [(1366, 900), (390, 844)]
 
 @pytest.fixture(params=VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])
 def page(request, browser, live_server, owner):  # noqa: F811
-    """A logged-in page at each of the issue's two viewport sizes; no JavaScript errors."""
+    """A logged-in page at each of the issue's two viewport sizes; no JavaScript errors. The
+    owner is staff: the module switches to Verbose and Debug, offered to staff only."""
+    make_staff(owner)
     width, height = request.param
     errors: list[str] = []
     context, page = open_at(browser, live_server, owner, width, height, errors)
@@ -240,7 +243,7 @@ def test_the_header_keeps_its_secondary_buttons_behind_more(page, llm):
     expect(menu_item(page, "Hide the debugger")).to_have_attribute("aria-checked", "true")
 
 
-def test_the_view_mode_is_a_labelled_switch_the_keyboard_works(page, llm):
+def test_the_view_mode_is_a_labelled_group_of_the_more_menu_the_keyboard_works(page, llm):
     llm.enqueue(
         tool_reply(tool_call("sidebar_read_status", {}, id="toolu_status")),
         text_reply("All is well."),
@@ -250,23 +253,23 @@ def test_the_view_mode_is_a_labelled_switch_the_keyboard_works(page, llm):
     expect(assistant_messages(page)).to_have_text(["All is well."])
     expect(page.locator(".ahentic-tool-call")).to_have_count(0)
 
-    switch = page.get_by_role("radiogroup", name="View mode")
-    basic = switch.get_by_role("radio", name="Basic")
-    expect(basic).to_be_checked()
-    basic.focus()
-    page.keyboard.press("ArrowRight")
-
-    verbose = switch.get_by_role("radio", name="Verbose")
-    expect(verbose).to_be_checked()
+    more = page.get_by_role("button", name="More", exact=True)
+    more.focus()
+    page.keyboard.press("ArrowDown")
+    group = page.get_by_role("group", name="View mode")
+    basic = group.get_by_role("menuitemradio", name="Basic")
+    expect(basic).to_have_attribute("aria-checked", "true")
+    expect(basic).to_be_focused()  # the view mode comes first
+    page.keyboard.press("ArrowDown")
+    verbose = group.get_by_role("menuitemradio", name="Verbose")
     expect(verbose).to_be_focused()
+    page.keyboard.press("Enter")
+
+    expect(page.get_by_role("menu", name="More")).to_be_hidden()
+    expect(more).to_be_focused()  # focus back where the menu was opened
+    expect(page.locator('[data-view-mode="verbose"]')).to_have_attribute("aria-checked", "true")
     expect(page.locator(".ahentic-tool-call")).to_have_count(1)
     assert Session.objects.get().view_mode == "verbose"
-    page.keyboard.press("ArrowRight")
-    expect(switch.get_by_role("radio", name="Debug")).to_be_checked()
-    page.keyboard.press("ArrowLeft")
-    page.keyboard.press("ArrowLeft")
-    expect(basic).to_be_checked()
+    set_view_mode(page, "basic")
     expect(page.locator(".ahentic-tool-call")).to_have_count(0)
-    # One tab stop: only the checked choice is in the tab order.
-    expect(switch.locator('[tabindex="0"]')).to_have_count(1)
     assert re.search("basic", Session.objects.get().view_mode)

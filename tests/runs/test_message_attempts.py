@@ -202,19 +202,74 @@ def test_retry_is_refused_while_the_chat_runs(owner_client, session, llm):
     unchanged(owner_client, session, before)
 
 
-def test_edit_is_refused_for_any_message_but_the_users_last(
+def test_edit_of_an_earlier_message_keeps_the_later_turns_as_an_earlier_attempt(
+    owner_client, session, model_script, llm, run_tasks
+):
+    model_script.main.extend(
+        [text_reply("Paris."), text_reply("About 2 million."), text_reply("Rome.")]
+    )
+    post_message(owner_client, session, run_tasks, "Capital of France?")
+    post_message(owner_client, session, run_tasks, "How many people live there?")
+    first = [m for m in transcript_of(owner_client, session) if m["kind"] == "user_message"][0]
+    before = len(main_requests(llm))
+
+    response = run_tasks(edit, owner_client, session, first["seq"], "Capital of Italy?")
+
+    assert response.status_code == 202, response.content
+    # The model hears the conversation up to the edited message only, with the new text.
+    [again] = main_requests(llm)[before:]
+    assert [m["role"] for m in again["messages"]] == ["user"]
+    assert "Capital of Italy?" in texts(again)
+    assert not {"Capital of France?", "Paris.", "How many people live there?"} & set(texts(again))
+    messages = payload_of(owner_client, session)["messages"]
+    shown = [(m["content"], m["meta"].get("supersededBy")) for m in messages]
+    run = messages[0]["meta"]["supersededBy"]
+    assert run and shown == [
+        ("Capital of France?", run),
+        ("Paris.", run),
+        ("How many people live there?", run),
+        ("About 2 million.", run),
+        ("Capital of Italy?", None),
+        ("Rome.", None),
+    ]
+    # The new message names the one it replaces: the client offers both versions ("2 of 2").
+    assert messages[4]["meta"]["editOf"] == first["seq"]
+
+
+def test_an_edit_of_an_edited_message_chains_the_versions(
     owner_client, session, model_script, run_tasks
 ):
-    model_script.main.extend([text_reply("First."), text_reply("Second.")])
+    model_script.main.extend([text_reply("A."), text_reply("B."), text_reply("C.")])
     post_message(owner_client, session, run_tasks, "One")
+    first = last_user_seq(owner_client, session)
+    run_tasks(edit, owner_client, session, first, "Two")
+    second = last_user_seq(owner_client, session)
+
+    response = run_tasks(edit, owner_client, session, second, "Three")
+
+    assert response.status_code == 202, response.content
+    users = [m for m in transcript_of(owner_client, session) if m["kind"] == "user_message"]
+    assert [(m["content"], m["meta"].get("editOf")) for m in users] == [
+        ("One", None),
+        ("Two", first),
+        ("Three", second),
+    ]
+
+
+def test_edit_is_refused_for_anything_but_a_current_message_of_the_user(
+    owner_client, session, model_script, run_tasks
+):
+    model_script.main.extend([text_reply("First."), text_reply("Second."), text_reply("Third.")])
+    post_message(owner_client, session, run_tasks, "One")
+    set_aside = last_user_seq(owner_client, session)
+    run_tasks(edit, owner_client, session, set_aside, "One, again")
     post_message(owner_client, session, run_tasks, "Two")
     transcript = transcript_of(owner_client, session)
-    first_user = transcript[0]["seq"]
     reply = [m for m in transcript if m["kind"] == "agent_message"][-1]["seq"]
     before = payload_of(owner_client, session)
 
     answers = [
-        edit(owner_client, session, first_user, "Changed"),
+        edit(owner_client, session, set_aside, "Changed"),  # an earlier attempt's message
         edit(owner_client, session, reply, "Changed"),
         edit(owner_client, session, 999, "Changed"),
         edit(owner_client, session, "x1", "Changed"),

@@ -97,11 +97,24 @@ def hitl_card(page):
     return page.locator('[data-role="hitl"]')
 
 
+def make_staff(user):
+    """Verbose and Debug are offered to staff only: a test that switches to them is staff's
+    (before the page loads: the sidebar reads it once)."""
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+
+
 def set_view_mode(page, mode: str):
-    """Choose Basic, Verbose or Debug in the header's view switch (a radio group)."""
-    switch = page.get_by_role("radiogroup", name="View mode")
-    switch.get_by_role("radio", name=mode.capitalize()).click()
-    expect(switch.get_by_role("radio", name=mode.capitalize())).to_be_checked()
+    """Choose Basic, Verbose or Debug in the More menu's view mode (Verbose and Debug are
+    offered to staff only)."""
+    more = page.get_by_role("button", name="More", exact=True)
+    if more.get_attribute("aria-expanded") != "true":
+        more.click()
+    group = page.get_by_role("group", name="View mode")
+    group.get_by_role("menuitemradio", name=mode.capitalize()).click()
+    expect(page.locator(f'[role="menuitemradio"][data-view-mode="{mode}"]')).to_have_attribute(
+        "aria-checked", "true"
+    )
 
 
 def menu_item(page, name: str):

@@ -35,6 +35,21 @@ def test_the_offline_model_names_the_session_from_the_first_message(
     assert body["autoTitle"] is True
 
 
+def test_the_offline_models_title_keeps_the_case_the_user_wrote(
+    owner_client, session, llm, run_tasks, settings
+):
+    settings.AHENTIC = {**settings.AHENTIC, "NAME_REFRESH_INTERVAL": 30}
+    llm.responder = demo_responder
+    url = f"{API}/sessions/{session.pk}"
+    run_tasks(
+        owner_client.post,
+        f"{url}/messages",
+        {"content": "deploy Django on AWS with HTMX"},
+        format="json",
+    )
+    assert owner_client.get(url).json()["title"] == "Deploy Django on AWS with HTMX"
+
+
 def test_the_offline_model_reads_the_page_in_the_browser(owner_client, session, llm, run_tasks):
     llm.responder = demo_responder
     url = f"{API}/sessions/{session.pk}"

@@ -6,7 +6,7 @@
 import { isLive, sessionPath } from "./api.js";
 import { button, changed, el, fill, formatBytes, formatTokens, previewJson, shortened, show } from "./dom.js";
 import { gettext, ngettext } from "./i18n.js";
-import { renderInlineMarkdown, renderMarkdown } from "./markdown.js";
+import { copyText, renderInlineMarkdown, renderMarkdown } from "./markdown.js";
 import { revealRequest } from "./transcript.js";
 
 const TOKEN_BUDGET_CODE = "ahentic_session_token_budget";
@@ -338,22 +338,116 @@ export function renderPending(app, s) {
 
 // ------------------------------------------------------------------ artifacts
 
-/** Fill `body` with an artifact's content: Markdown rendered, everything else as source text. */
-function artifactPreview(body, artifact) {
+// The file a Download saves, by the artifact's kind.
+const DOWNLOAD_TYPES = {
+  html: ["text/html", ".html"],
+  markdown: ["text/markdown", ".md"],
+};
+
+// The frame's own page: the sidebar's stylesheet does not reach into it.
+const FRAME_STYLE =
+  "body{font:14px/1.5 system-ui,sans-serif;margin:8px;color:#1f2328;background:#fff;" +
+  "overflow-wrap:anywhere}img{max-width:100%}pre{white-space:pre-wrap}" +
+  "table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:2px 6px}";
+
+/** True when the artifact is text (its payload's content), not structured data. */
+function isText(artifact) {
+  return !!artifact.payload && typeof artifact.payload.content === "string";
+}
+
+/** The artifact's text: its content as written, or its payload as JSON. */
+function artifactText(artifact) {
   const payload = artifact.payload;
-  if (artifact.kind === "markdown" && payload && typeof payload.content === "string") {
-    renderMarkdown(body, payload.content);
-  } else if (payload && typeof payload.content === "string") {
-    // html and post_content: the source, escaped (textContent), never rendered as markup.
-    fill(body, el("pre", { className: "ahentic-artifact-source", text: payload.content }));
-  } else {
-    fill(body, el("pre", { className: "ahentic-artifact-source", text: previewJson(payload, 100000) }));
+  if (payload && typeof payload.content === "string") return payload.content;
+  return previewJson(payload, 100000);
+}
+
+/** The page a sandboxed frame shows: HTML as written, Markdown rendered (and sanitized), or
+ * null when the kind has no rendered form. */
+function framePage(artifact) {
+  const payload = artifact.payload;
+  if (!payload || typeof payload.content !== "string") return null;
+  if (artifact.kind === "html") return payload.content;
+  if (artifact.kind !== "markdown") return null;
+  const rendered = el("div");
+  renderMarkdown(rendered, payload.content);
+  rendered.querySelectorAll(".ahentic-copy").forEach((button) => button.remove());
+  return "<!doctype html><meta charset=utf-8><style>" + FRAME_STYLE + "</style>" + rendered.innerHTML;
+}
+
+/**
+ * Fill `body` with an artifact: HTML and Markdown rendered in a frame with sandbox="" (no
+ * scripts, no forms, no popups, an origin of its own: the page it shows cannot reach this one),
+ * the source one click away; other kinds as source text only. Copy takes the source; Download
+ * saves it as a file named after the artifact's key.
+ */
+function artifactPreview(body, artifact) {
+  const text = artifactText(artifact);
+  const page = framePage(artifact);
+  const source = el("pre", { className: "ahentic-artifact-source", tabindex: "0", text });
+  const frame = page == null ? null : el("iframe", {
+    className: "ahentic-artifact-frame",
+    sandbox: "",
+    referrerpolicy: "no-referrer",
+    title: gettext("Preview of %(key)s", { key: artifact.key }),
+  });
+  if (frame) frame.srcdoc = page;
+  const views = el("div", { className: "ahentic-artifact-view" }, frame || source);
+  const toggle = frame
+    ? el("button", {
+        type: "button",
+        className: "ahentic-link ahentic-artifact-toggle",
+        "aria-pressed": "false",
+        text: gettext("Show source"),
+      })
+    : null;
+  if (toggle) {
+    toggle.addEventListener("click", () => {
+      const showing = toggle.getAttribute("aria-pressed") !== "true";
+      toggle.setAttribute("aria-pressed", String(showing));
+      toggle.textContent = showing ? gettext("Show preview") : gettext("Show source");
+      fill(views, showing ? source : frame);
+    });
   }
+  const copy = el("button", {
+    type: "button",
+    className: "ahentic-link",
+    "aria-label": gettext("Copy the artifact's source"),
+    text: gettext("Copy"),
+  });
+  copy.addEventListener("click", async () => {
+    try {
+      await copyText(text);
+      copy.textContent = gettext("Copied");
+    } catch (err) {
+      copy.textContent = gettext("Copy failed");
+    }
+    setTimeout(() => (copy.textContent = gettext("Copy")), 1500);
+  });
+  const [type, extension] = DOWNLOAD_TYPES[artifact.kind] ||
+    (isText(artifact) ? ["text/plain", ".txt"] : ["application/json", ".json"]);
+  const download = el("button", {
+    type: "button",
+    className: "ahentic-link",
+    "aria-label": gettext("Download the artifact"),
+    text: gettext("Download"),
+  });
+  download.addEventListener("click", () => {
+    const url = URL.createObjectURL(new Blob([text], { type: type + ";charset=utf-8" }));
+    const link = el("a", { href: url, download: artifact.key + extension, hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  });
+  fill(body, el("div", { className: "ahentic-artifact-tools" }, toggle, copy, download), views);
 }
 
 async function openArtifact(app, s, key) {
   const { ui } = app;
   const box = ui.artifactPreview;
+  // Focus goes back where it was when the preview closes (its Open button, usually).
+  if (!box.contains(document.activeElement)) box.returnFocus = document.activeElement;
   s.previewKey = key;
   const body = el("div", { className: "ahentic-artifact-body", text: gettext("Loading…") });
   const closeButton = el("button", {
@@ -385,8 +479,12 @@ export function closeArtifact(app, s) {
   const box = app.ui.artifactPreview;
   if (box.hidden) return false;
   delete box.dataset.key;
+  const back = box.returnFocus;
+  box.returnFocus = null;
+  const focusWasInside = box.contains(document.activeElement);
   show(box, false);
   fill(box);
+  if (focusWasInside && back && back.isConnected && back.getClientRects().length) back.focus();
   return true;
 }
 

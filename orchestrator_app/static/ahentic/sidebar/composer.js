@@ -26,6 +26,7 @@ export function createComposer(app) {
     const ids = files.map((item) => item.id);
     if (ids.length) local.attachments = files;
     s.localMessages.push(local);
+    s.versions = {}; // a message continues the current conversation: it shows again
     app.renderSession();
     app.pollSoon(s); // poll right after a send, even if a raced poll says idle
     const body = { content, pageContext: pageContext() };

@@ -1,13 +1,15 @@
 /*
- * The header's controls: the view-mode switch and the "More" menu.
+ * The header's controls: the "More" menu, the view mode in it.
  *
- * View mode: three radio buttons (Basic, Verbose, Debug) in a radiogroup, one tab stop; arrow
- * keys move and choose, as in any radio group. Choosing one calls app.changeViewMode.
+ * View mode: Basic, Verbose and Debug as menuitemradio items in a group at the top of the
+ * More menu (so the header keeps its room for the agent's name). Verbose and Debug show tool
+ * traffic and raw blocks: only staff are offered them (config.staff); a chat left in one of
+ * them offers Basic to anyone. Choosing one calls app.changeViewMode.
  *
  * More: the secondary buttons (dock, debugger, and those other modules add: Settings, MCP access,
  * Connections) live in one menu behind a "More" button (aria-haspopup="menu"), so the title has
  * room. wire() runs after the other modules added their buttons to the header and moves every
- * header button but the view switch, More, collapse and those marked data-keep-in-header (History)
+ * header button but More, collapse and those marked data-keep-in-header (History)
  * into the menu, as menu items: a toggle (aria-pressed) becomes a menuitemcheckbox whose
  * aria-checked follows its module's aria-pressed.
  * Up/Down/Home/End move between items, Escape and Tab close the menu (focus back on More), a click
@@ -23,47 +25,45 @@ const VIEW_MODES = [
 ];
 
 export function createHeader(app) {
-  const { ui } = app;
+  const { config, ui } = app;
   const radios = VIEW_MODES.map(([value, label]) =>
-    el("button", {
-      type: "button",
-      role: "radio",
-      className: "ahentic-view-choice",
-      "data-view-mode": value,
-      "aria-checked": "false",
-      tabindex: "-1",
-      disabled: true,
-      text: label,
-    }),
+    el(
+      "button",
+      {
+        type: "button",
+        role: "menuitemradio",
+        className: "ahentic-menu-item ahentic-view-choice",
+        "data-view-mode": value,
+        "aria-checked": "false",
+        tabindex: "-1",
+        disabled: true,
+      },
+      el("span", { className: "ahentic-menu-icon", "aria-hidden": "true" }),
+      el("span", { className: "ahentic-menu-label", text: label }),
+    ),
   );
 
   function renderViewMode(p) {
     const current = p ? p.viewMode : "basic";
+    let offered = 0;
     radios.forEach((radio) => {
       const on = radio.dataset.viewMode === current;
       radio.disabled = !p;
       radio.setAttribute("aria-checked", String(on));
-      radio.tabIndex = on ? 0 : -1;
+      radio.hidden = !config.staff && radio.dataset.viewMode !== "basic";
+      if (!radio.hidden) offered++;
     });
+    // Basic alone is no choice: the group shows for staff, or to leave another mode.
+    ui.viewMode.hidden = offered < 2 && current === "basic";
     ui.viewMode.setAttribute("aria-disabled", String(!p));
-  }
-
-  function choose(radio) {
-    if (radio.disabled || radio.getAttribute("aria-checked") === "true") return;
-    app.changeViewMode(radio.dataset.viewMode);
   }
 
   function wireViewMode() {
     ui.viewMode.replaceChildren(...radios);
-    radios.forEach((radio, index) => {
-      radio.addEventListener("click", () => choose(radio));
-      radio.addEventListener("keydown", (event) => {
-        const step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[event.key];
-        if (!step) return;
-        event.preventDefault();
-        const next = radios[(index + step + radios.length) % radios.length];
-        next.focus();
-        choose(next);
+    radios.forEach((radio) => {
+      radio.addEventListener("click", () => {
+        if (radio.disabled || radio.getAttribute("aria-checked") === "true") return;
+        app.changeViewMode(radio.dataset.viewMode);
       });
     });
     renderViewMode(null);
@@ -74,7 +74,9 @@ export function createHeader(app) {
   // The items shown (a module hides its button when it has nothing to offer; CSS hides the
   // dock button on a phone).
   const items = () =>
-    [...ui.moreMenu.querySelectorAll('[role^="menuitem"]')].filter((i) => i.getClientRects().length);
+    [...ui.moreMenu.querySelectorAll('[role^="menuitem"]')].filter(
+      (i) => i.getClientRects().length && !i.disabled,
+    );
 
   function asMenuItem(button) {
     if (button.classList.contains("ahentic-menu-item")) return;
@@ -110,7 +112,9 @@ export function createHeader(app) {
       ui.moreMenu.append(button);
       asMenuItem(button);
     }
-    for (const button of ui.moreMenu.querySelectorAll("button")) asMenuItem(button);
+    for (const button of ui.moreMenu.querySelectorAll("button")) {
+      if (!ui.viewMode.contains(button)) asMenuItem(button);
+    }
   }
 
   function isOpen() {
@@ -161,8 +165,10 @@ export function createHeader(app) {
       }
     });
     // Choosing an item runs it (its module's click handler), then the menu closes.
+    // A view mode chosen: focus goes back to More, where the menu was opened.
     ui.moreMenu.addEventListener("click", (event) => {
-      if (event.target.closest('[role^="menuitem"]')) close(false);
+      const item = event.target.closest('[role^="menuitem"]');
+      if (item) close(ui.viewMode.contains(item));
     });
     document.addEventListener("pointerdown", (event) => {
       if (isOpen() && !ui.moreMenu.contains(event.target) && !ui.more.contains(event.target)) {
@@ -171,10 +177,22 @@ export function createHeader(app) {
     });
   }
 
+  /** Close the newest panel opened from the menu (a checked or expanded item but Dock and
+   * the view mode) and give the focus to More; false when none is open. */
+  function closeOpenPanel() {
+    const open = [...ui.moreMenu.querySelectorAll('[aria-checked="true"], [aria-expanded="true"]')]
+      .filter((item) => item !== ui.dock && !ui.viewMode.contains(item))
+      .pop();
+    if (!open) return false;
+    open.click();
+    ui.more.focus();
+    return true;
+  }
+
   function wire() {
     wireViewMode();
     wireMenu();
   }
 
-  return { wire, renderViewMode, closeMenu: close };
+  return { wire, renderViewMode, closeMenu: close, closeOpenPanel };
 }

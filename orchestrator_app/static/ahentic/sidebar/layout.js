@@ -1,6 +1,7 @@
 /*
  * The panel's layout: folded behind the launcher or open, docked beside the page or floating
- * over it, the debugger toggle's state, and Escape (the artifact preview first, then the panel).
+ * over it, the debugger toggle's state, and Escape (the innermost open thing first: the artifact
+ * preview, History, a panel of the More menu; then the sidebar).
  * In the Django admin, admin_room.js places the panel clear of the admin's header and filters.
  */
 import { placeInAdmin, watchAdmin } from "./admin_room.js";
@@ -72,8 +73,14 @@ export function createLayout(app) {
         ui.transcript.focus();
         return;
       }
-      // Escape closes the innermost thing first: an open artifact preview, then the panel.
+      // Escape closes the innermost thing first: an open artifact preview, History, a panel
+      // opened from the More menu (focus goes back to its button, or More), then the panel.
       if (closeArtifact(app, app.activeSession())) return;
+      if (app.historyPanel.isOpen()) {
+        app.historyPanel.close();
+        return;
+      }
+      if (app.closeOpenPanel()) return;
       setCollapsed(true);
       ui.launcher.focus();
     });

@@ -13,7 +13,8 @@
  *                     another window, the ?ahentic_session link
  *   history_panel.js  History: every chat by day, search, rename, delete with Undo
  *   lightbox.js       a transcript image opened larger in a dialog
- *   shortcuts.js      "/" or Alt+Shift+A: open the sidebar at the message box
+ *   shortcuts.js      "/" or Alt+Shift+A: open the sidebar at the message box; Alt+Shift+N:
+ *                     a new chat; "?": the list of shortcuts
  *   composer.js       send, queued messages (send now, recall), Stop, Continue, approvals,
  *                     changing the view mode, "Load earlier messages"
  *   session_view.js   renderSession (everything about the shown chat), the error line, the
@@ -116,7 +117,9 @@ function boot(root) {
   const composer = provide(app, createComposer(app), [
     "decide", "recall", "sendNow", "stop", "continueRun", "loadEarlier", "changeViewMode",
   ]);
-  const header = provide(app, createHeader(app), ["renderViewMode", "closeMenu"]);
+  const header = provide(app, createHeader(app), [
+    "renderViewMode", "closeMenu", "closeOpenPanel",
+  ]);
   const replyActions = provide(app, createReplyActions(app), ["sendEdit", "renderEditing"]);
   const debug = provide(app, createDebugger(app), [
     "renderDebugger", "refreshDiagnosticsWhileLive",
@@ -157,6 +160,11 @@ function boot(root) {
     listed: app.renderSession,
   });
 
+  // Before header.wire: its "Keyboard shortcuts" button goes into the More menu too.
+  wireShortcuts(app, () => {
+    app.setCollapsed(false);
+    ui.input.focus();
+  });
   store.restore();
   layout.wire();
   header.wire(); // after the panels added their buttons: it moves them into "More"
@@ -170,10 +178,6 @@ function boot(root) {
   chats.openLinkedAndLoad();
   setInterval(duties.heartbeat, config.runnerHeartbeatMs);
   setInterval(polling.pollLive, config.liveMs);
-  wireShortcuts(app, () => {
-    app.setCollapsed(false);
-    ui.input.focus();
-  });
   app.agents.refresh();
 }
 

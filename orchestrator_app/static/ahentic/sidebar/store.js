@@ -28,6 +28,7 @@ export function readConfig(root) {
     pageTextLimit: 4000,
     diagnosticsRefreshMs: 1500,
     inAdmin: root.dataset.admin === "1",
+    staff: root.dataset.staff === "1", // Verbose and Debug are offered to staff only
     storagePrefix: "ahentic:v1:" + (root.dataset.user || "anonymous") + ":",
   };
 }

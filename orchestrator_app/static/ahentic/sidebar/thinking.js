@@ -9,8 +9,9 @@
  *   are made (the server leaves other schemes out too); they open in a new tab with
  *   rel="noopener noreferrer".
  *
- * decorateReply(node, message, viewMode, body) adds both to a reply bubble built by transcript.js
- * (body: the reply's text element, or one part of a bubble that holds a turn's replies).
+ * decorateReply(node, message, viewMode, body, thinking) adds both to a reply bubble built by
+ * transcript.js (body: the reply's text element, or one part of a bubble that holds a turn's
+ * replies; thinking false: the bubble shows one fold for all its parts, thinkingNode).
  */
 import { el } from "./dom.js";
 import { gettext } from "./i18n.js";
@@ -18,23 +19,31 @@ import { gettext } from "./i18n.js";
 const SAFE_SCHEMES = /^https?:\/\//i;
 const MARKER = /\[(\d+)\]/g;
 
-function thinkingNode(meta, viewMode) {
-  const thinking = meta.thinking;
-  const seconds = Math.max(1, Math.round((meta.thinkingMs || 0) / 1000));
+/** One fold for the thinking of a reply's messages (a turn that thought before each tool
+ * call is still one reply: one "Thought for N s", the times added up). Null without any. */
+export function thinkingNode(metas, viewMode) {
+  const thought = metas.filter((meta) => meta && meta.thinking);
+  if (!thought.length) return null;
+  const ms = thought.reduce((sum, meta) => sum + (meta.thinkingMs || 0), 0);
+  const seconds = Math.max(1, Math.round(ms / 1000));
   const lines = [];
-  if (thinking.text) {
-    lines.push(el("div", { className: "ahentic-thinking-text", text: thinking.text }));
+  for (const meta of thought) {
+    if (meta.thinking.text) {
+      lines.push(el("div", { className: "ahentic-thinking-text", text: meta.thinking.text }));
+    }
   }
-  if (thinking.redacted) {
+  if (thought.some((meta) => meta.thinking.redacted)) {
     const note = gettext("Part of the reasoning is withheld.");
     lines.push(el("div", { className: "ahentic-thinking-note", text: note }));
   }
-  if (viewMode === "debug" && meta.blocks) {
-    const blocks = meta.blocks.filter(
-      (b) => b.type === "thinking" || b.type === "redacted_thinking",
+  if (viewMode === "debug") {
+    const blocks = thought.flatMap((meta) =>
+      (meta.blocks || []).filter((b) => b.type === "thinking" || b.type === "redacted_thinking"),
     );
-    const whole = JSON.stringify(blocks, null, 2);
-    lines.push(el("pre", { className: "ahentic-thinking-blocks", text: whole }));
+    if (blocks.length) {
+      const whole = JSON.stringify(blocks, null, 2);
+      lines.push(el("pre", { className: "ahentic-thinking-blocks", text: whole }));
+    }
   }
   return el(
     "details",
@@ -104,9 +113,10 @@ export function decorateReply(
   message,
   viewMode,
   body = node.querySelector(".ahentic-msg-text"),
+  thinking = true,
 ) {
   const meta = message.meta || {};
-  if (meta.thinking) body.before(thinkingNode(meta, viewMode));
+  if (thinking && meta.thinking) body.before(thinkingNode([meta], viewMode));
   const sources = new Map(
     (meta.citations || [])
       .filter((source) => SAFE_SCHEMES.test(String(source.url)))

@@ -11,8 +11,15 @@ import { attachmentsNode } from "./attachments.js";
 import { el, fill, changed, previewJson } from "./dom.js";
 import { gettext } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
-import { actionBar, attemptNode, markLast, withAttempts } from "./reply_actions.js";
-import { decorateReply } from "./thinking.js";
+import {
+  actionBar,
+  attemptNode,
+  markLast,
+  versionPager,
+  withAttempts,
+  withVersions,
+} from "./reply_actions.js";
+import { decorateReply, thinkingNode } from "./thinking.js";
 
 const NEAR_BOTTOM_PX = 60;
 
@@ -162,7 +169,11 @@ export function messageNode(message, viewMode) {
     const bubble = textBubble(gettext("You"), message.content, "ahentic-user", "user");
     const attached = attachmentsNode(meta.attachments);
     if (attached) bubble.append(attached);
-    if (message.kind === "user_message") bubble.append(actionBar(["edit"], message.content));
+    // Edit on the user's messages of the conversation (an earlier version is read-only).
+    if (message.kind === "user_message" && !meta.supersededBy && !message.earlierVersion) {
+      bubble.dataset.seq = message.seq;
+      bubble.append(actionBar(["edit"], message.content));
+    }
     return bubble;
   }
   return agentBubble([message], viewMode);
@@ -186,15 +197,18 @@ function agentBubble(messages, viewMode) {
   );
   const body = node.querySelector(".ahentic-msg-text");
   if (messages.length > 1) {
-    // Each part is its own Markdown document, in the one bubble, with its own thinking and
-    // sources (thinking.js).
+    // Each part is its own Markdown document, in the one bubble, with its own sources
+    // (thinking.js); their thinking is one fold.
     body.replaceChildren();
     for (const message of messages) {
       const part = el("div", { className: "ahentic-msg-part" });
       renderMarkdown(part, message.content);
       body.append(part);
-      decorateReply(node, message, viewMode, part);
+      decorateReply(node, message, viewMode, part, false);
     }
+    // One "Thought for N s" for the whole reply, above its text.
+    const thought = thinkingNode(messages.map((m) => m.meta), viewMode);
+    if (thought) body.before(thought);
   } else {
     decorateReply(node, messages[0], viewMode);
   }
@@ -223,16 +237,29 @@ function localMessageNode(local) {
   return node;
 }
 
-/** The nodes of ``messages`` (consecutive agent texts as one bubble), built once each;
- * ``prefix`` keeps an earlier attempt's nodes apart from the current ones. */
-function messageNodes(s, messages, viewMode, prefix) {
-  return grouped(messages).map((item) =>
-    Array.isArray(item)
-      ? cachedNode(s, prefix + viewMode + ":" + item.map((m) => m.id).join("+"), () =>
-          agentBubble(item, viewMode),
-        )
-      : cachedNode(s, prefix + viewMode + ":" + item.id, () => messageNode(item, viewMode)),
-  );
+/** An earlier version's messages are drawn apart from the same messages folded as an
+ * earlier attempt, marked read-only. */
+function marked(node, messages) {
+  if (node && messages.some((m) => m.earlierVersion)) node.classList.add("is-earlier-version");
+  return node;
+}
+
+/** The nodes of ``messages`` (consecutive agent texts as one bubble), built once each, and the
+ * version pager after a message that has versions; ``prefix`` keeps an earlier attempt's
+ * nodes apart from the current ones. */
+function messageNodes(s, messages, viewMode, prefix, pagers) {
+  return grouped(messages).flatMap((item) => {
+    const group = Array.isArray(item) ? item : [item];
+    const version = group.some((m) => m.earlierVersion) ? "version:" : "";
+    const key = prefix + version + viewMode + ":" + group.map((m) => m.id).join("+");
+    const node = cachedNode(s, key, () =>
+      marked(Array.isArray(item) ? agentBubble(item, viewMode) : messageNode(item, viewMode), group),
+    );
+    const pager = pagers && !Array.isArray(item) ? pagers.get(item.seq) : null;
+    if (!pager) return [node];
+    const pagerKey = "pager:" + item.seq + ":" + pager.index + "/" + pager.count;
+    return [node, cachedNode(s, pagerKey, () => marked(versionPager(pager), group))];
+  });
 }
 
 /** ``messages`` (earlier attempts) cut where the attempt they belong to changes. */
@@ -298,7 +325,9 @@ export function revealRequest(box) {
 export function renderTranscript(app, s, options) {
   const box = app.ui.transcript;
   const p = s && s.payload;
-  const messages = p ? s.older.concat(p.messages) : [];
+  // An edited message shows one version at a time (reply_actions.js, withVersions).
+  const versions = withVersions(p ? s.older.concat(p.messages) : [], s && s.versions);
+  const messages = versions.messages;
   const locals = s ? s.localMessages : [];
   const moreAvailable = !!s && !!(s.older.length ? s.olderHasMore : p && p.hasMore);
   box.setAttribute("aria-busy", String(isLive(p)));
@@ -319,6 +348,7 @@ export function renderTranscript(app, s, options) {
     moreAvailable,
     // A retry or an edit sets messages aside: their node moves into an earlier attempt.
     messages.map((m) => m.id + (m.meta && m.meta.supersededBy ? "~" + m.meta.supersededBy : "")),
+    [...versions.pagers.values()].map((v) => v.head + "@" + v.index + "/" + v.count),
     locals.map((m) => m.localId).join(","),
     liveText ? "live" : "",
   ].join("|");
@@ -354,7 +384,7 @@ export function renderTranscript(app, s, options) {
         ),
       );
     } else {
-      nodes.push(...messageNodes(s, item.messages, p.viewMode, ""));
+      nodes.push(...messageNodes(s, item.messages, p.viewMode, "", versions.pagers));
     }
   }
   for (const local of locals) {
