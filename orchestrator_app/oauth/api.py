@@ -29,6 +29,7 @@ from rest_framework.response import Response
 
 from sessions_app import agents
 from sessions_app.conf import ahentic_settings
+from sessions_app.models import Agent
 
 from ..api.errors import ApiError
 from ..api.schema import READ_ERRORS, describe, described
@@ -237,6 +238,17 @@ class ConsentView(AuthorizationView):
                 {
                     "agent": agent,
                     "default": default is not None and agent.pk == default.pk,
+                    "read_tools": [t for t in tools if t.readonly],
+                    "write_tools": [t for t in tools if not t.readonly],
+                }
+            )
+        if not found and not Agent.objects.filter(active=True).exists():
+            # A site without agents: its MCP endpoint serves the AHENTIC settings' tools.
+            tools = mcp_calls.mcp_tools(self.request.user, None)
+            found.append(
+                {
+                    "agent": None,
+                    "default": True,
                     "read_tools": [t for t in tools if t.readonly],
                     "write_tools": [t for t in tools if not t.readonly],
                 }

@@ -149,6 +149,24 @@ def post_mcp(live_server, access_token, body):
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 
 
+def test_a_site_without_agents_shows_the_settings_tools_on_consent(live_server, owner, tool_calls):
+    # The endpoint serves the AHENTIC settings' tools when the site has no agent: the consent
+    # page names them too (it said "You may not use any agent" before).
+    from sessions_app.models import Agent
+
+    Agent.objects.all().delete()
+    consent = Consent(live_server, owner)
+
+    async def work(client):
+        return await client.list_tools()
+
+    listed = with_oauth(live_server, provider(live_server, consent, Storage()), work)
+
+    assert "echo" in consent.page and "notes_create" in consent.page
+    assert "You may not use any agent" not in consent.page
+    assert {"echo", "notes_create"} <= {tool.name for tool in listed.tools}
+
+
 def test_a_client_discovers_registers_gets_consent_and_calls_tools(
     live_server, owner, owner_client, tool_calls
 ):
