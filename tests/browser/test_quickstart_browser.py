@@ -53,6 +53,14 @@ def owner(db, settings, llm, monkeypatch):
     settings.AHENTIC = {**settings.AHENTIC, "ADMIN_TOOLS": DEMO["ADMIN_TOOLS"]}
     monkeypatch.setattr(offline, "HUMAN_PACE_S", 0.0)
     llm.responder = offline.demo_model
+    # A fresh demo database has the migration's default agent (sessions_app 0010); a
+    # transactional test before this one may have flushed it.
+    from sessions_app import agents
+    from sessions_app.models import Agent
+
+    if not Agent.objects.filter(slug="default").exists():
+        assistant = Agent.objects.create(slug="default", name="Assistant", is_default=True)
+        agents.version_save(assistant, config={}, note="Created from settings")
     demo = Demo()
     demo._ensure_logins()
     demo._ensure_agents()

@@ -104,7 +104,11 @@ def test_a_reply_that_thought_before_each_step_shows_one_thinking_fold(page, llm
     from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply, with_thinking
 
     settings.AHENTIC = {**settings.AHENTIC, "THINKING": "adaptive"}
-    steps = [{"title": "Grind the beans", "status": "in_progress"}]
+    steps = [  # a valid first plan: a failed call would show between the two steps' texts
+        {"id": "grind", "content": "Grind the beans", "status": "in_progress"},
+        {"id": "brew", "content": "Brew the coffee", "status": "pending"},
+        {"id": "pour", "content": "Pour it", "status": "pending"},
+    ]
     llm.enqueue(
         with_thinking(
             tool_reply(
