@@ -25,7 +25,7 @@ from ..control.toolcalls import deny_turn, result_text, tool_response_record, un
 from ..errors import AhenticError
 from ..models import ToolGrant
 from ..signals import run_started, send_after_commit, tool_executed
-from ..tools import ToolContext, get_tool
+from ..tools import Tool, ToolContext, get_tool
 from ..tools.browser_tools import page_context_from_read
 from .pipeline import check_call
 
@@ -223,6 +223,26 @@ def browser_result_record(
         enqueue_step(session.pk, session.run_seq, origin=pending.trace)
 
 
+def tool_summary(tool: Tool, session: Session, call_id: str, arguments: dict[str, Any]) -> str:
+    """The run's label and the card's summary of a call that starts a run (a suggested action,
+    an MCP client's call), computed as the user like the pipeline's. A refusal is the tool's
+    to report: the worker runs the call through the pipeline and answers it with the tool
+    error; until then the label reads only the input."""
+    try:
+        return tool.describe(
+            ToolContext(
+                session=session,
+                user=session.owner,
+                call_id=call_id,
+                run=session.run_seq + 1,
+                step=session.step_count,
+            ),
+            arguments,
+        )
+    except ModelFacingError:
+        return tool.summarize(arguments)
+
+
 def action_run(
     *, session: Session, name: str, tool_input: dict[str, Any], browser: bool = False
 ) -> None:
@@ -251,22 +271,7 @@ def action_run(
         raise AhenticError(code, problem["message"], 400)
     assert tool is not None
     call_id = f"toolu_action_{uuid.uuid4().hex[:20]}"
-    # The label and the card's summary, computed as the user like the pipeline's. A refusal
-    # is the tool's to report: the worker runs the call through the pipeline and answers it
-    # with the tool error; until then the label reads only the input.
-    try:
-        summary = tool.describe(
-            ToolContext(
-                session=session,
-                user=session.owner,
-                call_id=call_id,
-                run=session.run_seq + 1,
-                step=session.step_count,
-            ),
-            tool_input,
-        )
-    except ModelFacingError:
-        summary = tool.summarize(tool_input)
+    summary = tool_summary(tool, session, call_id, tool_input)
     with db.atomic():
         run_seq = runstate.run_begin(
             session_id=session.pk,

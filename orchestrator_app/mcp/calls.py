@@ -42,7 +42,6 @@ from django.utils import timezone
 from sessions_app import db, runstate
 from sessions_app import services as session_services
 from sessions_app.conf import ahentic_settings
-from sessions_app.errors import ModelFacingError
 from sessions_app.models import Event, Session
 from sessions_app.runstate import PendingTool
 
@@ -52,7 +51,7 @@ from ..errors import AhenticError
 from ..ledger import usage
 from ..loop import decisions
 from ..models import McpCall, McpToken
-from ..tools import Tool, ToolContext, tools_for
+from ..tools import Tool, tools_for
 
 # Built-ins that act on a chat's own state (goals, plan, skills, artifacts, memory,
 # sub-agents, questions to the user): they mean nothing to an MCP client, which gets the site's
@@ -197,7 +196,7 @@ def _call_begin(
                 agent_version=version,
             )
             used.append(session)
-        summary = tool_summary(tool, session, call_id, arguments)
+        summary = decisions.tool_summary(tool, session, call_id, arguments)
         with db.atomic():
             run_seq = runstate.run_begin(
                 session_id=session.pk,
@@ -248,23 +247,6 @@ def _call_begin(
             enqueue_step(session.pk, run_seq)
         call.session = session
         return call
-
-
-def tool_summary(tool: Tool, session: Session, call_id: str, arguments: dict[str, Any]) -> str:
-    """The run's label and the card's summary, as ``decisions.action_run`` computes them."""
-    try:
-        return tool.describe(
-            ToolContext(
-                session=session,
-                user=session.owner,
-                call_id=call_id,
-                run=session.run_seq + 1,
-                step=session.step_count,
-            ),
-            arguments,
-        )
-    except ModelFacingError:
-        return tool.summarize(arguments)
 
 
 def call_outcome(call: McpCall, *, wait: bool) -> CallOutcome:
