@@ -144,29 +144,35 @@ def _write_returning(
     queryset (writers with other conditions). ``summary_fields``: the fields whose change a
     parent shows (its version moves with them).
 
-    ``seen``: columns as the writer last knew them (``Lease.seen``). When they give every
-    column asked for, the UPDATE is also conditional on them and the columns are computed
-    from them (no read-back); if another writer moved one meanwhile, that UPDATE matches
-    nothing and the write is made as without ``seen``. Updated with what was written."""
+    ``seen``: columns as the writer last knew them (``Lease.seen``). When they give the
+    current value of every column asked for and of every column the write adds to, the UPDATE
+    is conditional on those values and writes the sums as plain values: no read-back, and no
+    expression to build. If another writer moved one meanwhile, that UPDATE matches nothing
+    and the write is made as without ``seen`` (a column it added to without reading it back
+    leaves ``seen``). Updated with what was written."""
     if visible:
         fields = {"version": Add(1), "updated_at": timezone.now(), **fields}
-    values = {
-        name: _orm_add(name, value.amount) if isinstance(value, Add) else value
-        for name, value in fields.items()
-    }
     written: tuple[Any, ...] | None = None
-    if seen is not None and columns and isinstance(rows, dict):
-        predicted = _predicted(rows, seen, fields, columns)
-        if predicted is not None:
-            expected = {name: seen[name] for name in columns if name not in rows}
-            if Session.objects.filter(**rows, **expected).update(**values) == 1:
+    if seen is not None and isinstance(rows, dict):
+        known = _known_write(rows, seen, fields, columns)
+        if known is not None:
+            conditions, values, predicted = known
+            if Session.objects.filter(**conditions).update(**values) == 1:
                 written = predicted
     if written is None:
+        values = {
+            name: _orm_add(name, value.amount) if isinstance(value, Add) else value
+            for name, value in fields.items()
+        }
         if isinstance(rows, dict):
             rows = Session.objects.filter(**rows)
         if rows.update(**values) != 1:
             return None
         written = _read_back(session_id, columns) if columns else ()
+        if seen is not None:
+            for name, value in fields.items():
+                if isinstance(value, Add) and name not in columns:
+                    seen.pop(name, None)  # added to without reading the sum back
     if seen is not None:
         _seen_after(seen, fields, dict(zip(columns, written or (), strict=False)))
     if visible and summary_fields.intersection(fields):
@@ -186,21 +192,36 @@ def _written_value(base: Any, value: Any) -> Any:
     return value
 
 
-def _predicted(
+def _known_write(
     rows: dict[str, Any], seen: dict[str, Any], fields: dict[str, Any], columns: tuple[str, ...]
-) -> tuple[Any, ...] | None:
-    """``columns`` as a write of ``fields`` leaves them, when ``rows`` (the conditions) and
-    ``seen`` tell every one; else None."""
+) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, ...]] | None:
+    """The write of ``fields`` where ``rows`` (the conditions) and ``seen`` tell the current
+    value of every column returned: (the UPDATE's conditions, its values, ``columns`` as
+    written); else None. An ``Add`` to a column whose value they tell is written as the sum
+    (and that value joins the conditions); any other stays an expression."""
+    conditions = dict(rows)
+    values: dict[str, Any] = {}
+    for name, value in fields.items():
+        if isinstance(value, Add):
+            base = rows[name] if name in rows else seen.get(name)
+            summed = _written_value(base, value)
+            if summed is None:
+                value = _orm_add(name, value.amount)
+            else:
+                conditions.setdefault(name, base)
+                value = summed
+        values[name] = value
     predicted = []
     for name in columns:
         base = rows[name] if name in rows else seen.get(name)
         if base is None:
             return None
+        conditions.setdefault(name, base)
         value = _written_value(base, fields[name]) if name in fields else base
         if value is None:
             return None
         predicted.append(value)
-    return tuple(predicted)
+    return conditions, values, tuple(predicted)
 
 
 def _seen_after(seen: dict[str, Any], fields: dict[str, Any], written: dict[str, Any]) -> None:
