@@ -29,11 +29,11 @@ class OrchestratorAppConfig(AppConfig):
         agents.add_config_check(checks.spend_cap_problems)
         # ... and so are MCP servers that are not registered.
         agents.add_config_check(mcp_checks.mcp_server_problems)
-        # The agent form's tool checkboxes and MCP server list.
+        # The agent form's tool checkboxes.
         agents.add_choices("TOOLS", tool_choices)
-        agents.add_choices("MCP_SERVERS", mcp_server_choices)
 
-        # Remote MCP servers' tools: a tool source of the registry (mcp/tools.py).
+        # Remote MCP servers: their tools a tool source of the registry, the servers the agent
+        # form's list (mcp/tools.py).
         from .mcp import tools as mcp_tools
 
         mcp_tools.connect()
@@ -84,10 +84,3 @@ def tool_choices() -> list[tuple[str, str]]:
     from .tools import all_tools
 
     return [(tool.name, str(tool.human_label)) for tool in all_tools()]
-
-
-def mcp_server_choices() -> list[tuple[str, str]]:
-    """(slug, name) of every registered MCP server, for the agent form."""
-    from .models import McpServer
-
-    return list(McpServer.objects.order_by("name").values_list("slug", "name"))

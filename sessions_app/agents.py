@@ -169,10 +169,7 @@ def other_agents(session: Session) -> list[Agent]:
     """The active agents besides the session's own that its owner may use (a new chat's
     picker offers them), by name: what the agent names when a request needs a tool it lacks.
     The agents with their groups, and the user's groups once (``access.usable``)."""
-    found = Agent.objects.filter(active=True).prefetch_related("groups").order_by("name")
-    if session.agent_version_id is not None:
-        found = found.exclude(versions=session.agent_version_id)
-    return access.usable(session.owner, found)
+    return usable_agents(session.owner, besides_version=session.agent_version_id)
 
 
 def latest_version(agent: Agent) -> AgentVersion | None:
@@ -189,11 +186,14 @@ def default_version() -> AgentVersion | None:
     return latest_version(agent) if agent is not None else None
 
 
-def usable_agents(user, place: str | None = None) -> list[Agent]:
-    """The active agents ``user`` may use, shown on ``place`` ("site" or "admin") when given."""
+def usable_agents(user, place: str | None = None, *, besides_version=None) -> list[Agent]:
+    """The active agents ``user`` may use (by name), shown on ``place`` ("site" or "admin")
+    when given, less the agent of version ``besides_version`` (a pk) when given."""
     agents = Agent.objects.filter(active=True).prefetch_related("groups")
     if place:
         agents = agents.filter(shows_on__in=[place, Agent.Place.BOTH])
+    if besides_version is not None:
+        agents = agents.exclude(versions=besides_version)
     return access.usable(user, agents)
 
 

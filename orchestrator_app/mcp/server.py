@@ -68,12 +68,12 @@ from pydantic import ValidationError
 from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 
+from .. import links
 from ..api.parsers import nul_path
 from ..api.permissions import may_use_agent
 from ..api.throttles import RunStartThrottle, throttles_for
 from ..api.views import MAX_BODY_BYTES
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
-from ..notifications import services as notifications
 from ..oauth import services as oauth
 from ..tools import Tool
 from . import calls as mcp_calls
@@ -607,10 +607,10 @@ class Handler:
             "site": self.request.build_absolute_uri("/"),
             # Opens the chat in the sidebar (as the mails' links do).
             "link": (
-                notifications.chat_url(session.pk)
+                links.chat_url(session.pk)
                 if ahentic_settings.SITE_URL
                 else self.request.build_absolute_uri(
-                    "/?" + urlencode({notifications.CHAT_PARAM: str(session.pk)})
+                    "/?" + urlencode({links.CHAT_PARAM: str(session.pk)})
                 )
             ),
             "url": self.request.build_absolute_uri(

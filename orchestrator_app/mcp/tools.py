@@ -275,12 +275,19 @@ def resolve(name: str) -> Tool | None:
 
 
 def connect() -> None:
-    """Add the remote servers' tools to the registry as a tool source (the app's ``ready``)."""
+    """Add the remote servers' tools to the registry as a tool source, and the servers to the
+    agent form's choices (the app's ``ready``)."""
     add_source(
         ToolSource(
             prefix=MCP_PREFIX, resolve=resolve, session_tools=session_tools, offered_to=offered_to
         )
     )
+    agents.add_choices("MCP_SERVERS", server_choices)
+
+
+def server_choices() -> list[tuple[str, str]]:
+    """(slug, name) of every registered MCP server, for the agent form."""
+    return list(McpServer.objects.order_by("name").values_list("slug", "name"))
 
 
 # --- calling --------------------------------------------------------------------------------

@@ -23,12 +23,9 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode, urlsplit
 
-from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ImproperlyConfigured
 from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
 from django.template.loader import render_to_string
@@ -42,13 +39,10 @@ from sessions_app.models import Session
 from sessions_app.runstate import PendingTool
 
 from .. import presence
+from ..links import chat_url, site_url
 from ..models import Notification, NotificationPreference
 
 log = logging.getLogger("ahentic")
-
-# The query parameter that opens a chat in the sidebar (main.js reads it).
-CHAT_PARAM = "ahentic_session"
-
 
 # --- preferences -----------------------------------------------------------------------------
 
@@ -80,40 +74,6 @@ def _wants(user, field: str) -> bool:
 
 
 # --- links and mail --------------------------------------------------------------------------
-
-
-def page_origin(session: Session | None) -> str:
-    """The scheme and host of the page the chat was last used on (its page context, sent by
-    the sidebar with each message), "" when it has none: the request's own address."""
-    url = ((session.page_context or {}) if session is not None else {}).get("url")
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-        return ""
-    return f"{parts.scheme}://{parts.netloc}/"
-
-
-def site_url(session: Session | None = None) -> str:
-    """The absolute URL of a page with the sidebar: ``SITE_URL``, else the scheme and host the
-    chat was used on (``page_origin``), else https:// and the current site's domain
-    (django.contrib.sites), else "/" (a relative link: check W013)."""
-    base = str(ahentic_settings.SITE_URL or "") or page_origin(session)
-    if base:
-        return base
-    if apps.is_installed("django.contrib.sites"):
-        from django.contrib.sites.models import Site
-
-        try:
-            return f"https://{Site.objects.get_current().domain}/"
-        except (ImproperlyConfigured, Site.DoesNotExist):
-            pass
-    return "/"
-
-
-def chat_url(session_id, session: Session | None = None) -> str:
-    """The link that opens the chat in the sidebar (on ``site_url(session)``)."""
-    base = site_url(session)
-    separator = "&" if "?" in base else "?"
-    return f"{base}{separator}{urlencode({CHAT_PARAM: str(session_id)})}"
 
 
 def tool_label(name: str) -> str:

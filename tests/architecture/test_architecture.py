@@ -52,6 +52,7 @@ APP_LAYERS = {
                 "outbound",
                 "telemetry",  # OpenTelemetry: spans, metrics, the trace context of a task
                 "presence",  # whether a chat's owner watches it (the poll's cache key)
+                "links",  # links that open a chat in the sidebar (mails, MCP answers)
             ),
         ),
         # The run engine, which imports no feature wing.

@@ -57,7 +57,7 @@ def test_the_settings_panel_turns_a_mail_off_and_the_api_reflects_it(page, llm, 
 
 
 def test_a_mail_link_opens_its_chat_in_the_sidebar(page, llm, owner):  # noqa: F811
-    from orchestrator_app.notifications.services import chat_url
+    from orchestrator_app.links import chat_url
     from sessions_app import services
 
     session = services.session_create(owner=owner, title="Quarterly report")
