@@ -220,6 +220,8 @@ def build_tool(server: McpServer, item: dict[str, Any], policy: str) -> Tool:
 
 def offered(servers: list[McpServer]) -> list[Tool]:
     """The enabled tools of ``servers`` (not ``never``), sorted by name."""
+    if not servers:
+        return []  # an agent without servers: no query to build
     settings = {
         (row.server_id, row.name): row
         for row in McpTool.objects.filter(server__in=[s.pk for s in servers])
