@@ -11,9 +11,9 @@ since this app cannot import them.
 Pending messages, goals and memory snapshots have no admin of their own: they are tables on the
 session page, before its runs (``runs``: the events and the trace, one section per run).
 
-Agents are edited in ``agent_admin`` (``AgentAdmin``, the one admin that writes through a form): a
-save whose configuration changed makes a new version; versions are listed, compared and rolled
-back to on the agent's pages, never edited.
+Agents are edited in ``agent_admin`` (``AgentAdmin``, the one admin that writes through a
+form): a save whose configuration changed makes a new version; versions are listed, compared
+and rolled back to on the agent's pages, never edited.
 """
 
 from __future__ import annotations
