@@ -230,6 +230,15 @@ class Assembly:
     window_tokens: int  # the window's event_tokens (what select_window compared)
     inherited: list[Event] = field(default_factory=list)  # a sub-agent's view of its parent
 
+    def attachment_refs(self) -> list[dict[str, Any]]:
+        """The attachment refs the request's events carry (a message's files, a tool's
+        images): the PDFs among them are prepared before it is sent (``loop.files``)."""
+        return [
+            item
+            for event in (*self.inherited, *self.window)
+            for item in (event.payload or {}).get("attachments") or ()
+        ]
+
     def request(self, session_id) -> dict[str, Any]:
         return {
             "system": self.system,

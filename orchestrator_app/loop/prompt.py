@@ -15,13 +15,16 @@ message reads all of the previous request from the prompt cache.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 
 from artifacts_app import store
-from sessions_app import agents, versioned
+from sessions_app import agents
 from sessions_app import attachments as attachment_store
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
@@ -36,6 +39,41 @@ from ..tools.admin_tools import page_context_with_admin
 # earlier result at each new message and rewrite the cached prefix (0.1x -> 1.25x the price).
 HISTORY_RESULT_CHARS = 1500
 CACHE = {"type": "ephemeral"}
+
+# --- what a process keeps per session version ------------------------------------------------
+# A step reads some of a session's children every time although they rarely change: its goals
+# and its artifacts' pointers (the step context shows them). Every write of those bumps the
+# session's ``version`` (the REST ETag) in the same transaction, so what was read after the
+# version ``v`` was loaded holds for ``v``: kept by ``(name, session, v)`` as the payload of a
+# poll is cached, a step reuses what the previous one read when nothing visible changed since.
+# A version is never reused, so an entry is never stale for its key; the keeping is bounded
+# (least recently used first) and per process. Values kept are immutable (text, tuples).
+T = TypeVar("T")
+KEPT_MAX = 256
+_kept: OrderedDict[tuple, Any] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def kept(name: str, session_id, version: int, compute: Callable[[], T]) -> T:
+    """``compute()`` for ``session_id`` at ``version`` (read before ``compute`` reads
+    anything), computed once per process while kept."""
+    key = (name, str(session_id), version)
+    with _kept_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return _kept[key]
+    value = compute()
+    with _kept_lock:
+        _kept[key] = value
+        while len(_kept) > KEPT_MAX:
+            _kept.popitem(last=False)
+    return value
+
+
+def clear_kept() -> None:
+    with _kept_lock:
+        _kept.clear()
+
 
 DEFAULT_SOUL = """You are the AI agent of this website, working for the signed-in user.
 Use the tools you are given to do the work; ask the user (ask_user) only when you cannot
@@ -154,9 +192,9 @@ def expertise_text(session: Session) -> str:
 
 def goals_text(session: Session) -> str:
     """Active goals, and completed ones until 5 conversation messages have passed (a section
-    of the step context). Kept per session version (``sessions_app.versioned``): a goal's
+    of the step context). Kept per session version (``kept``): a goal's
     write and a new message both move it."""
-    return versioned.derived("goals", session.pk, session.version, lambda: _goals_text(session))
+    return kept("goals", session.pk, session.version, lambda: _goals_text(session))
 
 
 def keep_step_context(session_id, from_version: int, to_version: int, added: list) -> None:
@@ -165,10 +203,19 @@ def keep_step_context(session_id, from_version: int, to_version: int, added: lis
     between them, writes that add ``added`` and change no goal and no artifact: the goals'
     text too unless ``added`` holds a conversation message (a completed goal fades after
     ``GOAL_DECAY_MESSAGES`` of them)."""
+    if from_version == to_version:
+        return
     names = ["pointers"]
     if not any(event.kind in CONVERSATION_KINDS for event in added):
         names.append("goals")
-    versioned.carry(session_id, from_version, to_version, tuple(names))
+    session_key = str(session_id)
+    with _kept_lock:
+        for name in names:
+            value = _kept.get((name, session_key, from_version), _kept)
+            if value is not _kept:
+                _kept[(name, session_key, to_version)] = value
+        while len(_kept) > KEPT_MAX:
+            _kept.popitem(last=False)
 
 
 def _goals_text(session: Session) -> str:
@@ -286,7 +333,7 @@ def step_context(session: Session) -> str:
             f"Current plan{title} (keep it current with update_plan):\n" + "\n".join(lines)
         )
     # Kept per session version: every artifact write notes itself in the session's events.
-    pointers = versioned.derived(
+    pointers = kept(
         "pointers", session.pk, session.version, lambda: store.prompt_pointers(session.pk)
     )
     if pointers:

@@ -54,7 +54,7 @@ PREDICTION_FIELDS = (
     "context_usage",
     "viewport_start_event_id",
     # What the kept window is checked against (``sessions_app.window``), and the version the
-    # goals and pointers are kept by (``sessions_app.versioned``).
+    # goals and pointers are kept by (``prompt.kept``).
     "version",
     "last_seq",
     "edit_version",
@@ -481,7 +481,7 @@ class StepRunner:
                 evicted=len(events) - len(assembly.window),
                 window_events=len(assembly.window),
             )
-        refs = files.refs_of([*assembly.inherited, *assembly.window])
+        refs = assembly.attachment_refs()
         if refs and files.prepare(refs, self.keep_lease):
             self.trace("files_uploaded", "Attached PDFs uploaded to the Files API")
         request = assembly.request(session.pk)

@@ -360,6 +360,9 @@ def all_tools() -> list[Tool]:
 UNAVAILABLE = "ability_unavailable"
 NO_BROWSER = "ability_no_browser"
 FORBIDDEN = "ability_forbidden"
+# The reasons of ``ToolPolicy.refused`` that share the code ``UNAVAILABLE``.
+UNLISTED = "unlisted"
+NOT_GRANTED = "not_granted"
 
 
 class ToolPolicy:
@@ -383,12 +386,14 @@ class ToolPolicy:
         narrowed = agent_labels(self.session)
         return narrowed is None or any(label in narrowed for label in enabled_admins())
 
-    def refusal(self, tool: Tool) -> ToolError | None:
-        """Why the run may not call ``tool``, or None when it may. In order: the agent
-        version's tools (``TOOLS`` for the site's tools, ``MCP_SERVERS`` for remote ones,
-        ``ADMIN_TOOLS`` naming none of the site's admin models), the tools granted to the
-        session (a sub-agent's), a browser to run a browser tool in (``browser_available``),
-        and the user's own permission (an agent never gives a user a tool they may not use)."""
+    def refused(self, tool: Tool) -> str | None:
+        """Why the run may not call ``tool`` (one of ``UNLISTED``, ``NOT_GRANTED``,
+        ``NO_BROWSER``, ``FORBIDDEN``), or None when it may. In order: the agent version's tools
+        (``TOOLS`` for the site's tools, ``MCP_SERVERS`` for remote ones, ``ADMIN_TOOLS``
+        naming none of the site's admin models), the tools granted to the session (a
+        sub-agent's), a browser to run a browser tool in (``browser_available``), and the
+        user's own permission (an agent never gives a user a tool they may not use). Builds no
+        error: ``tools_for`` asks it of every tool."""
         from .admin_tools.bridge import ADMIN_MODULE
 
         session, name = self.session, tool.name
@@ -406,10 +411,27 @@ class ToolPolicy:
             if listed and tool.module == ADMIN_MODULE:
                 listed = self.admin_tools_listed
         if not listed:
-            return ToolError(UNAVAILABLE, f"{name} is not one of this agent's tools.")
+            return UNLISTED
         if session.granted_tools is not None and name not in session.granted_tools:
-            return ToolError(UNAVAILABLE, f"There is no tool named {name!r} in this session.")
+            return NOT_GRANTED
         if tool.runtime == "browser" and not session.browser_available:
+            return NO_BROWSER
+        if not tool.allowed_for(self.user):
+            return FORBIDDEN
+        return None
+
+    def refusal(self, tool: Tool) -> ToolError | None:
+        """The error the model reads when the run may not call ``tool`` (``refused``), or
+        None when it may."""
+        reason = self.refused(tool)
+        name = tool.name
+        if reason is None:
+            return None
+        if reason == UNLISTED:
+            return ToolError(UNAVAILABLE, f"{name} is not one of this agent's tools.")
+        if reason == NOT_GRANTED:
+            return ToolError(UNAVAILABLE, f"There is no tool named {name!r} in this session.")
+        if reason == NO_BROWSER:
             return ToolError(
                 NO_BROWSER,
                 f"{name} runs in the user's browser, and no browser serves this run (a "
@@ -417,9 +439,7 @@ class ToolPolicy:
                 hint="Do the task without browser tools, or say what the user could do in the "
                 "page.",
             )
-        if not tool.allowed_for(self.user):
-            return ToolError(FORBIDDEN, f"The user may not use {name}.")
-        return None
+        return ToolError(FORBIDDEN, f"The user may not use {name}.")
 
 
 def refusal(session, tool: Tool, user=None) -> ToolError | None:
@@ -433,11 +453,11 @@ def tools_for(session, user) -> list[Tool]:
     serves the run, allowed for the user; then the tools of the MCP servers its agent lists
     (``MCP_SERVERS``: the tool sources, ``ToolSource``), sorted by name."""
     policy = ToolPolicy(session, user)
-    site = [t for t in all_tools() if policy.refusal(t) is None]
+    site = [t for t in all_tools() if policy.refused(t) is None]
     remote = [
         t
         for source in _sources.values()
         for t in source.session_tools(session)
-        if policy.refusal(t) is None
+        if policy.refused(t) is None
     ]
     return site + remote

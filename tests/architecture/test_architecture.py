@@ -21,7 +21,7 @@ ENTRY_PARTS = ("admin", "admin_tokens", "api", "api_tokens", "checks", "server",
 WINGS = ("mcp", "oauth", "schedules", "webhooks", "notifications", "spend")
 APP_LAYERS = {
     "sessions_app": (
-        ("base", ("conf", "errors", "db", "media", "tokens", "versioned")),
+        ("base", ("conf", "errors", "db", "media", "tokens")),
         ("models", ("models",)),
         (
             "writers and readers",
