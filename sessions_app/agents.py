@@ -69,10 +69,19 @@ class AgentNotFound(Exception):
 
 
 class AgentSettings:
-    """The settings a session's runs read: its version's ``config`` over ``AHENTIC``."""
+    """The settings a session's runs read: its version's ``config`` over ``AHENTIC``.
+
+    The keys a version may set (``AGENT_KEYS``) are resolved when it is made, so a step that
+    resolves its agent's settings once and hands them down reads each as a plain attribute;
+    any other ``AHENTIC`` key is read from the site's settings when asked for."""
 
     def __init__(self, config: dict[str, Any]):
         self.config = dict(config)
+        site = ahentic_settings.read(tuple([key for key in SITE_KEYS if key not in self.config]))
+        for key in SITE_KEYS:
+            setattr(self, key, self.config[key] if key in self.config else site[key])
+        for key, default in AGENT_ONLY_DEFAULTS.items():
+            setattr(self, key, self.config.get(key, default))
 
     def __getattr__(self, name: str) -> Any:
         config = self.__dict__["config"]

@@ -163,13 +163,22 @@ class AhenticSettings:
     """Lazy view over ``settings.AHENTIC`` with the defaults above."""
 
     def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"Unknown AHENTIC setting {name!r}")
+        return self.read((name,))[name]
+
+    def read(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """Several values at once, with one look at ``settings.AHENTIC`` (an agent's settings
+        resolve theirs this way: ``sessions_app.agents.AgentSettings``)."""
         configured = getattr(settings, "AHENTIC", None) or {}
-        if name in configured:
-            return configured[name]
-        default = DEFAULTS[name]
-        return default() if callable(default) else default
+        values = {}
+        for name in names:
+            if name not in DEFAULTS:
+                raise AttributeError(f"Unknown AHENTIC setting {name!r}")
+            if name in configured:
+                values[name] = configured[name]
+            else:
+                default = DEFAULTS[name]
+                values[name] = default() if callable(default) else default
+        return values
 
 
 ahentic_settings = AhenticSettings()

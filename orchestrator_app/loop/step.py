@@ -67,6 +67,9 @@ class StepRunner:
         self.session_id = lease.session_id
         self.run_seq = lease.run_seq
         self.session: Session = pipeline.load_session(lease, queued=True)
+        # The agent's settings, resolved once and handed to what the step asks (a session
+        # keeps its agent version for good).
+        self.settings = agents.settings_for(self.session)
         runstate.lease_seen(lease, self.session)
         # The version the step read the session's goals and artifact pointers at.
         self.loaded_version = self.session.version
@@ -335,7 +338,7 @@ class StepRunner:
             )
 
     def max_steps(self) -> int:
-        settings = agents.settings_for(self.session)
+        settings = self.settings
         if self.session.content_work:
             return int(settings.MAX_STEPS_PER_RUN_CONTENT_WORK)
         return int(settings.MAX_STEPS_PER_RUN)
@@ -352,7 +355,7 @@ class StepRunner:
         step = session.step_count + 1
         session.step_count = step
         self.step_number = step
-        tools = tools_for(session, session.owner)
+        tools = tools_for(session, session.owner, self.settings)
         try:
             request = self.assemble(session, tools)
         except llm.LLMError as exc:  # a PDF's upload to the Files API (``files.prepare``)
@@ -378,14 +381,14 @@ class StepRunner:
         if self.lost_lease:  # during an upload: the run was cancelled or taken over
             self.trace("llm_aborted", "Step abandoned during an upload: the lease was lost")
             return
-        settings = agents.settings_for(session)
+        settings = self.settings
         max_tokens = int(
             settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
             else settings.MAX_OUTPUT_TOKENS
         )
         model = settings.MODEL
-        options = surface.request_options(session, request["messages"], max_tokens)
+        options = surface.request_options(session, request["messages"], max_tokens, self.settings)
         self.trace("step_start", f"Step {step}", step=step)
         self.trace(
             "llm_request",
@@ -461,7 +464,7 @@ class StepRunner:
         so a step costs the same at 400 events or 4,000. The window is read afresh every step:
         what the model sees is what the database holds, however an event was edited."""
         events = self.window()
-        assembly = context.assemble(session, tools, events)
+        assembly = context.assemble(session, tools, events, self.settings)
         noted = prompt.attach_context(assembly.window, assembly.step_context)
         if noted is not None:
             # Stored with the turn that answers this request (``persist_turn``).
@@ -538,7 +541,7 @@ class StepRunner:
                     self.session_id, self.loaded_version, session.version, added
                 )
             usage = context.predicted_usage_after(
-                session, self.sent, self.sent_buckets, added, calibration
+                session, self.sent, self.sent_buckets, added, calibration, self.settings
             )
             if usage is not None:
                 return usage
@@ -546,7 +549,11 @@ class StepRunner:
         else:  # no model call in this step
             events = kept
         return context.predicted_usage(
-            session, tools_for(session, session.owner), events, calibration
+            session,
+            tools_for(session, session.owner, self.settings),
+            events,
+            calibration,
+            self.settings,
         )
 
     def record_next_usage(self) -> None:

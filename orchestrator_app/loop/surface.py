@@ -139,16 +139,23 @@ def continues_tool_loop(messages: list[dict[str, Any]]) -> dict[str, Any] | None
     return None
 
 
-def request_options(session: Session, messages: list[dict[str, Any]], max_tokens: int):
+def request_options(
+    session: Session,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    settings: agents.AgentSettings | None = None,
+):
     """``thinking`` and ``output_config`` for the step's request (keyword arguments of
     ``llm.call_model``).
 
     Thinking cannot start in the middle of a tool loop: when the turn the request continues
     did not open with a thinking block (thinking was switched on mid-run, or the turn is a
     sub-agent's synthetic report), the request goes without thinking; the API refuses it
-    otherwise. The next turn that starts from a user message thinks again."""
+    otherwise. The next turn that starts from a user message thinks again. ``settings``: the
+    session's agent's settings when the caller holds them."""
     mode = session_mode(session)
-    settings = agents.settings_for(session)
+    if settings is None:
+        settings = agents.settings_for(session)
     options: dict[str, Any] = {}
     thinking = thinking_config(mode, max_tokens, settings)
     if thinking is not None:

@@ -372,10 +372,10 @@ class ToolPolicy:
     pipeline's ``check_call`` refuses every other call with its error, for the chat,
     sub-agents, suggested actions and the site's MCP endpoint."""
 
-    def __init__(self, session, user=None):
+    def __init__(self, session, user=None, settings: agents.AgentSettings | None = None):
         self.session = session
         self.user = user if user is not None else session.owner
-        self.settings = agents.settings_for(session)
+        self.settings = settings if settings is not None else agents.settings_for(session)
 
     @cached_property
     def admin_tools_listed(self) -> bool:
@@ -447,12 +447,13 @@ def refusal(session, tool: Tool, user=None) -> ToolError | None:
     return ToolPolicy(session, user).refusal(tool)
 
 
-def tools_for(session, user) -> list[Tool]:
+def tools_for(session, user, settings: agents.AgentSettings | None = None) -> list[Tool]:
     """Tools this session may offer the model (``refusal`` allows them): those of its agent
     (``TOOLS``, None: every tool) granted to the session, browser tools only when a browser
     serves the run, allowed for the user; then the tools of the MCP servers its agent lists
-    (``MCP_SERVERS``: the tool sources, ``ToolSource``), sorted by name."""
-    policy = ToolPolicy(session, user)
+    (``MCP_SERVERS``: the tool sources, ``ToolSource``), sorted by name. ``settings``: the
+    session's agent's settings when the caller holds them."""
+    policy = ToolPolicy(session, user, settings)
     site = [t for t in all_tools() if policy.refused(t) is None]
     remote = [
         t
