@@ -14,8 +14,7 @@ from typing import Any
 
 from sessions_app import agents, db, runstate, window
 from sessions_app import services as session_services
-from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, EventRow, PendingMessage, Session, open_calls
+from sessions_app.models import Event, EventRow, PendingMessage, Session
 from sessions_app.runstate import Lease
 
 from .. import llm, telemetry
@@ -68,7 +67,7 @@ class StepRunner:
         self.run_seq = lease.run_seq
         self.session: Session = pipeline.load_session(lease, queued=True)
         # The agent's settings, resolved once and handed to what the step asks (a session
-        # keeps its agent version for good).
+        # keeps its agent version for good); the site's other settings are read through them.
         self.settings = agents.settings_for(self.session)
         runstate.lease_seen(lease, self.session)
         # The version the step read the session's goals and artifact pointers at.
@@ -262,7 +261,7 @@ class StepRunner:
         if agents.spend_cap_reached(session):
             self.pause_at_spend_cap()
             return
-        budget = int(ahentic_settings.SESSION_SOFT_TOKEN_BUDGET or 0)
+        budget = int(self.settings.SESSION_SOFT_TOKEN_BUDGET or 0)
         if budget and session.tokens_used >= session.soft_budget_acked + budget:
             self.fail(
                 "ahentic_session_token_budget",
@@ -285,7 +284,7 @@ class StepRunner:
         Returns the calls still open, oldest first."""
         healed: list[str] = []
         still_open: list[EventRow] = []
-        for call in open_calls(self.window()):
+        for call in window.open_calls(self.window()):
             started = call.payload.get("started")
             if started and started.get("lease") != self.lease.token:
                 tool = pipeline.get_tool(call.payload.get("tool", ""))
@@ -675,7 +674,7 @@ class StepRunner:
                 only=[call],
             )
         calls = [c for c in calls if c not in unreadable]
-        limit = int(ahentic_settings.MAX_TOOLS_PER_STEP)
+        limit = int(self.settings.MAX_TOOLS_PER_STEP)
         if len(calls) > limit:
             # Extra calls are answered, never dropped, so the pairs stay intact.
             answer_unanswered(

@@ -278,7 +278,11 @@ def connect() -> None:
     """Add the remote servers' tools to the registry as a tool source (the app's ``ready``)."""
     add_source(
         ToolSource(
-            prefix=MCP_PREFIX, resolve=resolve, session_tools=session_tools, offered_to=offered_to
+            prefix=MCP_PREFIX,
+            resolve=resolve,
+            session_tools=session_tools,
+            offered_to=offered_to,
+            setting="MCP_SERVERS",
         )
     )
 

@@ -48,6 +48,7 @@ from django.utils.module_loading import autodiscover_modules
 
 from artifacts_app.store import FROM_MEMORY
 from sessions_app import agents
+from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
 
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
@@ -301,13 +302,17 @@ class ToolSource:
     """Tools a feature adds beside the registry's, named under ``prefix`` (the MCP wing's
     remote tools: ``mcp__<server>__<tool>``). ``resolve(name)`` finds one by name,
     ``session_tools(session)`` lists those a session's agent lists, ``offered_to(session,
-    name)`` says whether the agent lists that one. A feature adds its source when the app is
-    ready (``add_source``); the registry and the loop never import a feature."""
+    name)`` says whether the agent lists that one. ``setting``: the agent setting that lists
+    what the source offers (the MCP wing's ``MCP_SERVERS``), when there is one: a session whose
+    agent's setting is empty is offered none of its tools, and the source is not asked. A
+    feature adds its source when the app is ready (``add_source``); the registry and the loop
+    never import a feature."""
 
     prefix: str
     resolve: Callable[[str], Tool | None]
     session_tools: Callable[[Any], list[Tool]]
     offered_to: Callable[[Any, str], bool]
+    setting: str | None = None
 
 
 _sources: dict[str, ToolSource] = {}
@@ -378,9 +383,19 @@ class ToolPolicy:
         self.settings = settings if settings is not None else agents.settings_for(session)
 
     @cached_property
+    def site_admin_tools(self) -> bool:
+        """Whether the site's ``ADMIN_TOOLS`` enables any admin model. When it enables none,
+        the admin bridge is not asked: no version lists a model of it, and nobody may use
+        the admin tools (``may_use_admin_tools`` is False for every user)."""
+        return bool(ahentic_settings.ADMIN_TOOLS)
+
+    @cached_property
     def admin_tools_listed(self) -> bool:
         """Whether the version's ``ADMIN_TOOLS`` names one of the site's admin models (it
         narrows the site's list, never widens it)."""
+        if not self.site_admin_tools:
+            # Listed unless the version narrows them (``agent_labels``), as with no model.
+            return self.settings.config.get("ADMIN_TOOLS") in (None, "all")
         from .admin_tools.bridge import agent_labels, enabled_admins
 
         narrowed = agent_labels(self.session)
@@ -394,7 +409,7 @@ class ToolPolicy:
         sub-agent's), a browser to run a browser tool in (``browser_available``), and the
         user's own permission (an agent never gives a user a tool they may not use). Builds no
         error: ``tools_for`` asks it of every tool."""
-        from .admin_tools.bridge import ADMIN_MODULE
+        from .admin_tools.bridge import ADMIN_MODULE, may_use_admin_tools
 
         session, name = self.session, tool.name
         source = source_of(name)
@@ -416,6 +431,8 @@ class ToolPolicy:
             return NOT_GRANTED
         if tool.runtime == "browser" and not session.browser_available:
             return NO_BROWSER
+        if tool.permission is may_use_admin_tools and not self.site_admin_tools:
+            return FORBIDDEN
         if not tool.allowed_for(self.user):
             return FORBIDDEN
         return None
@@ -458,6 +475,7 @@ def tools_for(session, user, settings: agents.AgentSettings | None = None) -> li
     remote = [
         t
         for source in _sources.values()
+        if source.setting is None or getattr(policy.settings, source.setting)
         for t in source.session_tools(session)
         if policy.refused(t) is None
     ]
