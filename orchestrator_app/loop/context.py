@@ -272,7 +272,7 @@ def assemble(
     if settings is None:
         settings = agents.settings_for(session)
     step_context = prompt.step_context(session)
-    system, memory_blocks = prompt.system_blocks(session)
+    system, memory_blocks = prompt.system_blocks(session, settings)
     budget = int(settings.CONTEXT_BUDGET_TOKENS)
     # The memory tool goes typed, before the server tools.
     tools, typed = memory_offered(session, tools, settings)

@@ -81,10 +81,13 @@ proceed without an answer. For multi-step jobs keep a short plan with update_pla
 short and concrete, and say plainly what you did and what is left."""
 
 
-def soul_text(session: Session | None = None) -> str:
+def soul_text(session: Session | None = None, settings: agents.AgentSettings | None = None) -> str:
     """The system prompt's site part: the session's agent's instructions (``SOUL``), a file
-    path or text, the default soul when unset."""
-    soul = agents.settings_for(session).SOUL if session is not None else ahentic_settings.SOUL
+    path or text, the default soul when unset. ``settings``: the session's agent's settings
+    when the caller holds them."""
+    if settings is None and session is not None:
+        settings = agents.settings_for(session)
+    soul = settings.SOUL if settings is not None else ahentic_settings.SOUL
     if not soul:
         return DEFAULT_SOUL
     soul = str(soul)
@@ -167,8 +170,8 @@ def other_agents_lines(session: Session) -> list[str]:
     ]
 
 
-def expertise_text(session: Session) -> str:
-    available_skills, available_workflows = skills.for_session(session)
+def expertise_text(session: Session, settings: agents.AgentSettings | None = None) -> str:
+    available_skills, available_workflows = skills.for_session(session, settings)
     parts = []
     for name in session.active_skills or []:
         if name in available_skills:
@@ -250,14 +253,24 @@ def _goals_text(session: Session) -> str:
     return GOALS_SECTION + "\n" + "\n".join(lines) if lines else ""
 
 
-def system_blocks(session: Session) -> tuple[list[dict[str, Any]], int]:
+def system_blocks(
+    session: Session, settings: agents.AgentSettings | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """System prompt blocks in order: soul, environment, expertise, memory snapshots.
 
     Returns the blocks and how many of them, at the end, are memory (contextUsage buckets).
-    Memory comes last: a fold changes the least of the cached prefix.
+    Memory comes last: a fold changes the least of the cached prefix. ``settings``: the
+    session's agent's settings when the caller holds them.
     """
+    if settings is None:
+        settings = agents.settings_for(session)
     memory = memory_text(session)
-    texts = [soul_text(session), environment_text(session), expertise_text(session), memory]
+    texts = [
+        soul_text(session, settings),
+        environment_text(session),
+        expertise_text(session, settings),
+        memory,
+    ]
     blocks = [{"type": "text", "text": t} for t in texts if t]
     blocks[-1] = {**blocks[-1], "cache_control": CACHE}
     return blocks, 1 if memory else 0
