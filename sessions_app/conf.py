@@ -49,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "SUBAGENT_MAX_DEPTH": 1,
     "NAME_REFRESH_INTERVAL": 30,
     "PRICES": {},
-    # The model's wider surface (orchestrator_app/loop/surface.py); each may be a value for both
+    # The model's wider surface (orchestrator_app/loop/prompt.py); each may be a value for both
     # modes or {"agent": value, "ask": value}.
     "THINKING": "off",  # "off", "adaptive" or a budget in tokens (>= 1024, < max_tokens)
     "THINKING_DISPLAY": None,  # None (the model's default), "summarized" or "omitted"
@@ -182,3 +182,9 @@ class AhenticSettings:
 
 
 ahentic_settings = AhenticSettings()
+
+
+def model_prices(model: str) -> dict[str, Any] | None:
+    """The model's entry in ``AHENTIC["PRICES"]`` (USD per million tokens), None when it has
+    none: the ledger cannot price its calls, so a USD cap on it would never be reached."""
+    return (ahentic_settings.PRICES or {}).get(model) or None

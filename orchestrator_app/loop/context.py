@@ -30,7 +30,7 @@ from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
 from ..tools import Tool
 from ..tools import memory as memory_tool
-from . import prompt, surface
+from . import prompt
 from .prompt import (
     CONTEXT_HEADER,
     MODE_SECTION,
@@ -277,7 +277,7 @@ def assemble(
     # The memory tool goes typed, before the server tools.
     tools, typed = memory_offered(session, tools, settings)
     tool_defs = prompt.tool_definitions(
-        tools, typed + surface.server_tools(surface.session_mode(session), settings)
+        tools, typed + prompt.server_tools(prompt.session_mode(session), settings)
     )
     # Room for the step context is reserved before the window is chosen; the context is then
     # compared with what the window (not evicted history) already carries.

@@ -31,7 +31,7 @@ from ..control.toolcalls import (
 from ..ledger import usage
 from ..signals import run_failed, run_finished, send_after_commit
 from ..tools import tools_for
-from . import context, files, pipeline, prompt, surface
+from . import context, files, pipeline, prompt
 
 log = logging.getLogger("ahentic")
 
@@ -387,7 +387,7 @@ class StepRunner:
             else settings.MAX_OUTPUT_TOKENS
         )
         model = settings.MODEL
-        options = surface.request_options(session, request["messages"], max_tokens, self.settings)
+        options = prompt.request_options(session, request["messages"], max_tokens, self.settings)
         self.trace("step_start", f"Step {step}", step=step)
         self.trace(
             "llm_request",
@@ -614,7 +614,7 @@ class StepRunner:
         """Record the call's usage (always) and write the assistant turn (text + each tool_use)
         if the lease still holds, in one transaction."""
         items: list[dict[str, Any]] = []
-        blocks = surface.turn_blocks(result.content)
+        blocks = prompt.turn_blocks(result.content)
         if result.text or blocks:
             payload: dict[str, Any] = {"meta": {"model": result.model}}
             if blocks:

@@ -48,7 +48,6 @@ from django.utils.module_loading import autodiscover_modules
 
 from artifacts_app.store import FROM_MEMORY
 from sessions_app import agents
-from sessions_app.conf import ahentic_settings
 from sessions_app.errors import ModelFacingError
 
 from ..json_limits import MAX_JSON_DEPTH, json_depth_exceeds
@@ -387,7 +386,7 @@ class ToolPolicy:
         """Whether the site's ``ADMIN_TOOLS`` enables any admin model. When it enables none,
         the admin bridge is not asked: no version lists a model of it, and nobody may use
         the admin tools (``may_use_admin_tools`` is False for every user)."""
-        return bool(ahentic_settings.ADMIN_TOOLS)
+        return bool(self.settings.site["ADMIN_TOOLS"])
 
     @cached_property
     def admin_tools_listed(self) -> bool:
