@@ -280,19 +280,23 @@ def note_content_work(lease: Lease, tracer: TraceBuffer, session: Session) -> No
 
 
 def check_call(
-    session: Session, name: str, tool_input: Any
+    session: Session,
+    name: str,
+    tool_input: Any,
+    settings: agents.AgentSettings | None = None,
 ) -> tuple[Tool | None, dict[str, Any] | None]:
     """The checks before approval, in order: availability (the registry, then ``tools.refusal``:
     the agent's tools, the session's grant, a browser for a browser tool, the user's
     permission), Ask mode, the input schema. Returns the tool and None, or the tool
-    (None when unknown) and the failure result."""
+    (None when unknown) and the failure result. ``settings``: the session's agent's settings
+    when the caller holds them."""
     tool = get_tool(name)
     if tool is None:
         message = f"There is no tool named {name!r} in this session."
         return None, failure("ability_unavailable", message)
     # The agent's tools, the session's grant, a browser, the user's permission: the policy
     # that also decides what the model is offered (``tools.refusal``, read by ``tools_for``).
-    refused = refusal(session, tool)
+    refused = refusal(session, tool, settings=settings)
     if refused is not None:
         return (None if refused.code == UNAVAILABLE else tool), refused.as_result()
     if session.mode == Session.Mode.ASK and not tool.readonly:
@@ -325,7 +329,8 @@ def handle_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Event
         pending = None
     # Resume from what was paused (auto-staged and key-only), or the user's edit of it.
     tool_input = pending.effective_input() if pending else (call.payload.get("input") or {})
-    tool, problem = check_call(session, name, tool_input)
+    settings = agents.settings_for(session)
+    tool, problem = check_call(session, name, tool_input, settings)
     if tool is None:
         runstate.capability_request_add(
             session_id=session.pk, ability=name, reason="unknown tool called"
@@ -375,7 +380,7 @@ def handle_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Event
         )
 
     approved = pending.approved if pending else None
-    policy = agents.settings_for(session).APPROVAL.get(tool.name)
+    policy = settings.APPROVAL.get(tool.name)
     # The agent's approval policy: "always_ask" asks even where the tool or a grant would not;
     # "always_allow" pre-allows a tool that may be pre-allowed at all (never admin_delete or
     # admin_action, which ask every time).

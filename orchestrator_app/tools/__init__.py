@@ -458,9 +458,11 @@ class ToolPolicy:
         return ToolError(FORBIDDEN, f"The user may not use {name}.")
 
 
-def refusal(session, tool: Tool, user=None) -> ToolError | None:
+def refusal(
+    session, tool: Tool, user=None, settings: agents.AgentSettings | None = None
+) -> ToolError | None:
     """Why ``session``'s run may not call ``tool`` (``ToolPolicy.refusal``), or None."""
-    return ToolPolicy(session, user).refusal(tool)
+    return ToolPolicy(session, user, settings).refusal(tool)
 
 
 def tools_for(session, user, settings: agents.AgentSettings | None = None) -> list[Tool]:
