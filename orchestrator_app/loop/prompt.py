@@ -55,7 +55,7 @@ _kept: OrderedDict[tuple, Any] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
-def kept(name: str, session_id, version: int, compute: Callable[[], T]) -> T:
+def kept_per_version(name: str, session_id, version: int, compute: Callable[[], T]) -> T:
     """``compute()`` for ``session_id`` at ``version`` (read before ``compute`` reads
     anything), computed once per process while kept."""
     key = (name, str(session_id), version)
@@ -196,9 +196,9 @@ def expertise_text(session: Session, settings: agents.AgentSettings | None = Non
 
 def goals_text(session: Session) -> str:
     """Active goals, and completed ones until 5 conversation messages have passed (a section
-    of the step context). Kept per session version (``kept``): a goal's
+    of the step context). Kept per session version (``kept_per_version``): a goal's
     write and a new message both move it."""
-    return kept("goals", session.pk, session.version, lambda: _goals_text(session))
+    return kept_per_version("goals", session.pk, session.version, lambda: _goals_text(session))
 
 
 def keep_step_context(session_id, from_version: int, to_version: int, added: list) -> None:
@@ -347,7 +347,7 @@ def step_context(session: Session) -> str:
             f"Current plan{title} (keep it current with update_plan):\n" + "\n".join(lines)
         )
     # Kept per session version: every artifact write notes itself in the session's events.
-    pointers = kept(
+    pointers = kept_per_version(
         "pointers", session.pk, session.version, lambda: store.prompt_pointers(session.pk)
     )
     if pointers:

@@ -53,7 +53,7 @@ PREDICTION_FIELDS = (
     "context_usage",
     "viewport_start_event_id",
     # What the kept window is checked against (``sessions_app.window``), and the version the
-    # goals and pointers are kept by (``prompt.kept``).
+    # goals and pointers are kept by (``prompt.kept_per_version``).
     "version",
     "last_seq",
     "edit_version",
