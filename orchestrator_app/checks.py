@@ -289,7 +289,7 @@ def _attachment_errors() -> list:
 
 @register()
 def check_model_surface(app_configs=None, **kwargs):
-    """THINKING, THINKING_DISPLAY, EFFORT, WEB_SEARCH and WEB_FETCH (``surface``), per mode."""
+    """THINKING, THINKING_DISPLAY, EFFORT, WEB_SEARCH and WEB_FETCH (``loop.prompt``), per mode."""
     return _surface_errors(ahentic_settings, lambda key: f"AHENTIC['{key}']")
 
 
@@ -302,43 +302,43 @@ def surface_problems(conf) -> list[str]:
 def _surface_errors(conf, where) -> list:
     """The model-surface errors of ``conf`` (the site's settings or an agent version's,
     ``agents.AgentSettings``); ``where(key)`` names a setting in the messages."""
-    from .loop import surface
+    from .loop import prompt
 
     errors = []
     limits = {
         "agent": int(conf.MAX_OUTPUT_TOKENS),
         "ask": int(conf.MAX_OUTPUT_TOKENS),
     }
-    for mode in surface.MODES:
-        value = surface.thinking_setting(mode, conf)
+    for mode in prompt.MODES:
+        value = prompt.thinking_setting(mode, conf)
         budget_ok = (
             isinstance(value, int)
             and not isinstance(value, bool)
-            and surface.THINKING_MIN_BUDGET <= value < limits[mode]
+            and prompt.THINKING_MIN_BUDGET <= value < limits[mode]
         )
         if value not in ("off", "adaptive") and not budget_ok:
             errors.append(
                 Error(
                     f'{where("THINKING")} for {mode} mode is {value!r}: give "off", '
-                    f'"adaptive" or a budget of at least {surface.THINKING_MIN_BUDGET} tokens '
+                    f'"adaptive" or a budget of at least {prompt.THINKING_MIN_BUDGET} tokens '
                     f"below MAX_OUTPUT_TOKENS ({limits[mode]}).",
                     hint="The API refuses a budget_tokens below 1024 or not below max_tokens.",
                     id="ahentic.E020",
                 )
             )
-        display = surface.per_mode(conf.THINKING_DISPLAY, mode)
-        effort = surface.effort(mode, conf)
-        if display not in (None, *surface.DISPLAYS) or effort not in (None, *surface.EFFORTS):
+        display = prompt.per_mode(conf.THINKING_DISPLAY, mode)
+        effort = prompt.effort(mode, conf)
+        if display not in (None, *prompt.DISPLAYS) or effort not in (None, *prompt.EFFORTS):
             errors.append(
                 Error(
                     f"{where('THINKING_DISPLAY')} / {where('EFFORT')} for {mode} mode: "
-                    f"display must be one of {surface.DISPLAYS}, effort one of "
-                    f"{surface.EFFORTS} (or None).",
+                    f"display must be one of {prompt.DISPLAYS}, effort one of "
+                    f"{prompt.EFFORTS} (or None).",
                     id="ahentic.E021",
                 )
             )
         for setting in ("WEB_SEARCH", "WEB_FETCH"):
-            tool = surface.per_mode(getattr(conf, setting), mode)
+            tool = prompt.per_mode(getattr(conf, setting), mode)
             if tool in (None, False, True):
                 continue
             uses = tool.get("max_uses") if isinstance(tool, dict) else None
@@ -366,13 +366,13 @@ def spend_cap_problems(conf) -> list[str]:
 
 def _spend_cap_errors(conf, where) -> list:
     """E028: a USD cap (``SPEND_CAP_USD``) on a ``MODEL`` without prices, whose calls the ledger
-    cannot price (``agents.model_prices``), so the cap would never be reached. W011: a capped
+    cannot price (``conf.model_prices``), so the cap would never be reached. W011: a capped
     agent whose ``BRAIN_MODEL`` has no prices (its titles and memory calls are not counted)."""
-    from sessions_app import agents
+    from sessions_app.conf import model_prices
 
     if not conf.SPEND_CAP_USD:
         return []
-    if agents.model_prices(conf.MODEL) is None:
+    if model_prices(conf.MODEL) is None:
         return [
             Error(
                 f"{where('SPEND_CAP_USD')} is set but the model {conf.MODEL!r} has no prices "
@@ -381,7 +381,7 @@ def _spend_cap_errors(conf, where) -> list:
                 id="ahentic.E028",
             )
         ]
-    if agents.model_prices(conf.BRAIN_MODEL) is None:
+    if model_prices(conf.BRAIN_MODEL) is None:
         return [
             Warning(
                 f"{where('SPEND_CAP_USD')} is set but the brain model {conf.BRAIN_MODEL!r} "

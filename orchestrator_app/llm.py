@@ -158,7 +158,7 @@ def call_model(
     ``PROGRESS_INTERVAL_S`` and, while text arrives, every ``LIVE_INTERVAL_S``; it returns
     False to abandon the call (the caller lost its lease). Only ``text`` deltas are live text:
     thinking streams too but is never shown as the reply. ``thinking`` and ``output_config``
-    are sent as given (``surface.request_options``)."""
+    are sent as given (``loop.prompt.request_options``)."""
     if not llm_available():
         raise _unavailable()
     started = time.monotonic()

@@ -82,10 +82,14 @@ def workflows() -> dict[str, Expertise]:
     return _load("workflows")
 
 
-def for_session(session) -> tuple[dict[str, Expertise], dict[str, Expertise]]:
+def for_session(
+    session, settings: agents.AgentSettings | None = None
+) -> tuple[dict[str, Expertise], dict[str, Expertise]]:
     """The skills and workflows the session's agent may use (its version's ``SKILLS`` and
-    ``WORKFLOWS``, names; None: all of the site's)."""
-    settings = agents.settings_for(session)
+    ``WORKFLOWS``, names; None: all of the site's). ``settings``: its agent's settings when
+    the caller holds them."""
+    if settings is None:
+        settings = agents.settings_for(session)
 
     def allowed(items: dict[str, Expertise], names) -> dict[str, Expertise]:
         return items if names is None else {k: v for k, v in items.items() if k in names}

@@ -69,10 +69,21 @@ class AgentNotFound(Exception):
 
 
 class AgentSettings:
-    """The settings a session's runs read: its version's ``config`` over ``AHENTIC``."""
+    """The settings a session's runs read: its version's ``config`` over ``AHENTIC``.
+
+    The keys a version may set (``AGENT_KEYS``) are resolved when it is made, so a step that
+    resolves its agent's settings once and hands them down reads each as a plain attribute;
+    ``site`` holds the site's own values of ``SITE_KEYS`` (what a version narrows, such as
+    ``ADMIN_TOOLS``). Any other ``AHENTIC`` key is read from the site's settings when asked
+    for."""
 
     def __init__(self, config: dict[str, Any]):
         self.config = dict(config)
+        self.site = ahentic_settings.read(SITE_KEYS)
+        for key in SITE_KEYS:
+            setattr(self, key, self.config[key] if key in self.config else self.site[key])
+        for key, default in AGENT_ONLY_DEFAULTS.items():
+            setattr(self, key, self.config.get(key, default))
 
     def __getattr__(self, name: str) -> Any:
         config = self.__dict__["config"]
@@ -118,12 +129,6 @@ def settings_for(session: Session) -> AgentSettings:
     if session.agent_version_id is None:
         return AgentSettings({})
     return AgentSettings(_config(session.agent_version_id))
-
-
-def model_prices(model: str) -> dict[str, Any] | None:
-    """The model's entry in ``AHENTIC["PRICES"]`` (USD per million tokens), None when it has
-    none: the ledger cannot price its calls, so a USD cap on it would never be reached."""
-    return (ahentic_settings.PRICES or {}).get(model) or None
 
 
 def spend_cap(session: Session) -> float | None:

@@ -49,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "SUBAGENT_MAX_DEPTH": 1,
     "NAME_REFRESH_INTERVAL": 30,
     "PRICES": {},
-    # The model's wider surface (orchestrator_app/loop/surface.py); each may be a value for both
+    # The model's wider surface (orchestrator_app/loop/prompt.py); each may be a value for both
     # modes or {"agent": value, "ask": value}.
     "THINKING": "off",  # "off", "adaptive" or a budget in tokens (>= 1024, < max_tokens)
     "THINKING_DISPLAY": None,  # None (the model's default), "summarized" or "omitted"
@@ -163,13 +163,28 @@ class AhenticSettings:
     """Lazy view over ``settings.AHENTIC`` with the defaults above."""
 
     def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"Unknown AHENTIC setting {name!r}")
+        return self.read((name,))[name]
+
+    def read(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """Several values at once, with one look at ``settings.AHENTIC`` (an agent's settings
+        resolve theirs this way: ``sessions_app.agents.AgentSettings``)."""
         configured = getattr(settings, "AHENTIC", None) or {}
-        if name in configured:
-            return configured[name]
-        default = DEFAULTS[name]
-        return default() if callable(default) else default
+        values = {}
+        for name in names:
+            if name not in DEFAULTS:
+                raise AttributeError(f"Unknown AHENTIC setting {name!r}")
+            if name in configured:
+                values[name] = configured[name]
+            else:
+                default = DEFAULTS[name]
+                values[name] = default() if callable(default) else default
+        return values
 
 
 ahentic_settings = AhenticSettings()
+
+
+def model_prices(model: str) -> dict[str, Any] | None:
+    """The model's entry in ``AHENTIC["PRICES"]`` (USD per million tokens), None when it has
+    none: the ledger cannot price its calls, so a USD cap on it would never be reached."""
+    return (ahentic_settings.PRICES or {}).get(model) or None

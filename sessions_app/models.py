@@ -387,15 +387,6 @@ def event_rows(
     return _as_event_rows(session_id, events.order_by("seq").values_list(*EVENT_ROW_COLUMNS))
 
 
-def open_calls(rows: list[EventRow]) -> list[EventRow]:
-    """The tool calls of ``rows`` (a session's events from some event on, by seq) without a
-    tool_response among them: ``open_tool_call_rows`` over rows already read."""
-    answered = {row.tool_use_id for row in rows if row.kind == Event.Kind.TOOL_RESPONSE}
-    return [
-        row for row in rows if row.kind == Event.Kind.TOOL_CALL and row.tool_use_id not in answered
-    ]
-
-
 def open_tool_call_rows(session_id) -> list[EventRow]:
     """A session's tool calls without a tool_response, by seq, as ``EventRow``s."""
     events = db.primary(Event).filter(session_id=session_id, superseded_by__isnull=True)

@@ -669,7 +669,8 @@ def run_claim(*, session_id, run_seq: int) -> Lease | None:
 def lease_refresh(lease: Lease) -> bool:
     """Extend the lease and the heartbeat. False once the run was cancelled or taken over.
 
-    A running tool is covered by ``orchestrator_app.control.heartbeat`` (a thread calling this).
+    A running tool is covered by ``orchestrator_app.loop.pipeline.LeaseHeartbeat`` (a thread
+    calling this).
     """
     now = timezone.now()
     fields = {"lease_expires_at": _lease_deadline(now), "heartbeat_at": now}

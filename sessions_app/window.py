@@ -56,11 +56,17 @@ class Kept:
     open_calls: tuple[int, ...]  # the pks of its tool calls without an answer among them
 
 
+def open_calls(rows: list[EventRow] | tuple[EventRow, ...]) -> list[EventRow]:
+    """The tool calls of ``rows`` (a session's events from some event on, by seq) without a
+    tool_response among them: ``models.open_tool_call_rows`` over rows already read."""
+    answered = {row.tool_use_id for row in rows if row.kind == Event.Kind.TOOL_RESPONSE}
+    return [
+        row for row in rows if row.kind == Event.Kind.TOOL_CALL and row.tool_use_id not in answered
+    ]
+
+
 def _kept(edit_version: int, from_id: int | None, rows: tuple[EventRow, ...], last_seq=0) -> Kept:
-    answered = {r.tool_use_id for r in rows if r.kind == Event.Kind.TOOL_RESPONSE}
-    calls = tuple(
-        r.pk for r in rows if r.kind == Event.Kind.TOOL_CALL and r.tool_use_id not in answered
-    )
+    calls = tuple(row.pk for row in open_calls(rows))
     last_seq = max(last_seq, rows[-1].seq if rows else 0)
     return Kept(edit_version, from_id, last_seq, rows, sum(r.token_count for r in rows), calls)
 

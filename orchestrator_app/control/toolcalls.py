@@ -28,7 +28,7 @@ def is_mcp_call(call_id: str) -> bool:
 
 def unanswered_tool_calls(session_id) -> list[EventRow]:
     """Tool calls without a tool_response, oldest first. (A step finds its open calls in the
-    window it reads anyway: ``models.open_calls``.)"""
+    window it reads anyway: ``window.open_calls``.)"""
     return open_tool_call_rows(session_id)
 
 

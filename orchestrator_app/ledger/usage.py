@@ -14,8 +14,8 @@ from django.db.models import F, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from sessions_app import agents, db, runstate
-from sessions_app.conf import ahentic_settings
+from sessions_app import db, runstate
+from sessions_app.conf import ahentic_settings, model_prices
 from sessions_app.models import Session
 
 from .. import llm
@@ -34,7 +34,7 @@ def usage_cost(
     """USD cost from ``PRICES`` (per million tokens) plus ``WEB_SEARCH_PRICE_PER_1000`` per
     search, or None when the model has no price. (Thinking is billed as output tokens; web
     fetch costs only the tokens of what it fetched.)"""
-    price = agents.model_prices(model)
+    price = model_prices(model)
     if not price:
         return None
     million = Decimal(1_000_000)

@@ -30,7 +30,7 @@ from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
 from ..tools import Tool
 from ..tools import memory as memory_tool
-from . import prompt, surface
+from . import prompt
 from .prompt import (
     CONTEXT_HEADER,
     MODE_SECTION,
@@ -117,9 +117,12 @@ def estimate(request: dict[str, Any]) -> int:
     return sum(buckets(request).values())
 
 
-def budget_of(session: Session) -> int:
-    """The context budget of the session's agent (``CONTEXT_BUDGET_TOKENS``)."""
-    return int(agents.settings_for(session).CONTEXT_BUDGET_TOKENS)
+def budget_of(session: Session, settings: agents.AgentSettings | None = None) -> int:
+    """The context budget of the session's agent (``CONTEXT_BUDGET_TOKENS``; ``settings``:
+    its agent's settings when the caller holds them)."""
+    if settings is None:
+        settings = agents.settings_for(session)
+    return int(settings.CONTEXT_BUDGET_TOKENS)
 
 
 def usage_snapshot(parts: dict[str, int], calibration: float, budget: int) -> dict[str, Any]:
@@ -230,6 +233,15 @@ class Assembly:
     window_tokens: int  # the window's event_tokens (what select_window compared)
     inherited: list[Event] = field(default_factory=list)  # a sub-agent's view of its parent
 
+    def attachment_refs(self) -> list[dict[str, Any]]:
+        """The attachment refs the request's events carry (a message's files, a tool's
+        images): the PDFs among them are prepared before it is sent (``loop.files``)."""
+        return [
+            item
+            for event in (*self.inherited, *self.window)
+            for item in (event.payload or {}).get("attachments") or ()
+        ]
+
     def request(self, session_id) -> dict[str, Any]:
         return {
             "system": self.system,
@@ -238,16 +250,34 @@ class Assembly:
         }
 
 
-def assemble(session: Session, tools: list[Tool], events: list[Event]) -> Assembly:
-    """The request for ``session`` over ``events`` (chronological, at least the window)."""
+def memory_offered(
+    session: Session, tools: list[Tool], settings: agents.AgentSettings
+) -> tuple[list[Tool], list[dict[str, Any]]]:
+    """The request's site tools without the registry's memory tool (never sent as a custom
+    tool), and its typed definition to send with the server tools when the agent keeps memory
+    (``MEMORY``; ``tools/memory.py``) and the session is granted it."""
+    rest = [t for t in tools if t.name != memory_tool.NAME]
+    granted = session.granted_tools is None or memory_tool.NAME in session.granted_tools
+    return rest, ([memory_tool.DEFINITION] if granted and settings.MEMORY else [])
+
+
+def assemble(
+    session: Session,
+    tools: list[Tool],
+    events: list[Event],
+    settings: agents.AgentSettings | None = None,
+) -> Assembly:
+    """The request for ``session`` over ``events`` (chronological, at least the window);
+    ``settings``: its agent's settings when the caller holds them."""
+    if settings is None:
+        settings = agents.settings_for(session)
     step_context = prompt.step_context(session)
-    system, memory_blocks = prompt.system_blocks(session)
-    settings = agents.settings_for(session)
+    system, memory_blocks = prompt.system_blocks(session, settings)
     budget = int(settings.CONTEXT_BUDGET_TOKENS)
-    # The memory tool goes typed, before the server tools (``tools/memory.py``).
-    tools, typed = memory_tool.offered(session, tools)
+    # The memory tool goes typed, before the server tools.
+    tools, typed = memory_offered(session, tools, settings)
     tool_defs = prompt.tool_definitions(
-        tools, typed + surface.server_tools(surface.session_mode(session), settings)
+        tools, typed + prompt.server_tools(prompt.session_mode(session), settings)
     )
     # Room for the step context is reserved before the window is chosen; the context is then
     # compared with what the window (not evicted history) already carries.
@@ -297,18 +327,22 @@ def typed_message(session: Session) -> Event:
 
 
 def predicted_usage(
-    session: Session, tools: list[Tool], events: list[Event], calibration: float
+    session: Session,
+    tools: list[Tool],
+    events: list[Event],
+    calibration: float,
+    settings: agents.AgentSettings | None = None,
 ) -> dict[str, Any]:
     """``contextUsage`` of the request a message typed now would send: ``events`` (the window
     and what followed it) plus that message, which carries the step context when it differs
     from the one the window holds; the window moves first if that request would not fit."""
     session = as_a_message_finds_it(session)
     typed = typed_message(session)
-    assembly = assemble(session, tools, [*events, typed])
+    assembly = assemble(session, tools, [*events, typed], settings)
     if prompt.context_carrier(assembly.window, assembly.step_context) is typed:
         typed.payload = {"context": assembly.step_context}
     parts = buckets(assembly.request(session.pk), assembly.memory_blocks)
-    return usage_snapshot(parts, calibration, budget_of(session))
+    return usage_snapshot(parts, calibration, budget_of(session, settings))
 
 
 def predicted_usage_after(
@@ -317,6 +351,7 @@ def predicted_usage_after(
     sent_buckets: dict[str, int],
     added: list[Event],
     calibration: float,
+    settings: agents.AgentSettings | None = None,
 ) -> dict[str, Any] | None:
     """``predicted_usage`` from the request a step just sent (``sent``, counted in
     ``sent_buckets``) and the events the step ``added``, without assembling the whole request
@@ -335,7 +370,7 @@ def predicted_usage_after(
     following = [*added, typed]
     # As select_window would count it: the step context among the fixed parts.
     fixed = sum(sent_buckets[b] for b in ("systemPrompt", "memory", "tools")) + tokens(step_context)
-    budget = budget_of(session)
+    budget = budget_of(session, settings)
     if not fits(fixed, sent.window_tokens + sum(event_tokens(e) for e in following), budget):
         return None
     if prompt.context_carrier([*sent.window, *following], step_context) is typed:

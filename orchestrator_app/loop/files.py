@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from django_q.tasks import async_task
@@ -30,11 +30,6 @@ from sessions_app.models import Attachment
 from .. import llm
 
 log = logging.getLogger("ahentic")
-
-
-def refs_of(events: Iterable[Any]) -> list[dict[str, Any]]:
-    """The attachment refs the events carry (a message's files, a tool's images)."""
-    return [item for event in events for item in (event.payload or {}).get("attachments") or ()]
 
 
 def prepare(refs: list[dict[str, Any]], keep_going: Callable[[], bool] | None = None) -> int:

@@ -6,12 +6,14 @@ tool_response event. Every failure is a tool result with ``ok: false`` the model
 nothing here raises to the API.
 
 The pipeline runs in a worker holding a ``Lease``; every write it makes is conditional on that
-lease (``sessions_app.runstate``), so a cancelled or taken-over run writes nothing new.
+lease (``sessions_app.runstate``), so a cancelled or taken-over run writes nothing new. While a
+tool executes, a heartbeat thread keeps the lease fresh (``LeaseHeartbeat``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 import time
@@ -20,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -35,7 +38,6 @@ from sessions_app.services import TraceBuffer
 
 from .. import llm, telemetry
 from ..control import plan as plan_rules
-from ..control.heartbeat import LeaseHeartbeat
 from ..control.toolcalls import result_text, tool_response_record
 from ..ledger import usage
 from ..models import ToolGrant
@@ -43,6 +45,8 @@ from ..signals import approval_requested, send_after_commit, tool_executed
 from ..tools import UNAVAILABLE, Tool, ToolContext, ToolError, get_tool, refusal
 
 __all__ = ["Outcome", "check_call", "get_tool", "process_call", "progress"]
+
+log = logging.getLogger("ahentic")
 
 
 @dataclass
@@ -88,6 +92,59 @@ def time_limit(seconds: float) -> Iterator[None]:
         if outer_remaining:
             left = outer_remaining - (time.monotonic() - started)
             signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
+
+
+class LeaseHeartbeat:
+    """The lease heartbeat: a thread keeps the run's lease fresh while a tool executes.
+
+    A tool call cannot refresh the lease itself, and a lease stretched by the tool's whole time
+    limit made a dead worker invisible for ``RUN_LEASE_S`` + ``TOOL_TIMEOUT_S``. Instead the
+    lease stays ``RUN_LEASE_S`` long and this thread refreshes it every third of that, so a
+    worker that dies mid-tool is noticed within about ``RUN_LEASE_S`` (then ``POST continue``
+    or the recover sweep takes the run over and heals the call).
+
+    The thread stops when the tool returns (the ``with`` block joins it, so it never writes
+    after), at the first refresh that finds the lease lost (a cancel, a takeover: it never
+    writes again), and once the tool overran its own time limit (a tool the timer cannot stop
+    must not hold the run forever)."""
+
+    def __init__(self, lease: Lease, *, limit_s: float):
+        self.lease = lease
+        self.limit_s = limit_s
+        self.interval_s = max(float(ahentic_settings.RUN_LEASE_S) / 3, 0.05)
+        self.beats = 0
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ahentic-heartbeat", daemon=True)
+
+    def __enter__(self) -> LeaseHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.limit_s
+        used_connection = False
+        try:
+            while not self._stop.wait(self.interval_s):
+                if time.monotonic() > deadline:
+                    return
+                used_connection = True
+                try:
+                    refreshed = runstate.lease_refresh(self.lease)
+                except Exception:  # a locked database: try again at the next beat
+                    log.warning("ahentic heartbeat could not refresh %s", self.lease, exc_info=True)
+                    continue
+                if not refreshed:
+                    self.lost = True
+                    return
+                self.beats += 1
+        finally:
+            if used_connection:
+                connections[db.write_alias()].close()  # this thread's own connection
 
 
 def failure(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
@@ -223,19 +280,23 @@ def note_content_work(lease: Lease, tracer: TraceBuffer, session: Session) -> No
 
 
 def check_call(
-    session: Session, name: str, tool_input: Any
+    session: Session,
+    name: str,
+    tool_input: Any,
+    settings: agents.AgentSettings | None = None,
 ) -> tuple[Tool | None, dict[str, Any] | None]:
     """The checks before approval, in order: availability (the registry, then ``tools.refusal``:
     the agent's tools, the session's grant, a browser for a browser tool, the user's
     permission), Ask mode, the input schema. Returns the tool and None, or the tool
-    (None when unknown) and the failure result."""
+    (None when unknown) and the failure result. ``settings``: the session's agent's settings
+    when the caller holds them."""
     tool = get_tool(name)
     if tool is None:
         message = f"There is no tool named {name!r} in this session."
         return None, failure("ability_unavailable", message)
     # The agent's tools, the session's grant, a browser, the user's permission: the policy
     # that also decides what the model is offered (``tools.refusal``, read by ``tools_for``).
-    refused = refusal(session, tool)
+    refused = refusal(session, tool, settings=settings)
     if refused is not None:
         return (None if refused.code == UNAVAILABLE else tool), refused.as_result()
     if session.mode == Session.Mode.ASK and not tool.readonly:
@@ -268,7 +329,8 @@ def handle_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Event
         pending = None
     # Resume from what was paused (auto-staged and key-only), or the user's edit of it.
     tool_input = pending.effective_input() if pending else (call.payload.get("input") or {})
-    tool, problem = check_call(session, name, tool_input)
+    settings = agents.settings_for(session)
+    tool, problem = check_call(session, name, tool_input, settings)
     if tool is None:
         runstate.capability_request_add(
             session_id=session.pk, ability=name, reason="unknown tool called"
@@ -318,7 +380,7 @@ def handle_call(lease: Lease, tracer: TraceBuffer, session: Session, call: Event
         )
 
     approved = pending.approved if pending else None
-    policy = agents.settings_for(session).APPROVAL.get(tool.name)
+    policy = settings.APPROVAL.get(tool.name)
     # The agent's approval policy: "always_ask" asks even where the tool or a grant would not;
     # "always_allow" pre-allows a tool that may be pre-allowed at all (never admin_delete or
     # admin_action, which ask every time).

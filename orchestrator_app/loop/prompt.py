@@ -15,13 +15,17 @@ message reads all of the previous request from the prompt cache.
 from __future__ import annotations
 
 import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.utils import timezone
 
 from artifacts_app import store
-from sessions_app import agents, versioned
+from sessions_app import agents
 from sessions_app import attachments as attachment_store
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
@@ -37,16 +41,54 @@ from ..tools.admin_tools import page_context_with_admin
 HISTORY_RESULT_CHARS = 1500
 CACHE = {"type": "ephemeral"}
 
+# --- what a process keeps per session version ------------------------------------------------
+# A step reads some of a session's children every time although they rarely change: its goals
+# and its artifacts' pointers (the step context shows them). Every write of those bumps the
+# session's ``version`` (the REST ETag) in the same transaction, so what was read after the
+# version ``v`` was loaded holds for ``v``: kept by ``(name, session, v)`` as the payload of a
+# poll is cached, a step reuses what the previous one read when nothing visible changed since.
+# A version is never reused, so an entry is never stale for its key; the keeping is bounded
+# (least recently used first) and per process. Values kept are immutable (text, tuples).
+T = TypeVar("T")
+KEPT_MAX = 256
+_kept: OrderedDict[tuple, Any] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def kept_per_version(name: str, session_id, version: int, compute: Callable[[], T]) -> T:
+    """``compute()`` for ``session_id`` at ``version`` (read before ``compute`` reads
+    anything), computed once per process while kept."""
+    key = (name, str(session_id), version)
+    with _kept_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return _kept[key]
+    value = compute()
+    with _kept_lock:
+        _kept[key] = value
+        while len(_kept) > KEPT_MAX:
+            _kept.popitem(last=False)
+    return value
+
+
+def clear_kept() -> None:
+    with _kept_lock:
+        _kept.clear()
+
+
 DEFAULT_SOUL = """You are the AI agent of this website, working for the signed-in user.
 Use the tools you are given to do the work; ask the user (ask_user) only when you cannot
 proceed without an answer. For multi-step jobs keep a short plan with update_plan. Keep replies
 short and concrete, and say plainly what you did and what is left."""
 
 
-def soul_text(session: Session | None = None) -> str:
+def soul_text(session: Session | None = None, settings: agents.AgentSettings | None = None) -> str:
     """The system prompt's site part: the session's agent's instructions (``SOUL``), a file
-    path or text, the default soul when unset."""
-    soul = agents.settings_for(session).SOUL if session is not None else ahentic_settings.SOUL
+    path or text, the default soul when unset. ``settings``: the session's agent's settings
+    when the caller holds them."""
+    if settings is None and session is not None:
+        settings = agents.settings_for(session)
+    soul = settings.SOUL if settings is not None else ahentic_settings.SOUL
     if not soul:
         return DEFAULT_SOUL
     soul = str(soul)
@@ -129,8 +171,8 @@ def other_agents_lines(session: Session) -> list[str]:
     ]
 
 
-def expertise_text(session: Session) -> str:
-    available_skills, available_workflows = skills.for_session(session)
+def expertise_text(session: Session, settings: agents.AgentSettings | None = None) -> str:
+    available_skills, available_workflows = skills.for_session(session, settings)
     parts = []
     for name in session.active_skills or []:
         if name in available_skills:
@@ -154,9 +196,9 @@ def expertise_text(session: Session) -> str:
 
 def goals_text(session: Session) -> str:
     """Active goals, and completed ones until 5 conversation messages have passed (a section
-    of the step context). Kept per session version (``sessions_app.versioned``): a goal's
+    of the step context). Kept per session version (``kept_per_version``): a goal's
     write and a new message both move it."""
-    return versioned.derived("goals", session.pk, session.version, lambda: _goals_text(session))
+    return kept_per_version("goals", session.pk, session.version, lambda: _goals_text(session))
 
 
 def keep_step_context(session_id, from_version: int, to_version: int, added: list) -> None:
@@ -165,10 +207,19 @@ def keep_step_context(session_id, from_version: int, to_version: int, added: lis
     between them, writes that add ``added`` and change no goal and no artifact: the goals'
     text too unless ``added`` holds a conversation message (a completed goal fades after
     ``GOAL_DECAY_MESSAGES`` of them)."""
+    if from_version == to_version:
+        return
     names = ["pointers"]
     if not any(event.kind in CONVERSATION_KINDS for event in added):
         names.append("goals")
-    versioned.carry(session_id, from_version, to_version, tuple(names))
+    session_key = str(session_id)
+    with _kept_lock:
+        for name in names:
+            value = _kept.get((name, session_key, from_version), _kept)
+            if value is not _kept:
+                _kept[(name, session_key, to_version)] = value
+        while len(_kept) > KEPT_MAX:
+            _kept.popitem(last=False)
 
 
 def _goals_text(session: Session) -> str:
@@ -203,14 +254,24 @@ def _goals_text(session: Session) -> str:
     return GOALS_SECTION + "\n" + "\n".join(lines) if lines else ""
 
 
-def system_blocks(session: Session) -> tuple[list[dict[str, Any]], int]:
+def system_blocks(
+    session: Session, settings: agents.AgentSettings | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """System prompt blocks in order: soul, environment, expertise, memory snapshots.
 
     Returns the blocks and how many of them, at the end, are memory (contextUsage buckets).
-    Memory comes last: a fold changes the least of the cached prefix.
+    Memory comes last: a fold changes the least of the cached prefix. ``settings``: the
+    session's agent's settings when the caller holds them.
     """
+    if settings is None:
+        settings = agents.settings_for(session)
     memory = memory_text(session)
-    texts = [soul_text(session), environment_text(session), expertise_text(session), memory]
+    texts = [
+        soul_text(session, settings),
+        environment_text(session),
+        expertise_text(session, settings),
+        memory,
+    ]
     blocks = [{"type": "text", "text": t} for t in texts if t]
     blocks[-1] = {**blocks[-1], "cache_control": CACHE}
     return blocks, 1 if memory else 0
@@ -237,7 +298,7 @@ def tool_definitions(
     tools: list[Tool], server_tools: list[dict[str, Any]] = ()
 ) -> list[dict[str, Any]]:
     """The request's tool definitions: the site's tools, then the API's server tools
-    (``surface.server_tools``), the last one carrying the tools' cache breakpoint."""
+    (``server_tools``), the last one carrying the tools' cache breakpoint."""
     defs: list[dict[str, Any]] = []
     for tool in tools:
         known = _DEFINITIONS.get(tool.name)
@@ -286,7 +347,7 @@ def step_context(session: Session) -> str:
             f"Current plan{title} (keep it current with update_plan):\n" + "\n".join(lines)
         )
     # Kept per session version: every artifact write notes itself in the session's events.
-    pointers = versioned.derived(
+    pointers = kept_per_version(
         "pointers", session.pk, session.version, lambda: store.prompt_pointers(session.pk)
     )
     if pointers:
@@ -395,9 +456,9 @@ def attachment_pairs(
     return pairs
 
 
-def turn_blocks(event: Event | EventRow) -> bool:
+def has_turn_blocks(event: Event | EventRow) -> bool:
     """Whether the assistant message ``event`` stores its turn's blocks whole (thinking, server
-    tools, cited text: ``surface.turn_blocks``); they are sent back exactly as stored."""
+    tools, cited text: ``turn_blocks``); they are sent back exactly as stored."""
     payload = event.payload or {}
     return bool(payload.get("blocks")) and not payload.get("meta", {}).get("error")
 
@@ -424,7 +485,7 @@ def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str
         return kept[1]
     if event.kind == SUBAGENT_MESSAGE:
         pairs = subagent_pair(event)
-    elif event.kind == AGENT_MESSAGE and turn_blocks(event):
+    elif event.kind == AGENT_MESSAGE and has_turn_blocks(event):
         pairs = [("assistant", block) for block in event.payload["blocks"]]
     else:
         item = _blocks_for(event, RESULT_CHARS if own else HISTORY_RESULT_CHARS)
@@ -489,3 +550,181 @@ def request_excerpt(request: dict[str, Any]) -> dict[str, Any]:
         "tools": len(request["tools"]),
         "messages": len(request["messages"]),
     }
+
+
+# --- the model's wider surface ---------------------------------------------------------------
+# The model's wider surface: thinking, effort and the API's server tools (web search, web fetch).
+#
+# Each feature is a setting that may differ per mode: a plain value applies to both modes, a dict
+# ``{"agent": value, "ask": value}`` gives each mode its own (a mode it does not name is off).
+#
+# * ``THINKING``: ``"off"``, ``"adaptive"`` or a budget in tokens (an int >= 1024, below the
+#   step's ``max_tokens``), sent as ``thinking``; ``THINKING_DISPLAY`` (``"summarized"`` or
+#   ``"omitted"``) rides in it. ``EFFORT`` (``"low"`` ... ``"max"``) is ``output_config.effort``.
+# * ``WEB_SEARCH`` / ``WEB_FETCH``: None (off) or a dict of the tool's options (``max_uses``,
+#   ``allowed_domains``, ``blocked_domains``; web fetch also ``max_content_tokens`` and
+#   ``citations``), sent as the versioned server tools below.
+#
+# History: thinking, redacted-thinking and server tool blocks are stored as the model sent them
+# (``llm.LLMResult.content``) with the assistant turn's message event (``turn_blocks``) and sent
+# back unchanged in every later request. The API would let earlier turns' thinking be dropped, but
+# dropping it would change the bytes of turns already in the cached prefix the moment a new user
+# message arrives; keeping it keeps every request a byte-extension of the previous one.
+
+# The server tools' versions: the current ones (dynamic filtering of results) for current
+# models, the first ones for the models released before them (``server_tool_types``).
+WEB_SEARCH_TYPE = "web_search_20260209"
+WEB_FETCH_TYPE = "web_fetch_20260209"
+LEGACY_WEB_SEARCH_TYPE = "web_search_20250305"
+LEGACY_WEB_FETCH_TYPE = "web_fetch_20250910"
+# Model names that take only the first versions: Claude 3.x, and Claude 4 up to 4.5.
+LEGACY_SERVER_TOOL_MODELS = re.compile(
+    r"^claude-(?:3\b.*|[a-z]+-3\b.*|[a-z]+-4(?:-[0-5])?(?:-\d{8}.*)?)$"
+)
+THINKING_MIN_BUDGET = 1024
+DISPLAYS = ("summarized", "omitted")
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+MODES = ("agent", "ask")
+# Blocks of an assistant turn that are sent back exactly as received.
+THINKING_TYPES = ("thinking", "redacted_thinking")
+WEB_SEARCH_OPTIONS = ("max_uses", "allowed_domains", "blocked_domains", "user_location")
+WEB_FETCH_OPTIONS = (
+    "max_uses",
+    "allowed_domains",
+    "blocked_domains",
+    "max_content_tokens",
+    "citations",
+)
+
+
+def per_mode(value: Any, mode: str) -> Any:
+    """``value`` for ``mode`` ("agent" or "ask"): a ``{"agent": ..., "ask": ...}`` dict picks
+    the mode's entry (None when it has none); anything else applies to every mode."""
+    if isinstance(value, dict) and value and set(value) <= set(MODES):
+        return value.get(mode)
+    return value
+
+
+def session_mode(session: Session) -> str:
+    return "ask" if session.mode == Session.Mode.ASK else "agent"
+
+
+def thinking_setting(mode: str, settings: Any = ahentic_settings) -> str | int:
+    """``"off"``, ``"adaptive"`` or a budget, for ``mode``. ``settings``: the session's agent
+    settings (``sessions_app.agents.settings_for``), the site's by default."""
+    value = per_mode(settings.THINKING, mode)
+    if value in (None, False, "off", 0):
+        return "off"
+    return value
+
+
+def thinking_config(
+    mode: str, max_tokens: int, settings: Any = ahentic_settings
+) -> dict[str, Any] | None:
+    """The request's ``thinking`` for ``mode``, or None when thinking is off."""
+    value = thinking_setting(mode, settings)
+    if value == "off":
+        return None
+    config: dict[str, Any]
+    if value == "adaptive":
+        config = {"type": "adaptive"}
+    else:
+        config = {"type": "enabled", "budget_tokens": min(int(value), max_tokens - 1)}
+    display = per_mode(settings.THINKING_DISPLAY, mode)
+    if display:
+        config["display"] = display
+    return config
+
+
+def effort(mode: str, settings: Any = ahentic_settings) -> str | None:
+    return per_mode(settings.EFFORT, mode) or None
+
+
+def server_tools(mode: str, settings: Any = ahentic_settings) -> list[dict[str, Any]]:
+    """The server tool definitions for ``mode`` (empty when both are off), in the versions
+    the model takes (``server_tool_types``)."""
+    search_type, fetch_type = server_tool_types(settings.MODEL)
+    tools = []
+    for setting, name, version, options in (
+        (settings.WEB_SEARCH, "web_search", search_type, WEB_SEARCH_OPTIONS),
+        (settings.WEB_FETCH, "web_fetch", fetch_type, WEB_FETCH_OPTIONS),
+    ):
+        value = per_mode(setting, mode)
+        if value is None or value is False:
+            continue
+        value = value if isinstance(value, dict) else {}
+        tool = {"type": version, "name": name}
+        tool.update({k: value[k] for k in options if value.get(k) is not None})
+        tools.append(tool)
+    return tools
+
+
+def server_tool_types(model: str) -> tuple[str, str]:
+    """The web search and web fetch tool types ``model`` takes."""
+    if LEGACY_SERVER_TOOL_MODELS.match(model or ""):
+        return LEGACY_WEB_SEARCH_TYPE, LEGACY_WEB_FETCH_TYPE
+    return WEB_SEARCH_TYPE, WEB_FETCH_TYPE
+
+
+def opens_with_thinking(message: dict[str, Any]) -> bool:
+    content = message.get("content") or []
+    return bool(content) and content[0].get("type") in THINKING_TYPES
+
+
+def continues_tool_loop(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The assistant turn the request continues inside a tool loop: the one before a final user
+    message holding tool results, or a final assistant turn (``pause_turn``). None otherwise."""
+    if not messages:
+        return None
+    last = messages[-1]
+    if last["role"] == "assistant":
+        return last
+    if len(messages) > 1 and any(b.get("type") == "tool_result" for b in last["content"]):
+        return messages[-2]
+    return None
+
+
+def request_options(
+    session: Session,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    settings: agents.AgentSettings | None = None,
+):
+    """``thinking`` and ``output_config`` for the step's request (keyword arguments of
+    ``llm.call_model``).
+
+    Thinking cannot start in the middle of a tool loop: when the turn the request continues
+    did not open with a thinking block (thinking was switched on mid-run, or the turn is a
+    sub-agent's synthetic report), the request goes without thinking; the API refuses it
+    otherwise. The next turn that starts from a user message thinks again. ``settings``: the
+    session's agent's settings when the caller holds them."""
+    mode = session_mode(session)
+    if settings is None:
+        settings = agents.settings_for(session)
+    options: dict[str, Any] = {}
+    thinking = thinking_config(mode, max_tokens, settings)
+    if thinking is not None:
+        turn = continues_tool_loop(messages)
+        if turn is None or opens_with_thinking(turn):
+            options["thinking"] = thinking
+    level = effort(mode, settings)
+    if level:
+        options["output_config"] = {"effort": level}
+    return options
+
+
+def turn_blocks(content: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The blocks of an assistant reply its message event stores whole (all but ``tool_use``,
+    which each have their tool call event), or None when the reply is plain text (its event's
+    text is the block)."""
+    # A thinking block cut off by max_tokens has no signature: the API would refuse it back, and
+    # the turn it opened ended without tool calls, so nothing needs it.
+    kept = [
+        b
+        for b in content
+        if b.get("type") != "tool_use"
+        and not (b.get("type") == "thinking" and not b.get("signature"))
+    ]
+    if all(b.get("type") == "text" and not b.get("citations") for b in kept):
+        return None
+    return kept

@@ -14,8 +14,7 @@ from typing import Any
 
 from sessions_app import agents, db, runstate, window
 from sessions_app import services as session_services
-from sessions_app.conf import ahentic_settings
-from sessions_app.models import Event, EventRow, PendingMessage, Session, open_calls
+from sessions_app.models import Event, EventRow, PendingMessage, Session
 from sessions_app.runstate import Lease
 
 from .. import llm, telemetry
@@ -32,7 +31,7 @@ from ..control.toolcalls import (
 from ..ledger import usage
 from ..signals import run_failed, run_finished, send_after_commit
 from ..tools import tools_for
-from . import context, files, pipeline, prompt, surface
+from . import context, files, pipeline, prompt
 
 log = logging.getLogger("ahentic")
 
@@ -54,7 +53,7 @@ PREDICTION_FIELDS = (
     "context_usage",
     "viewport_start_event_id",
     # What the kept window is checked against (``sessions_app.window``), and the version the
-    # goals and pointers are kept by (``sessions_app.versioned``).
+    # goals and pointers are kept by (``prompt.kept_per_version``).
     "version",
     "last_seq",
     "edit_version",
@@ -67,6 +66,9 @@ class StepRunner:
         self.session_id = lease.session_id
         self.run_seq = lease.run_seq
         self.session: Session = pipeline.load_session(lease, queued=True)
+        # The agent's settings, resolved once and handed to what the step asks (a session
+        # keeps its agent version for good); the site's other settings are read through them.
+        self.settings = agents.settings_for(self.session)
         runstate.lease_seen(lease, self.session)
         # The version the step read the session's goals and artifact pointers at.
         self.loaded_version = self.session.version
@@ -259,7 +261,7 @@ class StepRunner:
         if agents.spend_cap_reached(session):
             self.pause_at_spend_cap()
             return
-        budget = int(ahentic_settings.SESSION_SOFT_TOKEN_BUDGET or 0)
+        budget = int(self.settings.SESSION_SOFT_TOKEN_BUDGET or 0)
         if budget and session.tokens_used >= session.soft_budget_acked + budget:
             self.fail(
                 "ahentic_session_token_budget",
@@ -282,7 +284,7 @@ class StepRunner:
         Returns the calls still open, oldest first."""
         healed: list[str] = []
         still_open: list[EventRow] = []
-        for call in open_calls(self.window()):
+        for call in window.open_calls(self.window()):
             started = call.payload.get("started")
             if started and started.get("lease") != self.lease.token:
                 tool = pipeline.get_tool(call.payload.get("tool", ""))
@@ -335,7 +337,7 @@ class StepRunner:
             )
 
     def max_steps(self) -> int:
-        settings = agents.settings_for(self.session)
+        settings = self.settings
         if self.session.content_work:
             return int(settings.MAX_STEPS_PER_RUN_CONTENT_WORK)
         return int(settings.MAX_STEPS_PER_RUN)
@@ -352,7 +354,7 @@ class StepRunner:
         step = session.step_count + 1
         session.step_count = step
         self.step_number = step
-        tools = tools_for(session, session.owner)
+        tools = tools_for(session, session.owner, self.settings)
         try:
             request = self.assemble(session, tools)
         except llm.LLMError as exc:  # a PDF's upload to the Files API (``files.prepare``)
@@ -378,14 +380,14 @@ class StepRunner:
         if self.lost_lease:  # during an upload: the run was cancelled or taken over
             self.trace("llm_aborted", "Step abandoned during an upload: the lease was lost")
             return
-        settings = agents.settings_for(session)
+        settings = self.settings
         max_tokens = int(
             settings.MAX_OUTPUT_TOKENS_CONTENT_WORK
             if session.content_work
             else settings.MAX_OUTPUT_TOKENS
         )
         model = settings.MODEL
-        options = surface.request_options(session, request["messages"], max_tokens)
+        options = prompt.request_options(session, request["messages"], max_tokens, self.settings)
         self.trace("step_start", f"Step {step}", step=step)
         self.trace(
             "llm_request",
@@ -461,7 +463,7 @@ class StepRunner:
         so a step costs the same at 400 events or 4,000. The window is read afresh every step:
         what the model sees is what the database holds, however an event was edited."""
         events = self.window()
-        assembly = context.assemble(session, tools, events)
+        assembly = context.assemble(session, tools, events, self.settings)
         noted = prompt.attach_context(assembly.window, assembly.step_context)
         if noted is not None:
             # Stored with the turn that answers this request (``persist_turn``).
@@ -481,7 +483,7 @@ class StepRunner:
                 evicted=len(events) - len(assembly.window),
                 window_events=len(assembly.window),
             )
-        refs = files.refs_of([*assembly.inherited, *assembly.window])
+        refs = assembly.attachment_refs()
         if refs and files.prepare(refs, self.keep_lease):
             self.trace("files_uploaded", "Attached PDFs uploaded to the Files API")
         request = assembly.request(session.pk)
@@ -538,7 +540,7 @@ class StepRunner:
                     self.session_id, self.loaded_version, session.version, added
                 )
             usage = context.predicted_usage_after(
-                session, self.sent, self.sent_buckets, added, calibration
+                session, self.sent, self.sent_buckets, added, calibration, self.settings
             )
             if usage is not None:
                 return usage
@@ -546,7 +548,11 @@ class StepRunner:
         else:  # no model call in this step
             events = kept
         return context.predicted_usage(
-            session, tools_for(session, session.owner), events, calibration
+            session,
+            tools_for(session, session.owner, self.settings),
+            events,
+            calibration,
+            self.settings,
         )
 
     def record_next_usage(self) -> None:
@@ -608,7 +614,7 @@ class StepRunner:
         """Record the call's usage (always) and write the assistant turn (text + each tool_use)
         if the lease still holds, in one transaction."""
         items: list[dict[str, Any]] = []
-        blocks = surface.turn_blocks(result.content)
+        blocks = prompt.turn_blocks(result.content)
         if result.text or blocks:
             payload: dict[str, Any] = {"meta": {"model": result.model}}
             if blocks:
@@ -668,7 +674,7 @@ class StepRunner:
                 only=[call],
             )
         calls = [c for c in calls if c not in unreadable]
-        limit = int(ahentic_settings.MAX_TOOLS_PER_STEP)
+        limit = int(self.settings.MAX_TOOLS_PER_STEP)
         if len(calls) > limit:
             # Extra calls are answered, never dropped, so the pairs stay intact.
             answer_unanswered(

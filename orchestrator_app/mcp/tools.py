@@ -281,7 +281,11 @@ def connect() -> None:
     agent form's choices (the app's ``ready``)."""
     add_source(
         ToolSource(
-            prefix=MCP_PREFIX, resolve=resolve, session_tools=session_tools, offered_to=offered_to
+            prefix=MCP_PREFIX,
+            resolve=resolve,
+            session_tools=session_tools,
+            offered_to=offered_to,
+            setting="MCP_SERVERS",
         )
     )
     agents.add_choices("MCP_SERVERS", server_choices)

@@ -301,13 +301,17 @@ class ToolSource:
     """Tools a feature adds beside the registry's, named under ``prefix`` (the MCP wing's
     remote tools: ``mcp__<server>__<tool>``). ``resolve(name)`` finds one by name,
     ``session_tools(session)`` lists those a session's agent lists, ``offered_to(session,
-    name)`` says whether the agent lists that one. A feature adds its source when the app is
-    ready (``add_source``); the registry and the loop never import a feature."""
+    name)`` says whether the agent lists that one. ``setting``: the agent setting that lists
+    what the source offers (the MCP wing's ``MCP_SERVERS``), when there is one: a session whose
+    agent's setting is empty is offered none of its tools, and the source is not asked. A
+    feature adds its source when the app is ready (``add_source``); the registry and the loop
+    never import a feature."""
 
     prefix: str
     resolve: Callable[[str], Tool | None]
     session_tools: Callable[[Any], list[Tool]]
     offered_to: Callable[[Any, str], bool]
+    setting: str | None = None
 
 
 _sources: dict[str, ToolSource] = {}
@@ -360,6 +364,9 @@ def all_tools() -> list[Tool]:
 UNAVAILABLE = "ability_unavailable"
 NO_BROWSER = "ability_no_browser"
 FORBIDDEN = "ability_forbidden"
+# The reasons of ``ToolPolicy.refused`` that share the code ``UNAVAILABLE``.
+UNLISTED = "unlisted"
+NOT_GRANTED = "not_granted"
 
 
 class ToolPolicy:
@@ -369,27 +376,39 @@ class ToolPolicy:
     pipeline's ``check_call`` refuses every other call with its error, for the chat,
     sub-agents, suggested actions and the site's MCP endpoint."""
 
-    def __init__(self, session, user=None):
+    def __init__(self, session, user=None, settings: agents.AgentSettings | None = None):
         self.session = session
         self.user = user if user is not None else session.owner
-        self.settings = agents.settings_for(session)
+        self.settings = settings if settings is not None else agents.settings_for(session)
+
+    @cached_property
+    def site_admin_tools(self) -> bool:
+        """Whether the site's ``ADMIN_TOOLS`` enables any admin model. When it enables none,
+        the admin bridge is not asked: no version lists a model of it, and nobody may use
+        the admin tools (``may_use_admin_tools`` is False for every user)."""
+        return bool(self.settings.site["ADMIN_TOOLS"])
 
     @cached_property
     def admin_tools_listed(self) -> bool:
         """Whether the version's ``ADMIN_TOOLS`` names one of the site's admin models (it
         narrows the site's list, never widens it)."""
+        if not self.site_admin_tools:
+            # Listed unless the version narrows them (``agent_labels``), as with no model.
+            return self.settings.config.get("ADMIN_TOOLS") in (None, "all")
         from .admin_tools.bridge import agent_labels, enabled_admins
 
         narrowed = agent_labels(self.session)
         return narrowed is None or any(label in narrowed for label in enabled_admins())
 
-    def refusal(self, tool: Tool) -> ToolError | None:
-        """Why the run may not call ``tool``, or None when it may. In order: the agent
-        version's tools (``TOOLS`` for the site's tools, ``MCP_SERVERS`` for remote ones,
-        ``ADMIN_TOOLS`` naming none of the site's admin models), the tools granted to the
-        session (a sub-agent's), a browser to run a browser tool in (``browser_available``),
-        and the user's own permission (an agent never gives a user a tool they may not use)."""
-        from .admin_tools.bridge import ADMIN_MODULE
+    def refused(self, tool: Tool) -> str | None:
+        """Why the run may not call ``tool`` (one of ``UNLISTED``, ``NOT_GRANTED``,
+        ``NO_BROWSER``, ``FORBIDDEN``), or None when it may. In order: the agent version's tools
+        (``TOOLS`` for the site's tools, ``MCP_SERVERS`` for remote ones, ``ADMIN_TOOLS``
+        naming none of the site's admin models), the tools granted to the session (a
+        sub-agent's), a browser to run a browser tool in (``browser_available``), and the
+        user's own permission (an agent never gives a user a tool they may not use). Builds no
+        error: ``tools_for`` asks it of every tool."""
+        from .admin_tools.bridge import ADMIN_MODULE, may_use_admin_tools
 
         session, name = self.session, tool.name
         source = source_of(name)
@@ -406,10 +425,29 @@ class ToolPolicy:
             if listed and tool.module == ADMIN_MODULE:
                 listed = self.admin_tools_listed
         if not listed:
-            return ToolError(UNAVAILABLE, f"{name} is not one of this agent's tools.")
+            return UNLISTED
         if session.granted_tools is not None and name not in session.granted_tools:
-            return ToolError(UNAVAILABLE, f"There is no tool named {name!r} in this session.")
+            return NOT_GRANTED
         if tool.runtime == "browser" and not session.browser_available:
+            return NO_BROWSER
+        if tool.permission is may_use_admin_tools and not self.site_admin_tools:
+            return FORBIDDEN
+        if not tool.allowed_for(self.user):
+            return FORBIDDEN
+        return None
+
+    def refusal(self, tool: Tool) -> ToolError | None:
+        """The error the model reads when the run may not call ``tool`` (``refused``), or
+        None when it may."""
+        reason = self.refused(tool)
+        name = tool.name
+        if reason is None:
+            return None
+        if reason == UNLISTED:
+            return ToolError(UNAVAILABLE, f"{name} is not one of this agent's tools.")
+        if reason == NOT_GRANTED:
+            return ToolError(UNAVAILABLE, f"There is no tool named {name!r} in this session.")
+        if reason == NO_BROWSER:
             return ToolError(
                 NO_BROWSER,
                 f"{name} runs in the user's browser, and no browser serves this run (a "
@@ -417,27 +455,29 @@ class ToolPolicy:
                 hint="Do the task without browser tools, or say what the user could do in the "
                 "page.",
             )
-        if not tool.allowed_for(self.user):
-            return ToolError(FORBIDDEN, f"The user may not use {name}.")
-        return None
+        return ToolError(FORBIDDEN, f"The user may not use {name}.")
 
 
-def refusal(session, tool: Tool, user=None) -> ToolError | None:
+def refusal(
+    session, tool: Tool, user=None, settings: agents.AgentSettings | None = None
+) -> ToolError | None:
     """Why ``session``'s run may not call ``tool`` (``ToolPolicy.refusal``), or None."""
-    return ToolPolicy(session, user).refusal(tool)
+    return ToolPolicy(session, user, settings).refusal(tool)
 
 
-def tools_for(session, user) -> list[Tool]:
+def tools_for(session, user, settings: agents.AgentSettings | None = None) -> list[Tool]:
     """Tools this session may offer the model (``refusal`` allows them): those of its agent
     (``TOOLS``, None: every tool) granted to the session, browser tools only when a browser
     serves the run, allowed for the user; then the tools of the MCP servers its agent lists
-    (``MCP_SERVERS``: the tool sources, ``ToolSource``), sorted by name."""
-    policy = ToolPolicy(session, user)
-    site = [t for t in all_tools() if policy.refusal(t) is None]
+    (``MCP_SERVERS``: the tool sources, ``ToolSource``), sorted by name. ``settings``: the
+    session's agent's settings when the caller holds them."""
+    policy = ToolPolicy(session, user, settings)
+    site = [t for t in all_tools() if policy.refused(t) is None]
     remote = [
         t
         for source in _sources.values()
+        if source.setting is None or getattr(policy.settings, source.setting)
         for t in source.session_tools(session)
-        if policy.refusal(t) is None
+        if policy.refused(t) is None
     ]
     return site + remote

@@ -1,7 +1,7 @@
 """The memory tool: Anthropic's ``memory_20250818`` client tool on ``sessions_app.memory``.
 
 When the session's agent version sets ``MEMORY`` (``"user"`` or ``"user+shared"``), the request
-carries ``{"type": "memory_20250818", "name": "memory"}`` among its tools (``offered``: stable
+carries ``{"type": "memory_20250818", "name": "memory"}`` among its tools (``loop.context.memory_offered``: stable
 for the whole chat, so the cached prefix never changes); what memory holds reaches the model
 only through tool results, which extend the prefix. The model's calls run through the tool
 pipeline as any other tool's, registered here under the name ``memory``.
@@ -21,7 +21,7 @@ from sessions_app import agents
 from sessions_app import memory as store
 from sessions_app.models import MemoryChange
 
-from . import Tool, ToolContext, ToolError, tool
+from . import ToolContext, ToolError, tool
 
 NAME = "memory"
 TOOL_TYPE = "memory_20250818"
@@ -33,14 +33,6 @@ def mode_for(session) -> str | None:
     if session.agent_version_id is None:
         return None
     return agents.settings_for(session).MEMORY or None
-
-
-def offered(session, tools: list[Tool]) -> tuple[list[Tool], list[dict[str, Any]]]:
-    """The request's site tools without the registry's ``memory`` (never sent as a custom
-    tool), and the typed definition to send with the server tools when memory is on."""
-    rest = [t for t in tools if t.name != NAME]
-    granted = session.granted_tools is None or NAME in session.granted_tools
-    return rest, ([DEFINITION] if granted and mode_for(session) else [])
 
 
 def _summary(input: dict[str, Any]) -> str:  # noqa: A002 - the tool's input

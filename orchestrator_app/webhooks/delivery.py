@@ -69,20 +69,12 @@ def event_payload(event: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 # Which active endpoint wants which event, kept in the default cache so that a step's signals
-# cost no query. Every write of an endpoint's ``active`` or ``events`` drops it
-# (``subscribers_changed``: the services below, and post_save/post_delete for the admin's
-# saves); another process's cache (a per-process LocMemCache) may lag by up to the lifetime.
+# cost no query (``events.subscribers`` reads it). Every write of an endpoint's ``active`` or
+# ``events`` drops it (``subscribers_changed``: the services below, and post_save/post_delete
+# for the admin's saves); another process's cache (a per-process LocMemCache) may lag by up to
+# the lifetime.
 SUBSCRIBERS_CACHE_KEY = "ahentic:webhook-subscribers"
 SUBSCRIBERS_TTL_S = 30
-
-
-def subscribers(event: str) -> list[int]:
-    """The ids of the active endpoints subscribed to ``event``."""
-    table = cache.get(SUBSCRIBERS_CACHE_KEY)
-    if table is None:
-        table = list(WebhookEndpoint.objects.filter(active=True).values_list("pk", "events"))
-        cache.set(SUBSCRIBERS_CACHE_KEY, table, SUBSCRIBERS_TTL_S)
-    return [pk for pk, events in table if event in (events or [])]
 
 
 def subscribers_changed(**kwargs: Any) -> None:
@@ -91,12 +83,14 @@ def subscribers_changed(**kwargs: Any) -> None:
     transaction.on_commit(lambda: cache.delete(SUBSCRIBERS_CACHE_KEY))
 
 
-def enqueue_event(*, event: str, payload: dict[str, Any]) -> int:
-    """A delivery row per active endpoint subscribed to ``event``, each delivered by a task
-    once the rows commit. Returns the number of rows."""
-    endpoints = [WebhookEndpoint(pk=pk) for pk in subscribers(event)]
+def enqueue_event(*, event: str, data: dict[str, Any], endpoint_ids: list[int]) -> int:
+    """A delivery row of ``event`` for each endpoint of ``endpoint_ids`` (those subscribed to
+    it: ``events.subscribers``), each delivered by a task once the rows commit. Returns the
+    number of rows."""
+    endpoints = [WebhookEndpoint(pk=pk) for pk in endpoint_ids]
     if not endpoints:
         return 0
+    payload = event_payload(event, data)
     return len(create_deliveries(endpoints, event=event, payload=payload))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import Signal
 
@@ -53,11 +54,25 @@ def thin(value: Any) -> Any:
     return str(value)  # a UUID
 
 
+def subscribers(event: str) -> list[int]:
+    """The ids of the active endpoints subscribed to ``event``, from the default cache (one
+    query when it holds none; ``delivery.subscribers_changed`` drops it): a run's signal with
+    no endpoint to deliver to is answered here, without entering the delivery services."""
+    table = cache.get(delivery.SUBSCRIBERS_CACHE_KEY)
+    if table is None:
+        table = list(WebhookEndpoint.objects.filter(active=True).values_list("pk", "events"))
+        cache.set(delivery.SUBSCRIBERS_CACHE_KEY, table, delivery.SUBSCRIBERS_TTL_S)
+    return [pk for pk, events in table if event in (events or [])]
+
+
 def receiver_for(event: str, keys: tuple[str, ...]) -> Callable[..., None]:
     def receive(sender, session, **kwargs) -> None:
+        endpoint_ids = subscribers(event)
+        if not endpoint_ids:
+            return
         data = {"session": thin(session)}
         data.update({key: thin(kwargs[key]) for key in keys if key in kwargs})
-        delivery.enqueue_event(event=event, payload=delivery.event_payload(event, data))
+        delivery.enqueue_event(event=event, data=data, endpoint_ids=endpoint_ids)
 
     receive.__name__ = f"webhook_{event.replace('.', '_')}"
     return receive

@@ -19,6 +19,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from .. import agents, runstate
+from ..conf import model_prices
 from ..models import Session
 
 CAP_FIELD = "spend_cap_usd"
@@ -82,7 +83,7 @@ class SessionCapForm(forms.ModelForm):
             )
         cap = cleaned.get(CAP_FIELD)
         model = agents.settings_for(session).MODEL
-        if cap is not None and agents.model_prices(model) is None:
+        if cap is not None and model_prices(model) is None:
             self.add_error(
                 CAP_FIELD,
                 f"The chat's model {model} has no prices in AHENTIC['PRICES']: its spend is "

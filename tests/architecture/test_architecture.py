@@ -21,7 +21,7 @@ ENTRY_PARTS = ("admin", "admin_tokens", "api", "api_tokens", "checks", "server",
 WINGS = ("mcp", "oauth", "schedules", "webhooks", "notifications", "spend")
 APP_LAYERS = {
     "sessions_app": (
-        ("base", ("conf", "errors", "db", "media", "tokens", "versioned")),
+        ("base", ("conf", "errors", "db", "media", "tokens")),
         ("models", ("models",)),
         (
             "writers and readers",
@@ -57,7 +57,7 @@ APP_LAYERS = {
         ),
         # The run engine, which imports no feature wing.
         ("ledger", ("ledger",)),  # usage records, cost, daily limit; diagnostics
-        ("run control", ("control",)),  # runs, queue, heartbeat, tool-call answers, plan, brain
+        ("run control", ("control",)),  # runs, queue, tool-call answers, plan, brain
         ("tools", ("tools",)),  # the registry, its tool sources, the built-ins, the admin bridge
         ("step loop", ("loop",)),  # a step: request, model turn, tool pipeline, decisions
         # The feature wings: each plugs into the engine through the tool-source registry and

@@ -1,0 +1,108 @@
+"""The walk of one tool step through the apps' modules stays short (issue 38's targets, as
+``bench/step_walk.py`` counts them): the modules of the three apps it enters (rooms) and the
+distinct module-to-module calls between them (climbs), and no feature the site does not use
+is entered: no webhook endpoint, no admin model for the admin tools, no MCP server, no memory,
+no attached file."""
+
+import sys
+from collections import Counter
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from orchestrator_app import tasks
+from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
+from sessions_app import services as session_services
+from sessions_app.models import Session
+from tests.support.api import payload_of, post
+from tests.support.paths import ROOT
+
+APPS = ("sessions_app", "artifacts_app", "orchestrator_app")
+
+
+def module_of(filename: str, cache: dict[str, str | None]) -> str | None:
+    if filename not in cache:
+        try:
+            parts = list(Path(filename).resolve().relative_to(ROOT).with_suffix("").parts)
+        except ValueError:
+            parts = []
+        if parts and parts[0] in APPS:
+            if parts[-1] == "__init__":
+                parts.pop()
+            cache[filename] = ".".join(parts)
+        else:
+            cache[filename] = None
+    return cache[filename]
+
+
+def walk(step) -> tuple[Counter, Counter]:
+    """The rooms and climbs of ``step()``: a call into an app module is a room's entry, and a
+    climb when the nearest app frame below it is another module's."""
+    rooms: Counter = Counter()
+    climbs: Counter = Counter()
+    cache: dict[str, str | None] = {}
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        callee = module_of(frame.f_code.co_filename, cache)
+        if callee is None:
+            return
+        rooms[callee] += 1
+        caller_frame = frame.f_back
+        while caller_frame is not None:
+            caller = module_of(caller_frame.f_code.co_filename, cache)
+            if caller is not None:
+                if caller != callee:
+                    climbs[(caller, callee)] += 1
+                return
+            caller_frame = caller_frame.f_back
+
+    sys.setprofile(profile)
+    try:
+        step()
+    finally:
+        sys.setprofile(None)
+    return rooms, climbs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_step_within_a_run_enters_at_most_25_modules_by_55_climbs(
+    owner_client, session, llm, tool_calls
+):
+    session_services.events_append(
+        session_id=session.pk,
+        items=[
+            {"kind": kind, "content": f"Turn {i}: the topic of the day."}
+            for i in range(20)
+            for kind in ("user_message", "agent_message")
+        ],
+    )
+    llm.enqueue(
+        tool_reply(tool_call("echo", {"text": "one"})),
+        tool_reply(tool_call("echo", {"text": "two"})),
+        text_reply("Done."),
+    )
+    with mock.patch("orchestrator_app.control.queue.async_task"):
+        post(owner_client, session, "messages", {"content": "Echo twice"})
+    walks = []
+    for _ in range(3):
+        run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+        with mock.patch("orchestrator_app.control.queue.async_task"):
+            walks.append(walk(lambda seq=run_seq: tasks.run_step(str(session.pk), seq)))
+    assert payload_of(owner_client, session)["status"] == "idle"
+
+    rooms, climbs = walks[1]  # the run's second step: a tool call, then the hand-over
+    assert "orchestrator_app.tools" in rooms and "orchestrator_app.loop.pipeline" in rooms
+    assert len(rooms) <= 25, sorted(rooms)
+    assert len(climbs) <= 55, sorted(climbs)
+    unused = {
+        "orchestrator_app.webhooks.delivery",  # no endpoint: answered by the receiver
+        "orchestrator_app.tools.admin_tools.bridge",  # ADMIN_TOOLS enables no model
+        "orchestrator_app.mcp.tools",  # the agent lists no MCP server
+        "orchestrator_app.tools.memory",  # the agent keeps no memory
+        "orchestrator_app.loop.files",  # no attachment in the window
+        "sessions_app.errors",  # every tool offered: no refusal built
+    }
+    assert not unused & set(rooms), sorted(unused & set(rooms))
