@@ -167,7 +167,7 @@ class WindowCache:
         session_id = Session._meta.pk.to_python(session_id)
         kept = self.get(session_id)
         if kept is not None and kept.last_seq + 1 == rows[0].seq:
-            self.put(session_id, _kept(kept.edit_version, kept.from_id, kept.rows + tuple(rows)))
+            self.put(session_id, _grown(kept, tuple(rows)))
 
     def rewritten(self, session_id, *, after: int, rows: dict[int, EventRow]) -> None:
         """This process changed ``rows`` (by pk) of the session's events and moved the edit
