@@ -27,6 +27,7 @@ their own, and each checks the two numbers it loaded with the session before it 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -151,10 +152,10 @@ class WindowCache:
             where |= Q(pk__in=kept.open_calls)
         found = event_rows(session_id, from_id=kept.from_id, where=where)
         fresh = {r.pk: r for r in found if r.seq <= kept.last_seq}
-        rows = tuple(fresh.get(r.pk, r) for r in kept.rows) + tuple(
-            r for r in found if r.seq > kept.last_seq
-        )
-        extended = _kept(kept.edit_version, kept.from_id, rows, kept.last_seq)
+        if fresh:  # open calls read again (a call's ``started`` note): the same calls, still open
+            kept = dataclasses.replace(kept, rows=tuple(fresh.get(r.pk, r) for r in kept.rows))
+        new = tuple(r for r in found if r.seq > kept.last_seq)
+        extended = _grown(kept, new) if new else kept
         self.put(session_id, extended)
         return extended
 
