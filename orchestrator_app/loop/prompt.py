@@ -15,6 +15,9 @@ message reads all of the previous request from the prompt cache.
 from __future__ import annotations
 
 import json
+import operator
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -482,7 +485,9 @@ def _parts(event: Event | EventRow, own: bool) -> list[Part]:
         return kept[1]
     pairs: list[tuple[str, dict[str, Any], int | None]]
     if event.kind == SUBAGENT_MESSAGE:
-        pairs = [(role, block, stored_estimate(event, block)) for role, block in subagent_pair(event)]
+        pairs = [
+            (role, block, stored_estimate(event, block)) for role, block in subagent_pair(event)
+        ]
     elif event.kind == AGENT_MESSAGE and turn_blocks(event):
         pairs = [("assistant", block, None) for block in event.payload["blocks"]]
     else:
@@ -515,20 +520,86 @@ class Messages:
     files: bool
 
 
-def build_messages(events: list[Event], session_id) -> Messages:
+# The messages a process built last for a session's whole window, up to the newest message
+# it closed at a point where nothing was left open (``Prefix``), by session: the next step's
+# window begins with the same rows, so its build starts there (``MAX_PREFIXES`` sessions, the
+# least recently used go first).
+MAX_PREFIXES = 16
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The messages built from ``rows`` (the first events of a window, compared by identity:
+    kept rows are immutable), every one closed, every tool call among them answered among them,
+    no image or document in them, with their weights and flags."""
+
+    session_id: Any
+    rows: tuple[Any, ...]
+    messages: tuple[dict[str, Any], ...]
+    weights: Weights
+    flags: int
+
+
+class _Prefixes:
+    def __init__(self) -> None:
+        self.kept: OrderedDict[Any, Prefix] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.kept.clear()
+
+    def find(self, session_id, events: list[Any]) -> Prefix | None:
+        with self.lock:
+            prefix = self.kept.get(session_id)
+        if (
+            prefix is None
+            or prefix.session_id != session_id
+            or len(prefix.rows) >= len(events)
+            or not all(map(operator.is_, prefix.rows, events))
+        ):
+            return None
+        return prefix
+
+    def put(self, prefix: Prefix) -> None:
+        with self.lock:
+            self.kept.pop(prefix.session_id, None)
+            self.kept[prefix.session_id] = prefix
+            while len(self.kept) > MAX_PREFIXES:
+                self.kept.popitem(last=False)
+
+
+prefixes = _Prefixes()
+
+
+def build_messages(events: list[Event], session_id, keep: bool = False) -> Messages:
     """Events (chronological) -> alternating messages with every tool pair intact. Events of
     another session (what a sub-agent inherits from its parent) are older history. One walk
     of the events: it sizes the messages and notes what the request's checks look for, so
     nothing walks the request again (only a window with images or documents is looked over
-    for the API's limits, ``attachments.within_request_limits``)."""
-    calls = {e.tool_use_id for e in events if e.kind == TOOL_CALL}
-    results = {e.tool_use_id for e in events if e.kind == TOOL_RESPONSE}
-    paired = calls & results
+    for the API's limits, ``attachments.within_request_limits``). ``keep``: the events are a
+    whole window; the walk starts after the ``Prefix`` this process kept of it, and keeps the
+    new one."""
     messages: list[dict[str, Any]] = []
     history = tool_results = page_context = plan_artifacts = 0
     flags = 0
     role = None
     content: list[dict[str, Any]] = []
+    prefix = prefixes.find(session_id, events) if keep else None
+    start = 0
+    if prefix is not None:
+        # The event after the prefix starts a message (it did when the prefix was built); its
+        # last message is a copy all the same, so nothing a build does reaches a kept one.
+        messages = list(prefix.messages)
+        role, content = messages[-1]["role"], list(messages[-1]["content"])
+        messages[-1] = {"role": role, "content": content}
+        history, tool_results, page_context, plan_artifacts = prefix.weights
+        flags = prefix.flags
+        start = len(prefix.rows)
+        events = events[start:]
+    calls = {e.tool_use_id for e in events if e.kind == TOOL_CALL}
+    results = {e.tool_use_id for e in events if e.kind == TOOL_RESPONSE}
+    paired = calls & results
     # The API wants tool_result blocks before any other block of a user message: the
     # messages where one follows another block are put in that order below.
     unordered: list[list[dict[str, Any]]] = []
@@ -536,16 +607,33 @@ def build_messages(events: list[Event], session_id) -> Messages:
     # by a note past a limit) and every block of the last message (its breakpoint block).
     media: list[tuple[list[dict[str, Any]], int, dict[str, Any], Weights]] = []
     last: list[Weights] = []  # the weights of the newest message's blocks, in order
+    # Where the next prefix may end: before an event that starts a message when no tool call
+    # is left unanswered and no event was skipped (an orphan may be answered later).
+    cut: tuple[int, int, Weights, int] | None = None
+    unanswered: set[str] = set()
+    skipped = not keep
     # Whose the events are, compared once per session id object (the rows of one read share
     # one): a comparison of ids per event costs more than the rest of a kept row's walk.
     event_session, own = None, False
-    for event in events:
-        if event.kind in (TOOL_CALL, TOOL_RESPONSE) and event.tool_use_id not in paired:
+    for index, event in enumerate(events):
+        kind = event.kind
+        tool = kind in (TOOL_CALL, TOOL_RESPONSE)
+        if tool and event.tool_use_id not in paired:
+            skipped = True
             continue  # orphan half: its partner was pruned or is not answered yet
         if event.session_id is not event_session:
             event_session = event.session_id
             own = event_session == session_id
-        for part_role, block, weights, block_flags_ in _parts(event, own):
+        parts = _parts(event, own)
+        if not skipped and not unanswered and parts and parts[0][0] != role:
+            weights_so_far = (history, tool_results, page_context, plan_artifacts)
+            cut = (start + index, len(messages), weights_so_far, flags)
+        if tool:
+            if kind == TOOL_CALL:
+                unanswered.add(event.tool_use_id)
+            else:
+                unanswered.discard(event.tool_use_id)
+        for part_role, block, weights, block_flags_ in parts:
             if part_role == role:
                 if (
                     block["type"] == "tool_result"
@@ -578,16 +666,27 @@ def build_messages(events: list[Event], session_id) -> Messages:
                 plan_artifacts += new[3] - weights[3]
                 if holder is messages[-1]["content"]:
                     last[index] = new
+    opened = False
     if messages and messages[0]["role"] != "user":
         # The window opens on an assistant turn (older turns were evicted): a stable opener
         # keeps the roles alternating without dropping that turn's tool calls.
         opener = {"type": "text", "text": WINDOW_OPENER}
         messages.insert(0, {"role": "user", "content": [opener]})
+        opened = True
         history += ROLE_OVERHEAD + block_weights(opener)[0]
     # The newest message's blocks with their weights, before the order below changes them.
-    sized = {id(block): weights for block, weights in zip(content, last, strict=True)}
+    sized = {
+        id(block): weights
+        for block, weights in zip(content[len(content) - len(last) :], last, strict=True)
+    }
     for blocks in unordered:
         blocks.sort(key=_results_first)
+    if keep and cut is not None and cut[1] and not flags & MEDIA:  # a message at least
+        rows, closed = cut[0], cut[1] + (1 if opened else 0)
+        whole = (prefix.rows if prefix is not None else ()) + tuple(events[: rows - start])
+        prefixes.put(
+            Prefix(session_id, whole, tuple(messages[1 if opened else 0 : closed]), cut[2], cut[3])
+        )
     if messages:
         content = messages[-1]["content"]
         # A final assistant turn (a paused one) may end on blocks that take no breakpoint.
@@ -629,7 +728,7 @@ def request(
 ) -> Request:
     """The one assembly of a request from its parts (``context.Assembly.request``): the
     system blocks, the tool definitions and the events to send."""
-    built = build_messages(events, session_id)
+    built = build_messages(events, session_id, keep=True)
     body = {"system": system, "tools": tools, "messages": built.messages}
     return Request(body, built.weights, built.files)
 

@@ -92,10 +92,10 @@ def test_a_step_walks_its_window_once(owner_client, session, llm, tool_calls, ru
     whole = []
     build_messages = prompt.build_messages
 
-    def counted(events, session_id):
+    def counted(events, session_id, **kwargs):
         if len(events) >= 40:  # the whole window (a prediction builds only its last turns)
             whole.append(len(events))
-        return build_messages(events, session_id)
+        return build_messages(events, session_id, **kwargs)
 
     with (
         mock.patch.object(prompt, "build_messages", counted),
@@ -149,3 +149,61 @@ def test_the_recorded_estimate_is_the_estimate_of_the_body_sent_when_images_are_
         .first()["estimated_tokens"]
     )
     assert estimated == sum(context.buckets(body).values())
+
+
+def chat(owner_client, session, llm, run_tasks) -> list[dict]:
+    """Two messages of tool steps (a turn of two calls among them) after a seeded history;
+    the request bodies the model received."""
+    seed_history(session, 6)
+    llm.enqueue(
+        tool_reply(tool_call("echo", {"text": "a"}, id="toolu_a")),
+        tool_reply(
+            tool_call("echo", {"text": "b"}, id="toolu_b"),
+            tool_call("echo", {"text": "c"}, id="toolu_c"),
+        ),
+        text_reply("Done."),
+        tool_reply(tool_call("echo", {"text": "d"}, id="toolu_d")),
+        text_reply("Again."),
+    )
+    for content in ("Echo three words", "Once more"):
+        response = run_tasks(post, owner_client, session, "messages", {"content": content})
+        assert response.status_code == 202, response.content
+    return [e["json"] for e in model_requests(llm, ahentic_settings.MODEL)]
+
+
+def test_a_window_built_on_the_kept_prefix_is_the_window_built_whole(
+    owner, owner_client, llm, tool_calls, run_tasks
+):
+    """A step's build starts after the messages this process built of the same rows at the
+    step before; the requests (and their estimates) are those a build from the first event
+    sends."""
+    from tests.support.factories import SessionFactory
+
+    found = []
+    find = prompt.prefixes.find
+
+    def recording(session_id, events):
+        prefix = find(session_id, events)
+        found.append(prefix is not None)
+        return prefix
+
+    with mock.patch.object(prompt.prefixes, "find", recording):
+        kept = chat(owner_client, SessionFactory(owner=owner), llm, run_tasks)
+    assert any(found)  # the later steps started after a kept prefix
+    estimates = list(
+        TraceEvent.objects.filter(type="llm_request")
+        .order_by("session_id", "seq")
+        .values_list("data", flat=True)
+    )
+    llm.reset()
+    TraceEvent.objects.all().delete()
+    with mock.patch.object(prompt.prefixes, "find", return_value=None):
+        whole = chat(owner_client, SessionFactory(owner=owner), llm, run_tasks)
+    assert len(kept) == len(whole) == 5
+    assert kept == whole
+    assert [d["estimated_tokens"] for d in estimates] == [
+        d["estimated_tokens"]
+        for d in TraceEvent.objects.filter(type="llm_request")
+        .order_by("seq")
+        .values_list("data", flat=True)
+    ]
