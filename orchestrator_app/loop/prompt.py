@@ -306,10 +306,9 @@ def context_carrier(events: list[Event], context: str) -> Event | None:
     sent event, if it is a user-role turn without a context of its own, and unless the window
     already carries the same context (repeating it would only spend tokens)."""
     # System notes (artifact writes, cancels) are not sent; the newest sent event counts.
-    sent = [e for e in events if e.kind != SYSTEM_MESSAGE]
-    if not context or not sent or sent[-1].kind not in USER_ROLE_KINDS:
+    newest = next((e for e in reversed(events) if e.kind != SYSTEM_MESSAGE), None)
+    if not context or newest is None or newest.kind not in USER_ROLE_KINDS:
         return None
-    newest = sent[-1]
     if "context" in newest.payload:
         return None
     previous = next(
