@@ -151,6 +151,7 @@ def call_model(
     on_progress: Callable[[str], bool] | None = None,
     thinking: dict[str, Any] | None = None,
     output_config: dict[str, Any] | None = None,
+    files: bool | None = None,
 ) -> LLMResult:
     """Stream one Messages API call. Raises ``LLMError`` or ``Aborted``.
 
@@ -158,7 +159,9 @@ def call_model(
     ``PROGRESS_INTERVAL_S`` and, while text arrives, every ``LIVE_INTERVAL_S``; it returns
     False to abandon the call (the caller lost its lease). Only ``text`` deltas are live text:
     thinking streams too but is never shown as the reply. ``thinking`` and ``output_config``
-    are sent as given (``loop.prompt.request_options``)."""
+    are sent as given (``loop.prompt.request_options``). ``files``: whether the messages hold a
+    Files API file, when the caller knows it from building them (the step does); None: they
+    are looked over (``uses_files``)."""
     if not llm_available():
         raise _unavailable()
     started = time.monotonic()
@@ -174,7 +177,7 @@ def call_model(
         kwargs["thinking"] = thinking
     if output_config:
         kwargs["output_config"] = output_config
-    if uses_files(messages):
+    if uses_files(messages) if files is None else files:
         # Only a request that references an uploaded file carries the beta header; any other
         # is sent exactly as before.
         kwargs["extra_headers"] = {"anthropic-beta": FILES_BETA}

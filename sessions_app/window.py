@@ -27,6 +27,7 @@ their own, and each checks the two numbers it loaded with the session before it 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -157,10 +158,10 @@ class WindowCache:
             where |= Q(pk__in=kept.open_calls)
         found = event_rows(session_id, from_id=kept.from_id, where=where)
         fresh = {r.pk: r for r in found if r.seq <= kept.last_seq}
-        rows = tuple(fresh.get(r.pk, r) for r in kept.rows) + tuple(
-            r for r in found if r.seq > kept.last_seq
-        )
-        extended = _kept(kept.edit_version, kept.from_id, rows, kept.last_seq)
+        if fresh:  # open calls read again (a call's ``started`` note): the same calls, still open
+            kept = dataclasses.replace(kept, rows=tuple(fresh.get(r.pk, r) for r in kept.rows))
+        new = tuple(r for r in found if r.seq > kept.last_seq)
+        extended = _grown(kept, new) if new else kept
         self.put(session_id, extended)
         return extended
 
@@ -173,7 +174,7 @@ class WindowCache:
         session_id = Session._meta.pk.to_python(session_id)
         kept = self.get(session_id)
         if kept is not None and kept.last_seq + 1 == rows[0].seq:
-            self.put(session_id, _kept(kept.edit_version, kept.from_id, kept.rows + tuple(rows)))
+            self.put(session_id, _grown(kept, tuple(rows)))
 
     def rewritten(self, session_id, *, after: int, rows: dict[int, EventRow]) -> None:
         """This process changed ``rows`` (by pk) of the session's events and moved the edit

@@ -26,15 +26,13 @@ from typing import Any
 from sessions_app import agents
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, Session, event_rows
-from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
+from sessions_app.tokens import definition_tokens, estimate_tokens
 
 from ..tools import Tool
 from ..tools import memory as memory_tool
 from . import prompt
 from .prompt import (
-    CONTEXT_HEADER,
-    MODE_SECTION,
-    PAGE_SECTION,
+    ROLE_OVERHEAD,
     SUBAGENT_MESSAGE,
     SYSTEM_MESSAGE,
     TOOL_CALL,
@@ -42,7 +40,6 @@ from .prompt import (
     WINDOW_OPENER,
 )
 
-ROLE_OVERHEAD = 4
 # A sub-agent report is sent as a synthetic subagent_message tool_use (~15 tokens) plus the
 # result: one more message of role overhead than its own content.
 SUBAGENT_LABEL_TOKENS = 24
@@ -64,53 +61,44 @@ BUCKETS = (
 )
 
 
-def buckets(request: dict[str, Any], memory_blocks: int = 0) -> dict[str, int]:
-    """Estimated tokens of a request by bucket. ``memory_blocks``: how many system blocks
-    (the last ones) hold memory snapshots. In the step context, the page context has its own
-    bucket; goals, plan and artifact pointers count as ``planArtifacts``; the header and the
-    mode line as history."""
+def buckets(request: dict[str, Any] | prompt.Request, memory_blocks: int = 0) -> dict[str, int]:
+    """Estimated tokens of a request by bucket: a ``prompt.Request`` (its messages sized as
+    they were built) or a request body. ``memory_blocks``: how many system blocks (the last
+    ones) hold memory snapshots. In the step context, the page context has its own bucket;
+    goals, plan and artifact pointers count as ``planArtifacts``; the header and the mode line
+    as history (``prompt.block_weights``)."""
+    built = request if isinstance(request, prompt.Request) else None
+    body = built.body if built is not None else request
     result = dict.fromkeys(BUCKETS, 0)
-    for tool in request.get("tools") or []:
+    for tool in body.get("tools") or []:
         result["tools"] += (
             tool.tokens if type(tool) is prompt.SizedBlock else definition_tokens(tool)
         )
-    system = request.get("system") or []
+    system = body.get("system") or []
     for index, block in enumerate(system):
         bucket = "memory" if index >= len(system) - memory_blocks else "systemPrompt"
         result[bucket] += tokens(block["text"])
-    _add_message_buckets(result, request.get("messages") or [])
+    if built is not None:
+        _add_weights(result, built.message_weights)
+    else:
+        _add_message_buckets(result, body.get("messages") or [])
     return result
 
 
+MESSAGE_BUCKETS = ("history", "toolResults", "pageContext", "planArtifacts")
+
+
+def _add_weights(result: dict[str, int], weights: prompt.Weights, sign: int = 1) -> None:
+    for bucket, value in zip(MESSAGE_BUCKETS, weights, strict=True):
+        result[bucket] += sign * value
+
+
 def _add_message_buckets(result: dict[str, int], messages: list[dict[str, Any]]) -> None:
-    history = tool_results = page_context = plan_artifacts = 0
+    """The buckets of a request body's messages, every block measured as sent."""
     for message in messages:
-        history += ROLE_OVERHEAD
+        result["history"] += ROLE_OVERHEAD
         for block in message["content"]:
-            kind = block.get("type")
-            if type(block) is prompt.SizedBlock:  # sized when it was built
-                if kind == "tool_result":
-                    tool_results += block.tokens
-                else:
-                    history += block.tokens
-            elif kind == "tool_result":
-                tool_results += block_tokens(block)
-            elif kind == "text" and block.get("text", "").startswith(CONTEXT_HEADER):
-                # Sections are blank-line separated; header and mode count as history.
-                header, *sections = block["text"].split("\n\n")
-                page = sum(tokens(p) for p in sections if p.startswith(PAGE_SECTION))
-                plain = tokens(header) + sum(
-                    tokens(p) for p in sections if p.startswith(MODE_SECTION)
-                )
-                history += plain
-                page_context += page
-                plan_artifacts += max(0, block_tokens(block) - page - plain)
-            else:
-                history += block_tokens(block)
-    result["history"] += history
-    result["toolResults"] += tool_results
-    result["pageContext"] += page_context
-    result["planArtifacts"] += plan_artifacts
+            _add_weights(result, prompt.block_weights(block))
 
 
 def estimate(request: dict[str, Any]) -> int:
@@ -150,6 +138,22 @@ def event_tokens(event: Event) -> int:
     return own + ROLE_OVERHEAD + extra
 
 
+def events_tokens(events: list[Event]) -> int:
+    """``event_tokens`` summed over ``events``, in one loop (a window holds thousands)."""
+    total = 0
+    for event in events:
+        kind = event.kind
+        if kind == SYSTEM_MESSAGE:
+            continue
+        total += event.token_count + ROLE_OVERHEAD
+        if kind == SUBAGENT_MESSAGE:
+            total += SUBAGENT_LABEL_TOKENS
+        context = event.payload.get("context")
+        if context:
+            total += tokens(context)
+    return total
+
+
 def fits(fixed_tokens: int, event_tokens_sum: int, budget: int) -> bool:
     """Whether a request of ``fixed_tokens`` (system, tools, step context) and events of
     ``event_tokens_sum`` (``event_tokens``) keeps its window start within ``budget``."""
@@ -167,7 +171,7 @@ def select_window(
     not move.
     """
     window = [e for e in events if start_id is None or e.pk >= start_id]
-    window_tokens = sum(event_tokens(e) for e in window)
+    window_tokens = events_tokens(window)
     if fits(fixed_tokens, window_tokens, budget) or len(window) <= 1:
         return window, None, window_tokens
     fixed_tokens += tokens(WINDOW_OPENER) + ROLE_OVERHEAD
@@ -195,7 +199,7 @@ def select_window(
         )
         if call is not None:
             kept = window[call:]
-    return kept, kept[0].pk, sum(event_tokens(e) for e in kept)
+    return kept, kept[0].pk, events_tokens(kept)
 
 
 def drop_leading_answers(events: list[Event]) -> list[Event]:
@@ -242,12 +246,9 @@ class Assembly:
             for item in (event.payload or {}).get("attachments") or ()
         ]
 
-    def request(self, session_id) -> dict[str, Any]:
-        return {
-            "system": self.system,
-            "tools": self.tools,
-            "messages": prompt.build_messages(self.inherited + self.window, session_id),
-        }
+    def request(self, session_id) -> prompt.Request:
+        """The request the model call sends (``prompt.request``, the one assembly)."""
+        return prompt.request(self.system, self.tools, self.inherited + self.window, session_id)
 
 
 def memory_offered(
@@ -380,16 +381,12 @@ def predicted_usage_after(
     for start in range(len(sent.window) - 1, -1, -1):
         tail = sent.window[start:]
         before = prompt.build_messages(tail, session.pk)
-        if before:
+        if before.messages:
             break
     else:
         return None
     after = prompt.build_messages([*tail, *following], session.pk)
     parts = dict(sent_buckets)
-    delta_before = dict.fromkeys(BUCKETS, 0)
-    delta_after = dict.fromkeys(BUCKETS, 0)
-    _add_message_buckets(delta_before, before)
-    _add_message_buckets(delta_after, after)
-    for bucket in BUCKETS:
-        parts[bucket] += delta_after[bucket] - delta_before[bucket]
+    _add_weights(parts, after.weights)
+    _add_weights(parts, before.weights, -1)
     return usage_snapshot(parts, calibration, budget)

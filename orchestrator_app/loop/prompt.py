@@ -15,10 +15,12 @@ message reads all of the previous request from the prompt cache.
 from __future__ import annotations
 
 import json
+import operator
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +31,7 @@ from sessions_app import agents
 from sessions_app import attachments as attachment_store
 from sessions_app.conf import ahentic_settings
 from sessions_app.models import Event, EventRow, Goal, Session, Snapshot
-from sessions_app.tokens import block_tokens, definition_tokens
+from sessions_app.tokens import block_tokens, definition_tokens, estimate_tokens
 
 from .. import skills
 from ..tools import RESULT_CHARS, Tool
@@ -106,6 +108,8 @@ TOOL_RESPONSE = Event.Kind.TOOL_RESPONSE
 SYSTEM_MESSAGE = Event.Kind.SYSTEM_MESSAGE
 SUBAGENT_MESSAGE = Event.Kind.SUBAGENT_MESSAGE
 
+# Every message adds this much to the estimate beside its blocks (the local API's rule).
+ROLE_OVERHEAD = 4
 # Blocks the API refuses a cache_control on.
 UNMARKED = ("thinking", "redacted_thinking")
 GOAL_DECAY_MESSAGES = 5
@@ -278,9 +282,9 @@ def system_blocks(
 
 
 class SizedBlock(dict):
-    """A content block or tool definition that carries its token estimate (``block_tokens``
-    unless given), so sizing a request (``context.buckets``) does not measure it again. It is
-    sent as the plain dict it is."""
+    """A tool definition that carries its token estimate (``definition_tokens``), so sizing a
+    request (``context.buckets``) does not measure it again. It is sent as the plain dict it is.
+    (A message's blocks are plain dicts: their estimates ride beside them, ``Part``.)"""
 
     __slots__ = ("tokens",)
 
@@ -361,10 +365,9 @@ def context_carrier(events: list[Event], context: str) -> Event | None:
     sent event, if it is a user-role turn without a context of its own, and unless the window
     already carries the same context (repeating it would only spend tokens)."""
     # System notes (artifact writes, cancels) are not sent; the newest sent event counts.
-    sent = [e for e in events if e.kind != SYSTEM_MESSAGE]
-    if not context or not sent or sent[-1].kind not in USER_ROLE_KINDS:
+    newest = next((e for e in reversed(events) if e.kind != SYSTEM_MESSAGE), None)
+    if not context or newest is None or newest.kind not in USER_ROLE_KINDS:
         return None
-    newest = sent[-1]
     if "context" in newest.payload:
         return None
     previous = next(
@@ -435,24 +438,75 @@ def subagent_pair(event: Event) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+# What a block of a request holds that a check of the whole request looks for: an image or a
+# document (the API's limits on what one request carries, ``attachments.within_request_limits``)
+# and a Files API file (the request needs the Files API's beta header, ``llm.call_model``).
+MEDIA = 1
+FILE = 2
+
+
+def block_flags(block: dict[str, Any]) -> int:
+    """``MEDIA`` and ``FILE`` of a content block (at its top or in a tool_result's content)."""
+    flags = 0
+    inner = block.get("content") if block.get("type") == "tool_result" else None
+    for item in inner if isinstance(inner, list) else (block,):
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") in ("image", "document"):
+            flags |= MEDIA
+        source = item.get("source")
+        if isinstance(source, dict) and source.get("type") == "file":
+            flags |= FILE
+    return flags
+
+
+# A block's estimate by contextUsage bucket: history, toolResults, pageContext, planArtifacts.
+Weights = tuple[int, int, int, int]
+
+
+def block_weights(block: dict[str, Any], tokens: int | None = None) -> Weights:
+    """``block``'s estimate by bucket: ``tokens`` when it was sized as it was built (a tool
+    result counts as tool results, any other block as history); else measured, a step context
+    split into its sections (header and mode count as history, the page context as its own
+    bucket, goals, plan and artifact pointers as ``planArtifacts``)."""
+    kind = block.get("type")
+    if kind == "tool_result":
+        return (0, block_tokens(block) if tokens is None else tokens, 0, 0)
+    if tokens is None and kind == "text" and block.get("text", "").startswith(CONTEXT_HEADER):
+        # Sections are blank-line separated (``step_context``).
+        header, *sections = block["text"].split("\n\n")
+        page = sum(estimate_tokens(p) for p in sections if p.startswith(PAGE_SECTION))
+        plain = estimate_tokens(header) + sum(
+            estimate_tokens(p) for p in sections if p.startswith(MODE_SECTION)
+        )
+        return (plain, 0, page, max(0, block_tokens(block) - page - plain))
+    return (block_tokens(block) if tokens is None else tokens, 0, 0, 0)
+
+
+# One block of a request as an event adds it: its role, the block (a plain dict, sent as it
+# is), its ``Weights`` and its ``MEDIA``/``FILE`` flags.
+Part = tuple[str, dict[str, Any], Weights, int]
+
+
 def attachment_pairs(
-    event: Event | EventRow, pairs: list[tuple[str, dict[str, Any]]]
-) -> list[tuple[str, dict[str, Any]]]:
+    event: Event | EventRow, pairs: list[tuple[str, dict[str, Any], int | None]]
+) -> list[tuple[str, dict[str, Any], int | None]]:
     """A user message's attachments as image and document blocks before its text; a tool's
     images in its tool_result after the text. Each block is the same bytes at every step
     (``attachments.content_block``), so the turn stays in the prompt cache; each is sized by
-    what was read of its file when it was stored (``media.attachment_tokens``)."""
+    what was read of its file when it was stored (``media.attachment_tokens``). Pairs are
+    ``(role, block, tokens)``, tokens None when the block is still to be measured."""
     refs = event.payload["attachments"]
-    media = [SizedBlock(attachment_store.content_block(r), int(r["tokens"])) for r in refs]
+    media = [(attachment_store.content_block(r), int(r["tokens"])) for r in refs]
     if event.kind == USER_MESSAGE:
-        text = [(role, SizedBlock(block, block_tokens(block))) for role, block in pairs]
-        return [("user", block) for block in media] + text
+        text = [(role, block, block_tokens(block)) for role, block, _ in pairs]
+        return [("user", block, tokens) for block, tokens in media] + text
     if event.kind == TOOL_RESPONSE and pairs:
-        role, block = pairs[0]
+        role, block, _ = pairs[0]
         text = {"type": "text", "text": block["content"]}
-        result = {**block, "content": [text, *media]}
-        tokens = block_tokens({**block, "content": [text]}) + sum(b.tokens for b in media)
-        return [(role, SizedBlock(result, tokens))]
+        result = {**block, "content": [text, *(b for b, _ in media)]}
+        tokens = block_tokens({**block, "content": [text]}) + sum(t for _, t in media)
+        return [(role, result, tokens)]
     return pairs
 
 
@@ -475,30 +529,37 @@ def stored_estimate(event: Event | EventRow, block: dict[str, Any]) -> int | Non
     return event.token_count if text == event.content else None
 
 
-def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str, Any]]]:
-    """The (role, block) pairs an event adds to a request, the step context stored with it
-    after its user-role block. An ``EventRow`` keeps them (``parts``), so a step builds and
-    sizes a row's blocks once however often it assembles and measures the window."""
-    own = event.session_id == session_id
+def event_parts(event: Event | EventRow, session_id) -> list[Part]:
+    """The ``Part``s an event adds to a request, the step context stored with it after its
+    user-role block. An ``EventRow`` keeps them (``parts``), so a row's blocks are built,
+    sized and looked over once in a process, however many steps send it."""
+    return _parts(event, event.session_id == session_id)
+
+
+def _parts(event: Event | EventRow, own: bool) -> list[Part]:
+    """``event_parts`` of an event of the session the request is for (``own``) or not."""
     kept = getattr(event, "parts", None)
     if kept is not None and kept[0] == own:
         return kept[1]
+    pairs: list[tuple[str, dict[str, Any], int | None]]
     if event.kind == SUBAGENT_MESSAGE:
-        pairs = subagent_pair(event)
+        pairs = [
+            (role, block, stored_estimate(event, block)) for role, block in subagent_pair(event)
+        ]
     elif event.kind == AGENT_MESSAGE and has_turn_blocks(event):
-        pairs = [("assistant", block) for block in event.payload["blocks"]]
+        pairs = [("assistant", block, None) for block in event.payload["blocks"]]
     else:
         item = _blocks_for(event, RESULT_CHARS if own else HISTORY_RESULT_CHARS)
-        pairs = [item] if item else []
+        pairs = [(*item, stored_estimate(event, item[1]))] if item else []
         if event.payload.get("attachments"):
             pairs = attachment_pairs(event, pairs)
-    parts: list[tuple[str, dict[str, Any]]] = []
-    for role, block in pairs:
-        if type(block) is not SizedBlock:
-            block = SizedBlock(block, stored_estimate(event, block))
-        parts.append((role, block))
+    parts: list[Part] = []
+    for role, block, tokens in pairs:
+        tokens = block_tokens(block) if tokens is None else tokens
+        parts.append((role, block, block_weights(block, tokens), block_flags(block)))
     if pairs and pairs[-1][0] == "user" and event.payload.get("context"):
-        parts.append(("user", {"type": "text", "text": event.payload["context"]}))
+        block = {"type": "text", "text": event.payload["context"]}
+        parts.append(("user", block, block_weights(block), 0))
     # Not kept for a row with attachments: its blocks come from the attachments' own bounded
     # cache (``attachments.content_block``), and the row memo budgets text, not base64 bytes.
     if isinstance(event, EventRow) and not event.payload.get("attachments"):
@@ -506,30 +567,184 @@ def event_parts(event: Event | EventRow, session_id) -> list[tuple[str, dict[str
     return parts
 
 
-def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
+@dataclass
+class Messages:
+    """A request's messages and what the one walk that built them learned: their estimate by
+    contextUsage bucket (``weights``: history, toolResults, pageContext, planArtifacts, the
+    role overhead of each message included) and whether a block is a Files API file."""
+
+    messages: list[dict[str, Any]]
+    weights: Weights
+    files: bool
+
+
+# The messages a process built last for a session's whole window, up to the newest message
+# it closed at a point where nothing was left open (``Prefix``), by session: the next step's
+# window begins with the same rows, so its build starts there (``MAX_PREFIXES`` sessions, the
+# least recently used go first).
+MAX_PREFIXES = 16
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The messages built from ``rows`` (the first events of a window, compared by identity:
+    kept rows are immutable), every one closed, every tool call among them answered among them,
+    no image or document in them, with their weights and flags."""
+
+    session_id: Any
+    rows: tuple[Any, ...]
+    messages: tuple[dict[str, Any], ...]
+    weights: Weights
+    flags: int
+
+
+class _Prefixes:
+    def __init__(self) -> None:
+        self.kept: OrderedDict[Any, Prefix] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.kept.clear()
+
+    def find(self, session_id, events: list[Any]) -> Prefix | None:
+        with self.lock:
+            prefix = self.kept.get(session_id)
+        if (
+            prefix is None
+            or prefix.session_id != session_id
+            or len(prefix.rows) >= len(events)
+            or not all(map(operator.is_, prefix.rows, events))
+        ):
+            return None
+        return prefix
+
+    def put(self, prefix: Prefix) -> None:
+        with self.lock:
+            self.kept.pop(prefix.session_id, None)
+            self.kept[prefix.session_id] = prefix
+            while len(self.kept) > MAX_PREFIXES:
+                self.kept.popitem(last=False)
+
+
+prefixes = _Prefixes()
+
+
+def build_messages(events: list[Event], session_id, keep: bool = False) -> Messages:
     """Events (chronological) -> alternating messages with every tool pair intact. Events of
-    another session (what a sub-agent inherits from its parent) are older history."""
+    another session (what a sub-agent inherits from its parent) are older history. One walk
+    of the events: it sizes the messages and notes what the request's checks look for, so
+    nothing walks the request again (only a window with images or documents is looked over
+    for the API's limits, ``attachments.within_request_limits``). ``keep``: the events are a
+    whole window; the walk starts after the ``Prefix`` this process kept of it, and keeps the
+    new one."""
+    messages: list[dict[str, Any]] = []
+    history = tool_results = page_context = plan_artifacts = 0
+    flags = 0
+    role = None
+    content: list[dict[str, Any]] = []
+    prefix = prefixes.find(session_id, events) if keep else None
+    start = 0
+    if prefix is not None:
+        # The event after the prefix starts a message (it did when the prefix was built); its
+        # last message is a copy all the same, so nothing a build does reaches a kept one.
+        messages = list(prefix.messages)
+        role, content = messages[-1]["role"], list(messages[-1]["content"])
+        messages[-1] = {"role": role, "content": content}
+        history, tool_results, page_context, plan_artifacts = prefix.weights
+        flags = prefix.flags
+        start = len(prefix.rows)
+        events = events[start:]
     calls = {e.tool_use_id for e in events if e.kind == TOOL_CALL}
     results = {e.tool_use_id for e in events if e.kind == TOOL_RESPONSE}
     paired = calls & results
-    messages: list[dict[str, Any]] = []
-    for event in events:
-        if event.kind in (TOOL_CALL, TOOL_RESPONSE) and event.tool_use_id not in paired:
+    # The API wants tool_result blocks before any other block of a user message: the
+    # messages where one follows another block are put in that order below.
+    unordered: list[list[dict[str, Any]]] = []
+    # The blocks that may change after the walk, with their weights: a media block (replaced
+    # by a note past a limit) and every block of the last message (its breakpoint block).
+    media: list[tuple[list[dict[str, Any]], int, dict[str, Any], Weights]] = []
+    last: list[Weights] = []  # the weights of the newest message's blocks, in order
+    # Where the next prefix may end: before an event that starts a message when no tool call
+    # is left unanswered and no event was skipped (an orphan may be answered later).
+    cut: tuple[int, int, Weights, int] | None = None
+    unanswered: set[str] = set()
+    skipped = not keep
+    # Whose the events are, compared once per session id object (the rows of one read share
+    # one): a comparison of ids per event costs more than the rest of a kept row's walk.
+    event_session, own = None, False
+    for index, event in enumerate(events):
+        kind = event.kind
+        tool = kind in (TOOL_CALL, TOOL_RESPONSE)
+        if tool and event.tool_use_id not in paired:
+            skipped = True
             continue  # orphan half: its partner was pruned or is not answered yet
-        for role, block in event_parts(event, session_id):
-            if messages and messages[-1]["role"] == role:
-                messages[-1]["content"].append(block)
+        if event.session_id is not event_session:
+            event_session = event.session_id
+            own = event_session == session_id
+        parts = _parts(event, own)
+        if not skipped and not unanswered and parts and parts[0][0] != role:
+            weights_so_far = (history, tool_results, page_context, plan_artifacts)
+            cut = (start + index, len(messages), weights_so_far, flags)
+        if tool:
+            if kind == TOOL_CALL:
+                unanswered.add(event.tool_use_id)
             else:
-                messages.append({"role": role, "content": [block]})
-    attachment_store.within_request_limits(messages)
+                unanswered.discard(event.tool_use_id)
+        for part_role, block, weights, block_flags_ in parts:
+            if part_role == role:
+                if (
+                    block["type"] == "tool_result"
+                    and content[-1]["type"] != "tool_result"
+                    and (not unordered or unordered[-1] is not content)
+                ):
+                    unordered.append(content)
+                content.append(block)
+            else:
+                role, content = part_role, [block]
+                messages.append({"role": role, "content": content})
+                history += ROLE_OVERHEAD
+                last = []
+            last.append(weights)
+            history += weights[0]
+            tool_results += weights[1]
+            page_context += weights[2]
+            plan_artifacts += weights[3]
+            if block_flags_:
+                flags |= block_flags_
+                if block_flags_ & MEDIA:
+                    media.append((content, len(content) - 1, block, weights))
+    if media and attachment_store.within_request_limits(messages):
+        for holder, index, block, weights in media:
+            if holder[index] is not block:  # replaced by a note (or a tool_result's copy)
+                new = block_weights(holder[index])
+                history += new[0] - weights[0]
+                tool_results += new[1] - weights[1]
+                page_context += new[2] - weights[2]
+                plan_artifacts += new[3] - weights[3]
+                if holder is messages[-1]["content"]:
+                    last[index] = new
+    opened = False
     if messages and messages[0]["role"] != "user":
         # The window opens on an assistant turn (older turns were evicted): a stable opener
         # keeps the roles alternating without dropping that turn's tool calls.
-        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": WINDOW_OPENER}]})
-    for message in messages:
-        if message["role"] == "user":
-            # The API wants tool_result blocks before any other block of a user message.
-            message["content"].sort(key=lambda b: b["type"] != "tool_result")
+        opener = {"type": "text", "text": WINDOW_OPENER}
+        messages.insert(0, {"role": "user", "content": [opener]})
+        opened = True
+        history += ROLE_OVERHEAD + block_weights(opener)[0]
+    # The newest message's blocks with their weights, before the order below changes them.
+    sized = {
+        id(block): weights
+        for block, weights in zip(content[len(content) - len(last) :], last, strict=True)
+    }
+    for blocks in unordered:
+        blocks.sort(key=_results_first)
+    if keep and cut is not None and cut[1] and not flags & MEDIA:  # a message at least
+        rows, closed = cut[0], cut[1] + (1 if opened else 0)
+        whole = (prefix.rows if prefix is not None else ()) + tuple(events[: rows - start])
+        prefixes.put(
+            Prefix(session_id, whole, tuple(messages[1 if opened else 0 : closed]), cut[2], cut[3])
+        )
     if messages:
         content = messages[-1]["content"]
         # A final assistant turn (a paused one) may end on blocks that take no breakpoint.
@@ -538,8 +753,42 @@ def build_messages(events: list[Event], session_id) -> list[dict[str, Any]]:
             None,
         )
         if marked is not None:
-            content[marked] = {**content[marked], "cache_control": CACHE}
-    return messages
+            block = content[marked]
+            content[marked] = {**block, "cache_control": CACHE}
+            # The marked copy is measured as sent, like any block not sized when it was built.
+            old = sized.get(id(block)) or block_weights(block)
+            new = block_weights(content[marked])
+            history += new[0] - old[0]
+            tool_results += new[1] - old[1]
+            page_context += new[2] - old[2]
+            plan_artifacts += new[3] - old[3]
+    return Messages(
+        messages, (history, tool_results, page_context, plan_artifacts), bool(flags & FILE)
+    )
+
+
+def _results_first(block: dict[str, Any]) -> bool:
+    return block["type"] != "tool_result"
+
+
+@dataclass
+class Request:
+    """The request a model call sends (``body``: system, tools, messages) and what assembling
+    it learned: the messages' estimate by bucket and whether they use the Files API."""
+
+    body: dict[str, Any]
+    message_weights: Weights
+    files: bool
+
+
+def request(
+    system: list[dict[str, Any]], tools: list[dict[str, Any]], events: list[Event], session_id
+) -> Request:
+    """The one assembly of a request from its parts (``context.Assembly.request``): the
+    system blocks, the tool definitions and the events to send."""
+    built = build_messages(events, session_id, keep=True)
+    body = {"system": system, "tools": tools, "messages": built.messages}
+    return Request(body, built.weights, built.files)
 
 
 def request_excerpt(request: dict[str, Any]) -> dict[str, Any]:

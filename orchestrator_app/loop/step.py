@@ -387,7 +387,8 @@ class StepRunner:
             else settings.MAX_OUTPUT_TOKENS
         )
         model = settings.MODEL
-        options = prompt.request_options(session, request["messages"], max_tokens, self.settings)
+        body = request.body
+        options = prompt.request_options(session, body["messages"], max_tokens, self.settings)
         self.trace("step_start", f"Step {step}", step=step)
         self.trace(
             "llm_request",
@@ -395,18 +396,19 @@ class StepRunner:
             model=model,
             max_tokens=max_tokens,
             estimated_tokens=sum(self.sent_buckets.values()),
-            **prompt.request_excerpt(request),
+            **prompt.request_excerpt(body),
             **options,
         )
         try:
-            with telemetry.chat_span(model, self.session_id, lambda: request) as chat:
+            with telemetry.chat_span(model, self.session_id, lambda: body) as chat:
                 result = llm.call_model(
                     model=model,
-                    system=request["system"],
-                    messages=request["messages"],
-                    tools=request["tools"],
+                    system=body["system"],
+                    messages=body["messages"],
+                    tools=body["tools"],
                     max_tokens=max_tokens,
                     on_progress=self.on_stream,
+                    files=request.files,
                     **options,
                 )
                 chat.result(result)
@@ -457,7 +459,7 @@ class StepRunner:
         # turn (conditional on the lease) writes nothing, so nothing new starts.
         self.handle_result(result)
 
-    def assemble(self, session: Session, tools) -> dict[str, Any]:
+    def assemble(self, session: Session, tools) -> prompt.Request:
         """Build the request from the viewport; move the window start in a batch if needed.
         Only the events from the window's start are used (older ones are in memory snapshots),
         so a step costs the same at 400 events or 4,000. The window is read afresh every step:
