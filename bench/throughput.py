@@ -241,6 +241,12 @@ def cpu_between(before: dict, after: dict) -> dict[str, float]:
     return spent
 
 
+def task_seconds(directory: str) -> float:
+    """The CPU seconds the worker processes spent in their tasks so far (the worker thread's,
+    written by ``bench.apps.TaskTimesConfig``)."""
+    return sum(float(path.read_text().split()[0]) for path in Path(directory).iterdir())
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -264,6 +270,7 @@ def measure(args, say=print) -> dict:
     cleanups = []
     env, cwd = tree_env(None if tree() == ROOT else tree())
     env["BENCH_DB"] = os.path.join(tempfile.mkdtemp(prefix="ahentic-bench-"), "bench.sqlite3")
+    env["BENCH_TASK_TIMES_DIR"] = task_times = tempfile.mkdtemp(prefix="ahentic-bench-tasks-")
     if args.postgres:
         port, stop = start_postgres()
         env["BENCH_PGPORT"] = port
@@ -330,11 +337,12 @@ def measure(args, say=print) -> dict:
         warmup_requests = len(server.message_requests())
         groups = [worker.pid for worker in workers]
         load = loadavg()
-        cpu_before = process_times(groups)
+        cpu_before, tasks_before = process_times(groups), task_seconds(task_times)
         started = time.perf_counter()
         run_all(runs, Session, sessions, "sessions")
         elapsed = time.perf_counter() - started
         cpu = cpu_between(cpu_before, process_times(groups))
+        in_tasks = task_seconds(task_times) - tasks_before
         # The clusters with nothing to do: what polling the queue costs per second.
         idle_before = process_times(groups)
         idle_started = time.perf_counter()
@@ -364,6 +372,7 @@ def measure(args, say=print) -> dict:
             "elapsed": elapsed,
             "steps_per_s": expected_steps / elapsed,
             "cpu_ms_per_step": cpu["total"] * 1000 / expected_steps,
+            "task_cpu_ms_per_step": in_tasks * 1000 / expected_steps,
             "cpu_ms_by_role": {
                 role: spent * 1000 / expected_steps
                 for role, spent in sorted(cpu.items())
@@ -397,6 +406,11 @@ def print_result(result: dict) -> None:
     )
     by_role = ", ".join(f"{role} {ms:.1f}" for role, ms in result["cpu_ms_by_role"].items())
     print(f"qcluster CPU ms per step: {result['cpu_ms_per_step']:.1f} ({by_role})")
+    print(
+        f"  in the tasks (the worker thread from pre_execute to post_execute_in_worker):"
+        f" {result['task_cpu_ms_per_step']:.1f}; the workers' time around them:"
+        f" {result['cpu_ms_by_role'].get('worker', 0.0) - result['task_cpu_ms_per_step']:.1f}"
+    )
     print(f"qcluster CPU ms per second, queue empty: {result['idle_cpu_ms_per_s']:.1f}")
     print(
         "integrity: "
@@ -447,6 +461,11 @@ def compare(args) -> None:
     print(f"{'figure':34} {'this':>20} {'baseline':>20} {'this/baseline':>22}")
     figures = [
         ("qcluster CPU ms per step", lambda r: r["cpu_ms_per_step"]),
+        ("  in the tasks", lambda r: r["task_cpu_ms_per_step"]),
+        (
+            "  workers around the tasks",
+            lambda r: r["cpu_ms_by_role"].get("worker", 0.0) - r["task_cpu_ms_per_step"],
+        ),
         ("steps/s", lambda r: r["steps_per_s"]),
         ("idle qcluster CPU ms per s", lambda r: r["idle_cpu_ms_per_s"]),
     ]
