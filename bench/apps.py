@@ -60,8 +60,11 @@ class TaskTimesConfig(AppConfig):
                 profiler.dump_stats(os.path.join(profiles, f"{os.getpid()}.prof"))
             totals["tasks"] += 1
             state.started = None
-            with open(os.path.join(directory, str(os.getpid())), "w") as out:
+            # Replaced whole (never seen half-written by the bench reading it).
+            path = os.path.join(directory, str(os.getpid()))
+            with open(f"{path}.new", "w") as out:
                 out.write(f"{totals['cpu_s']} {totals['tasks']}")
+            os.replace(f"{path}.new", path)
 
         pre_execute.connect(started, weak=False, dispatch_uid="ahentic_bench_task_start")
         post_execute_in_worker.connect(ended, weak=False, dispatch_uid="ahentic_bench_task_end")

@@ -244,7 +244,11 @@ def cpu_between(before: dict, after: dict) -> dict[str, float]:
 def task_seconds(directory: str) -> float:
     """The CPU seconds the worker processes spent in their tasks so far (the worker thread's,
     written by ``bench.apps.TaskTimesConfig``)."""
-    return sum(float(path.read_text().split()[0]) for path in Path(directory).iterdir())
+    return sum(
+        float(path.read_text().split()[0])
+        for path in Path(directory).iterdir()
+        if path.suffix != ".new"
+    )
 
 
 def loadavg() -> str:
