@@ -480,8 +480,10 @@ def compare(args) -> None:
     for name, figure in figures:
         this = [figure(r["this"]) for r in rounds]
         base = [figure(r["baseline"]) for r in rounds]
-        ratios = [a / b if b else float("nan") for a, b in zip(this, base, strict=True)]
-        print(f"{name:34} {spread(this):>20} {spread(base):>20} {spread(ratios, 'x'):>22}")
+        ratio = "-"  # a figure under one clock tick in some round has no ratio
+        if all(base):
+            ratio = spread([a / b for a, b in zip(this, base, strict=True)], "x")
+        print(f"{name:34} {spread(this):>20} {spread(base):>20} {ratio:>22}")
     print(
         "load average per round (this / baseline, at their start): "
         + "; ".join(f"{r['this']['load'][0]} / {r['baseline']['load'][0]}" for r in rounds)
