@@ -1,6 +1,6 @@
 """Steps per second through real qcluster workers: 50 sessions x 5 steps, with integrity checks.
 
-Starts N ``manage.py qcluster`` processes (stand-ins for N hosts; one django-q2 worker each)
+Starts N ``qcluster`` processes (``python -m django qcluster``; stand-ins for N hosts; one django-q2 worker each)
 on SQLite with the ORM broker, or on PostgreSQL (``--postgres``: a private server started here,
 as the CI's PostgreSQL leg does) with the ORM or the Redis broker (``--redis``: a private
 redis-server). The model is the local Messages API server: each run makes four tool calls then
@@ -13,8 +13,11 @@ process group: the qcluster command, its sentinel, the workers, the monitor and 
 ``/proc/<pid>/stat``, a reaped child's time counted in its parent's) over the timed steps,
 divided by the steps. That is the whole cost of a step to the hosts running the workers: the
 step itself, the broker polling the ORM queue, task pickling and signing, result saving, the
-heartbeat and the sentinel's guard loop. Also printed: each role's share, and the clusters' CPU
-per second of wall clock once the queue is empty (their idle polling).
+heartbeat and the sentinel's guard loop. Also printed: each role's share, the tasks' own
+(the worker thread from django-q2's ``pre_execute`` to ``post_execute_in_worker``, written by
+``bench.apps.TaskTimesConfig``), and the clusters' CPU per second of wall clock once the queue
+is empty (``--idle`` seconds: their polling). ``BENCH_PROFILE_DIR=DIR`` profiles the tasks in
+the workers (cProfile on the worker thread's CPU time, ``DIR/<pid>.prof`` for ``pstats``).
 
 Targets: >= 40 steps/s with 2 workers on PostgreSQL (issue "Fast at any size"); qcluster CPU
 per step within 1.2x of f75ed4b's (issue 38, with ``--baseline-tree``).
