@@ -354,9 +354,8 @@ def measure(args, say=print) -> dict:
         idle_before = process_times(groups)
         idle_started = time.perf_counter()
         time.sleep(args.idle)
-        idle = cpu_between(idle_before, process_times(groups))["total"] / (
-            time.perf_counter() - idle_started
-        )
+        idle = cpu_between(idle_before, process_times(groups))
+        idle_s = time.perf_counter() - idle_started
         expected_steps = args.sessions * (TOOL_CALLS_PER_RUN + 1)
 
         problems = []
@@ -385,7 +384,12 @@ def measure(args, say=print) -> dict:
                 for role, spent in sorted(cpu.items())
                 if role != "total"
             },
-            "idle_cpu_ms_per_s": idle * 1000,
+            "idle_cpu_ms_per_s": idle["total"] * 1000 / idle_s,
+            "idle_cpu_ms_per_s_by_role": {
+                role: spent * 1000 / idle_s
+                for role, spent in sorted(idle.items())
+                if role != "total"
+            },
             "load": [load, loadavg()],
             "problems": problems,
         }
@@ -418,7 +422,13 @@ def print_result(result: dict) -> None:
         f" {result['task_cpu_ms_per_step']:.1f}; the workers' time around them:"
         f" {result['cpu_ms_by_role'].get('worker', 0.0) - result['task_cpu_ms_per_step']:.1f}"
     )
-    print(f"qcluster CPU ms per second, queue empty: {result['idle_cpu_ms_per_s']:.1f}")
+    idle_by_role = ", ".join(
+        f"{role} {ms:.1f}" for role, ms in result["idle_cpu_ms_per_s_by_role"].items()
+    )
+    print(
+        f"qcluster CPU ms per second, queue empty: {result['idle_cpu_ms_per_s']:.1f}"
+        f" ({idle_by_role})"
+    )
     print(
         "integrity: "
         + (
@@ -479,6 +489,13 @@ def compare(args) -> None:
     for role in rounds[0]["this"]["cpu_ms_by_role"]:
         figures.append(
             (f"  of which {role}", lambda r, role=role: r["cpu_ms_by_role"].get(role, 0.0))
+        )
+    for role in rounds[0]["this"]["idle_cpu_ms_per_s_by_role"]:
+        figures.append(
+            (
+                f"  idle, of which {role}",
+                lambda r, role=role: r["idle_cpu_ms_per_s_by_role"].get(role, 0.0),
+            )
         )
     for name, figure in figures:
         this = [figure(r["this"]) for r in rounds]
