@@ -6,6 +6,7 @@ baseline release unpacked with ``git archive``), so one script measures both tre
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tempfile
@@ -17,6 +18,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def tree() -> Path:
     """The source tree the app is imported from: this checkout, or ``AHENTIC_BENCH_TREE``."""
     return Path(os.environ.get("AHENTIC_BENCH_TREE") or ROOT).resolve()
+
+
+def in_tree(names) -> str:
+    """The first of the dotted module ``names`` whose source is in the measured tree (a
+    baseline release may file a module elsewhere; an editable install's finder would otherwise
+    find a module of the other tree)."""
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except ImportError:
+            continue
+        if spec and spec.origin and Path(spec.origin).resolve().is_relative_to(tree()):
+            return name
+    raise ImportError(f"none of {names} in {tree()}")
 
 
 def django_setup() -> None:

@@ -9,4 +9,8 @@ from bench.settings_throughput import AHENTIC, INSTALLED_APPS
 
 AHENTIC = {**AHENTIC, "RUN_LEASE_S": int(os.environ.get("BENCH_RUN_LEASE_S", "5"))}
 if os.environ.get("BENCH_NO_LEASE_WATCH") == "1":
-    INSTALLED_APPS = [*INSTALLED_APPS, "bench.apps.NoLeaseWatchConfig"]
+    # One app config of the ``bench`` package at a time (Django refuses two of one name).
+    INSTALLED_APPS = [
+        *(app for app in INSTALLED_APPS if app != "bench.apps.TaskTimesConfig"),
+        "bench.apps.NoLeaseWatchConfig",
+    ]

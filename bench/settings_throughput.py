@@ -22,8 +22,9 @@ else:
     DATABASES = {"default": sqlite_database(os.environ["BENCH_DB"])}
 DATABASES["default"]["CONN_MAX_AGE"] = int(os.environ.get("BENCH_CONN_MAX_AGE", "60"))
 
-# The test tools (``echo``) through tool discovery.
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.AhenticTestsConfig"]
+# The test tools (``echo``) through tool discovery; the tasks' own CPU time, per worker
+# process (``bench.apps.TaskTimesConfig``).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.apps.AhenticTestsConfig", "bench.apps.TaskTimesConfig"]
 Q_CLUSTER = {**Q_CLUSTER, "workers": 1, "poll": 0.05, "sync": False}
 if os.environ.get("BENCH_REDIS_URL"):
     Q_CLUSTER = {k: v for k, v in Q_CLUSTER.items() if k != "orm"}

@@ -47,16 +47,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from _setup import django_setup, tree
+from _setup import django_setup
+from _setup import in_tree as _in_tree
 
 # The release the baseline is measured from filed the run control and the queue at the top of
 # the app; this code files them under ``control``.
@@ -100,19 +99,6 @@ def runs_module():
 def queue_target() -> str:
     """The dotted name of ``async_task`` as the tree's queue module imports it."""
     return f"{_in_tree(_QUEUES)}.async_task"
-
-
-def _in_tree(names) -> str:
-    """The first of ``names`` whose source is in the measured tree (an editable install's
-    finder would otherwise find a module of the other tree)."""
-    for name in names:
-        try:
-            spec = importlib.util.find_spec(name)
-        except ImportError:
-            continue
-        if spec and spec.origin and Path(spec.origin).resolve().is_relative_to(tree()):
-            return name
-    raise ImportError(f"none of {names} in {tree()}")
 
 
 def settings_for(

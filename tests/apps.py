@@ -11,3 +11,20 @@ class AhenticTestsConfig(AppConfig):
     name = "tests"
     label = "ahentic_tests"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        import os
+
+        path = os.environ.get("AHENTIC_TEST_CONNECTIONS_LOG")
+        if path:
+            # A real worker (tests/settings_worker.py) writes a line naming the thread of every
+            # database connection it opens (Django's ``connection_created``).
+            import threading
+
+            from django.db.backends.signals import connection_created
+
+            def opened(sender, connection, **kwargs):
+                with open(path, "a") as log:
+                    log.write(f"{threading.current_thread().name}\n")
+
+            connection_created.connect(opened, weak=False, dispatch_uid="ahentic_test_connections")

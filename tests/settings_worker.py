@@ -4,7 +4,10 @@ The test process passes, through the environment:
 
 - ``AHENTIC_TEST_DB_NAME``: the test database the worker must share (the SQLite file path, or
   the PostgreSQL database name, ``test_<name>``); without it the usual test name is derived;
-- ``AHENTIC_TEST_LLM_URL``: the base URL of the test's local Messages API server.
+- ``AHENTIC_TEST_LLM_URL``: the base URL of the test's local Messages API server;
+- ``AHENTIC_TEST_CONN_MAX_AGE``: the database's ``CONN_MAX_AGE`` (the tests' 0 unless set);
+- ``AHENTIC_TEST_CONNECTIONS_LOG``: a file the worker names the thread of each database
+  connection it opens in (``tests/apps.py``).
 
 The queue is asynchronous here (the test process itself runs django-q2 in sync mode), with one
 worker polling the ORM broker often, so a test's steps start quickly.
@@ -27,6 +30,8 @@ elif not _default["ENGINE"].endswith("sqlite3"):  # PostgreSQL, MySQL/MariaDB
     _default["NAME"] = "test_" + _default["NAME"]
 else:
     _default["NAME"] = _default["TEST"]["NAME"]
+if os.environ.get("AHENTIC_TEST_CONN_MAX_AGE"):
+    _default["CONN_MAX_AGE"] = int(os.environ["AHENTIC_TEST_CONN_MAX_AGE"])
 DATABASES = {"default": _default}
 
 AHENTIC = {

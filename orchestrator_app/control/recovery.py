@@ -15,7 +15,9 @@ and enqueues), any number of clusters and hosts, and while every worker slot is 
 long tool (a thread, not a task). A sweep is one indexed query; processes that share a cache
 take turns (``cache.add``), so a site with a shared cache sweeps once per interval, and a
 run is re-enqueued at most once per lease period (``runs.recover_stalled``). A duplicate step
-only fails its claim. The ``ahentic_recover`` schedule stays as a backstop.
+only fails its claim. The thread keeps its database connection between sweeps as long as
+``CONN_MAX_AGE`` allows (``close_old_connections``, as django-q2 does around each task). The
+``ahentic_recover`` schedule stays as a backstop.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from multiprocessing import parent_process
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connections
+from django.db import close_old_connections
 
 from sessions_app.conf import ahentic_settings
 
@@ -73,7 +75,10 @@ def _watch() -> None:
         except Exception:  # a locked or unreachable database: try again next time
             log.warning("ahentic lease watch: the sweep failed", exc_info=True)
         finally:
-            connections.close_all()  # this thread's own connections (they are per thread)
+            # This thread's own connections (they are per thread), closed as a request's are:
+            # when past ``CONN_MAX_AGE`` or unusable after an error. A site with persistent
+            # connections sweeps on one connection instead of opening one per sweep.
+            close_old_connections()
         time.sleep(interval)
 
 

@@ -234,3 +234,19 @@ def test_a_continue_sent_before_a_dead_clusters_lease_expires_takes_effect_when_
     assert body["messages"][-1]["content"] == "Finished on the other host."
     assert len(llm.message_requests()) == 2
     assert held is not None  # the Continue came while the dead worker's lease was set
+
+
+def test_the_lease_watch_keeps_its_database_connection_between_sweeps(workers, tmp_path):
+    """With persistent connections (``CONN_MAX_AGE``), each worker process's lease watch sweeps
+    on one connection instead of opening one per sweep (a reconnect per sweep was the watch's
+    cost in an idle cluster); the sweeps go on (every half second at a 2 s lease)."""
+    connections_log = tmp_path / "connections.log"
+    workers.env["AHENTIC_TEST_RUN_LEASE_S"] = "2"
+    workers.env["AHENTIC_TEST_CONN_MAX_AGE"] = "60"
+    workers.env["AHENTIC_TEST_CONNECTIONS_LOG"] = str(connections_log)
+    workers.start()
+    wait_for_log(workers.processes[-1][1], "ready for work")
+    time.sleep(3)  # about six sweeps of the watch: let them happen
+
+    opened = connections_log.read_text().splitlines()
+    assert opened.count("ahentic-lease-watch") == 1, opened
