@@ -45,9 +45,7 @@ Behaviour
   scripts its calls like any client tool's.
 * Scripted responses can be delayed (``delay_s``) or held until a ``threading.Event``
   is set (``gate``), to keep a call in flight. A streamed response sends its headers
-  and ``message_start`` at once, then waits, then sends the deltas; with
-  ``gate_after_deltas=n`` it sends its first ``n`` deltas before it waits on the gate (a
-  reply held mid-stream for as long as a test looks at it, instead of a slow stream).
+  and ``message_start`` at once, then waits, then sends the deltas.
 
 In tests: start one server per module, call ``server.reset()`` before each test, script
 answers with ``enqueue``, and assert on ``server.message_requests()`` (accepted bodies)
@@ -182,7 +180,6 @@ class LocalResponse:
     delay_s: float = 0.0
     gate: threading.Event | None = None
     chunk_delay_s: float = 0.0
-    gate_after_deltas: int = 0
 
 
 class Timing(TypedDict, total=False):
@@ -191,8 +188,6 @@ class Timing(TypedDict, total=False):
     delay_s: float  # sleep before answering
     gate: threading.Event  # wait (at most GATE_TIMEOUT_S) until set before answering
     chunk_delay_s: float  # sleep between streamed deltas
-    # A stream sends this many deltas, then waits on ``gate``: a reply held in mid-stream.
-    gate_after_deltas: int
 
 
 Responder = Callable[[JSON], LocalResponse | str]
@@ -1177,20 +1172,14 @@ class _Handler(BaseHTTPRequestHandler):
         start = {**message, "content": [], "stop_reason": None}
         send("message_start", message={**start, "usage": {**usage, "output_tokens": 1}})
         send("ping")
-        held = scripted.gate_after_deltas
-        if not held:
-            _wait(scripted)  # headers and message_start go out at once; the deltas wait
-        sent = 0
+        _wait(scripted)  # headers and message_start go out at once; the deltas wait
         for index, block in enumerate(message["content"]):
             first, deltas = _block_events(block)
             send("content_block_start", index=index, content_block=first)
             for delta in deltas:
-                if held and sent == held:
-                    _wait(scripted)  # the first deltas went out; the rest wait
                 if scripted.chunk_delay_s:
                     time.sleep(scripted.chunk_delay_s)
                 send("content_block_delta", index=index, delta=delta)
-                sent += 1
             send("content_block_stop", index=index)
         # message_delta usage is cumulative: the SDK overwrites its snapshot with it.
         delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -475,34 +474,6 @@ def test_gate_on_a_stream_sends_deltas_after_release(
         assert next(events).type == "message_start"  # sent before the gate opens
         gate.set()
         assert stream.get_final_text() == "streamed text"
-
-
-def test_a_gate_after_some_deltas_holds_the_stream_mid_reply_until_it_opens(
-    server: LocalMessagesServer, client: anthropic.Anthropic
-) -> None:
-    text = "".join(f"part {n} of a long reply. " for n in range(8))  # 8 deltas of 24 characters
-    gate = threading.Event()
-    server.enqueue(text_reply(text, gate=gate, gate_after_deltas=3))
-    deltas: list[str] = []
-    final: dict[str, str] = {}
-
-    def read() -> None:
-        with client.messages.stream(model=MODEL, max_tokens=5, messages=[user("a")]) as stream:
-            for event in stream:
-                if event.type == "content_block_delta":
-                    deltas.append(event.delta.text)
-            final["text"] = stream.get_final_text()
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    deadline = time.monotonic() + 10
-    while len(deltas) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    reader.join(0.3)
-    assert reader.is_alive() and len(deltas) == 3  # the first three, then held
-    gate.set()
-    reader.join(10)
-    assert not reader.is_alive() and final["text"] == text and len(deltas) == 8
 
 
 def test_look_back_reaches_only_20_pieces_before_a_breakpoint(
