@@ -960,6 +960,7 @@ def make_hosts_at_once(hosts: list[Host], args: argparse.Namespace) -> list[str]
     sys.stdout.flush()
     return failed
 
+
 def make_host(host: Host, site: Path, readme: Path, checkout: Path | None) -> None:
     build(site, readme, host)
     if host.name == "readme":

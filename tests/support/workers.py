@@ -56,6 +56,7 @@ class Workers:
         for _, log_path in self.processes:
             sys.stderr.write(f"qcluster log ({log_path.name}):\n{log_path.read_text()}\n")
 
+
 def wait_for_log(log_path: Path, text: str, count: int = 1) -> None:
     deadline = time.monotonic() + POLL_LIMIT_S
     while log_path.read_text(errors="replace").count(text) < count:
