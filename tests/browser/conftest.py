@@ -1,4 +1,5 @@
-"""The browser tests' fixtures: one chromium per module, a logged-in context, a page that fails
+"""The browser tests' fixtures: one chromium for the package (each test gets contexts of its
+own, so no cookie, storage or page is shared), a logged-in context, a page that fails
 the test on a JavaScript error. Only the browser modules use them, and those are skipped (by
 importing tests.support.browser) where playwright or chromium is missing, so nothing here
 imports playwright until a fixture runs."""
@@ -10,13 +11,13 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser():
     from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, sync_playwright
 
     # Playwright's sync API keeps an asyncio loop on this thread while it runs, so Django would
     # refuse the ORM calls of the test bodies and of the database flush after each test;
-    # nothing here is actually async. Restored when the module's tests are done.
+    # nothing here is actually async. Restored when the package's tests are done.
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         with sync_playwright() as playwright:

@@ -1,7 +1,8 @@
 """``make demo`` (manage.py ahentic_demo) as a user runs it: a real process with its children.
 
-The command runs against a fresh SQLite database in a temporary AHENTIC_VAR_DIR, without an API
-key (so with the offline model), and without the worker (runserver is the child under test).
+The command runs against a new SQLite database in a temporary AHENTIC_VAR_DIR (a copy of one
+migrated once for the module), without an API key (so with the offline model), and without the
+worker (runserver is the child under test).
 """
 
 import http.cookiejar
@@ -10,12 +11,14 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 import urllib.request
+from contextlib import closing
 
 import pytest
 
@@ -38,16 +41,43 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-@pytest.fixture
-def demo(tmp_path):
-    """The running demo command: (process, port, output lines so far)."""
-    port = free_port()
+def demo_env(var_dir) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env.update(
-        AHENTIC_VAR_DIR=str(tmp_path),
+        AHENTIC_VAR_DIR=str(var_dir),
         DJANGO_SETTINGS_MODULE="ahentic_site.settings",
         PYTHONUNBUFFERED="1",
     )
+    return env
+
+
+@pytest.fixture(scope="module")
+def migrated_database(tmp_path_factory):
+    """The demo's SQLite database with every migration applied, made once for the module: a
+    migrate from nothing costs seconds of CPU, and each demo below starts from a copy of it
+    (its own ``migrate`` then has nothing to apply; the logins, agents and schedule it makes
+    are not in the copy)."""
+    var_dir = tmp_path_factory.mktemp("demo-migrated")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input", "--verbosity", "0"],
+        cwd=ROOT,
+        env=demo_env(var_dir),
+        capture_output=True,
+        check=True,
+        timeout=600,
+    )
+    return var_dir / "demo.sqlite3"
+
+
+@pytest.fixture
+def demo(tmp_path, migrated_database):
+    """The running demo command: (process, port, output lines so far)."""
+    port = free_port()
+    env = demo_env(tmp_path)
+    # SQLite's backup API: a consistent copy, whatever the WAL file still holds.
+    with closing(sqlite3.connect(migrated_database)) as source:
+        with closing(sqlite3.connect(tmp_path / migrated_database.name)) as copy:
+            source.backup(copy)
     process = subprocess.Popen(
         [
             sys.executable,
