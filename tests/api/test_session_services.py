@@ -264,7 +264,7 @@ def test_it_stores_the_token_estimate_on_each_event(session):
 
 
 def test_a_tool_call_counts_the_tool_use_block_a_request_carries(session):
-    from orchestrator_app.loop import context
+    from sessions_app.tokens import block_tokens
 
     call = services.event_append(
         session_id=session.pk,
@@ -280,7 +280,7 @@ def test_a_tool_call_counts_the_tool_use_block_a_request_carries(session):
         "input": call.payload["input"],
     }
 
-    assert Event.objects.get(pk=call.pk).token_count == context.block_tokens(block)
+    assert Event.objects.get(pk=call.pk).token_count == block_tokens(block)
 
 
 @pytest.mark.django_db(transaction=True)
