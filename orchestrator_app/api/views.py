@@ -272,9 +272,11 @@ class SessionViewSet(AhenticViewSet):
     ) -> Response:
         """The payload of the user's session ``session_id``, with its ETag; 404 once it is
         gone. ``extra``: see ``payload.session_payload``."""
-        session = with_agent(self.get_queryset().filter(pk=session_id)).first()
-        if session is None:
+        # The primary key: one row at most, no ORDER BY or LIMIT to compile.
+        rows = list(with_agent(self.get_queryset().filter(pk=session_id)))
+        if not rows:
             raise session_not_found()
+        session = rows[0]
         return Response(
             session_payload(session, include_artifacts=include_artifacts, **extra),
             status=status_code,
