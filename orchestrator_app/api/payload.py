@@ -156,6 +156,19 @@ def agent_json(session: Session) -> dict[str, Any] | None:
     }
 
 
+# What an artifact pointer shows (``serializers.ArtifactPointerSerializer``).
+ARTIFACT_POINTER_COLUMNS = (
+    "key",
+    "kind",
+    "status",
+    "title",
+    "bytes",
+    "block_count",
+    "step",
+    "updated_at",
+)
+
+
 @dataclass
 class PayloadSource:
     """What ``SessionPayloadSerializer`` renders: the session row and the bounded windows read
@@ -168,7 +181,7 @@ class PayloadSource:
     pending_messages: list[PendingMessage]
     trace: list[dict[str, Any]]  # rendered (``trace_window``)
     children: list[dict[str, Any]]
-    artifacts: list[Artifact]
+    artifacts: list[Artifact] | list[dict[str, Any]]  # pointer rows without ?include=artifacts
     goals: list[Goal]  # the top-level ones; ``sub_goals`` holds the rest by parent id
     sub_goals: dict[int | None, list[Goal]] = field(repr=False)
     progress: dict | None
@@ -187,7 +200,9 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
     messages, has_more = messages_window(session)
     artifacts = Artifact.objects.filter(session_id=session.pk)
     if not include_artifacts:
-        artifacts = artifacts.defer("payload")
+        # Pointers: the columns ``ArtifactPointerSerializer`` shows, as ``values()`` rows
+        # (a ``defer()`` of the body cost more to compile than the rows to read).
+        artifacts = artifacts.values(*ARTIFACT_POINTER_COLUMNS)
     by_parent = sub_goals(goals_shown(session.pk))
     return PayloadSource(
         session=session,
@@ -195,7 +210,9 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
         messages=messages,
         has_more=has_more,
         pending_messages=list(
-            session.pending_messages.order_by("id")[: ahentic_settings.MAX_PENDING_MESSAGES]
+            PendingMessage.objects.filter(session_id=session.pk).order_by("id")[
+                : ahentic_settings.MAX_PENDING_MESSAGES
+            ]
         ),
         trace=trace_window(session),
         children=list(
