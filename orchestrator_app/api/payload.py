@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from artifacts_app import store
 from artifacts_app.models import Artifact
@@ -215,13 +215,7 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
             ]
         ),
         trace=trace_window(session),
-        children=list(
-            # A sub-agent's chat deleted on its own leaves the list (its trash moves this
-            # session's version).
-            Session.objects.filter(parent_id=session.pk, deleted_at__isnull=True)
-            .annotate(tokens_used=F("tokens_in") + F("tokens_out"))
-            .values("id", "title", "status", "tokens_used")
-        ),
+        children=children_rows(session.pk),
         artifacts=list(artifacts),
         goals=by_parent.get(None, []),
         sub_goals=by_parent,
@@ -232,6 +226,17 @@ def payload_source(session: Session, *, include_artifacts: bool = False) -> Payl
         active_workflow=session.active_workflow or None,
         context_usage=context_usage_json(session.context_usage),
     )
+
+
+def children_rows(session_id) -> list[dict[str, Any]]:
+    """The sub-agents' chats as ``ChildSessionSerializer`` shows them, newest first. A
+    sub-agent's chat deleted on its own leaves the list (its trash moves this session's
+    version). ``tokens_used`` is summed here: an annotation cost a quarter of the query's
+    build."""
+    rows = Session.objects.filter(parent_id=session_id, deleted_at__isnull=True).values(
+        "id", "title", "status", "tokens_in", "tokens_out"
+    )
+    return [{**row, "tokens_used": row["tokens_in"] + row["tokens_out"]} for row in rows]
 
 
 @dataclass(frozen=True)
