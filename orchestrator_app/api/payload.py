@@ -128,7 +128,7 @@ def goals_shown(session_id) -> list[Goal]:
 def with_agent(sessions: QuerySet[Session]) -> QuerySet[Session]:
     """``sessions`` read with their pinned version and its agent, and the agent's latest
     version number (``agent_latest``), in the same query; unordered (the caller reads one
-    row: ``first()``'s ORDER BY and LIMIT were a quarter of the read's cost)."""
+    row: ``first()``'s ORDER BY and LIMIT were a sixth of the read's calls)."""
     latest = AgentVersion.objects.filter(agent_id=OuterRef("agent_version__agent_id"))
     return (
         sessions.select_related("agent_version__agent")
@@ -301,7 +301,7 @@ def trace_window(session: Session) -> list[dict[str, Any]]:
     count = session.trace_count
 
     def render() -> list[dict[str, Any]]:
-        # Built on a miss only: building the query cost as much as the cache hit it precedes.
+        # Built on a miss only: building the query cost more than the cache hit it precedes.
         rows = (
             TraceEvent.objects.filter(session_id=session.pk, seq__lte=count)
             .order_by("-seq")
