@@ -193,6 +193,29 @@ def test_the_payload_shows_active_goals_and_only_the_latest_completed_ones(owner
     assert active.pk == goals[-1]["id"]
 
 
+def test_a_full_goals_window_keeps_the_active_goals_before_the_completed_ones(
+    owner_client, session, settings
+):
+    """The window is filled active goals first, however old they are and however many goals
+    were completed since."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.AHENTIC = {**settings.AHENTIC, "GOALS_WINDOW": 3}
+    first = GoalFactory(session=session, description="First active")
+    done = [GoalFactory(session=session, description=f"Done {i}") for i in range(4)]
+    for i, goal in enumerate(done):
+        goal.status, goal.completed_at = "completed", timezone.now() + timedelta(minutes=i)
+        goal.save()
+    last = GoalFactory(session=session, description="Last active")
+
+    goals = payload_of(owner_client, session)["goals"]
+
+    assert [g["description"] for g in goals] == ["First active", "Done 3", "Last active"]
+    assert [g["id"] for g in goals] == [first.pk, done[3].pk, last.pk]
+
+
 def test_completing_a_goal_that_does_not_exist_is_a_tool_error(owner_client, session, llm):
     start_run(owner_client, session, "Plan the launch")
     llm.enqueue(tool_reply(tool_call("complete_goal", {"id": 987654})), text_reply("Oops."))
