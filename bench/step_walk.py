@@ -16,32 +16,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections import Counter
-from pathlib import Path
 
-from _setup import ROOT, django_setup
-
-APPS = ("sessions_app", "artifacts_app", "orchestrator_app")
-
-
-def module_of(filename: str, cache: dict[str, str | None]) -> str | None:
-    found = cache.get(filename, ...)
-    if found is not ...:
-        return found
-    path = Path(filename)
-    module = None
-    try:
-        relative = path.resolve().relative_to(ROOT)
-    except ValueError:
-        relative = None
-    if relative is not None and relative.parts and relative.parts[0] in APPS:
-        parts = list(relative.with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        module = ".".join(parts)
-    cache[filename] = module
-    return module
+from _setup import django_setup
 
 
 def walk_one_step() -> tuple[Counter, Counter]:
@@ -55,6 +32,7 @@ def walk_one_step() -> tuple[Counter, Counter]:
     from orchestrator_app.testing.localapi import LocalMessagesServer, tool_call, tool_reply
     from sessions_app import services as session_services
     from sessions_app.models import Session
+    from tests.support.walk import walk  # the test that pins the walk counts it alike
 
     server = LocalMessagesServer().start()
     settings = {
@@ -64,26 +42,6 @@ def walk_one_step() -> tuple[Counter, Counter]:
         "DAILY_TOKEN_LIMIT": 10**12,
         "SESSION_SOFT_TOKEN_BUDGET": None,
     }
-    rooms: Counter = Counter()
-    edges: Counter = Counter()
-    cache: dict[str, str | None] = {}
-
-    def profile(frame, event, arg):
-        if event != "call":
-            return
-        callee = module_of(frame.f_code.co_filename, cache)
-        if callee is None:
-            return
-        rooms[callee] += 1
-        caller_frame = frame.f_back
-        while caller_frame is not None:
-            caller = module_of(caller_frame.f_code.co_filename, cache)
-            if caller is not None:
-                if caller != callee:
-                    edges[(caller, callee)] += 1
-                return
-            caller_frame = caller_frame.f_back
-
     try:
         user, _ = get_user_model().objects.get_or_create(username="walk")
         with override_settings(AHENTIC=settings):
@@ -105,14 +63,10 @@ def walk_one_step() -> tuple[Counter, Counter]:
                 session = Session.objects.get(pk=session.pk)
                 tasks.run_step(str(session.pk), session.run_seq)  # the first step: not walked
                 session = Session.objects.get(pk=session.pk)
-                sys.setprofile(profile)
-                try:
-                    tasks.run_step(str(session.pk), session.run_seq)
-                finally:
-                    sys.setprofile(None)
+                run_seq = session.run_seq
+                return walk(lambda: tasks.run_step(str(session.pk), run_seq))
     finally:
         server.stop()
-    return rooms, edges
 
 
 def main() -> None:

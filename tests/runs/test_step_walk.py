@@ -4,9 +4,6 @@ distinct module-to-module calls between them (climbs), and no feature the site d
 is entered: no webhook endpoint, no admin model for the admin tools, no MCP server, no memory,
 no attached file."""
 
-import sys
-from collections import Counter
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -16,55 +13,7 @@ from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import services as session_services
 from sessions_app.models import Session
 from tests.support.api import payload_of, post
-from tests.support.paths import ROOT
-
-APPS = ("sessions_app", "artifacts_app", "orchestrator_app")
-
-
-def module_of(filename: str, cache: dict[str, str | None]) -> str | None:
-    if filename not in cache:
-        try:
-            parts = list(Path(filename).resolve().relative_to(ROOT).with_suffix("").parts)
-        except ValueError:
-            parts = []
-        if parts and parts[0] in APPS:
-            if parts[-1] == "__init__":
-                parts.pop()
-            cache[filename] = ".".join(parts)
-        else:
-            cache[filename] = None
-    return cache[filename]
-
-
-def walk(step) -> tuple[Counter, Counter]:
-    """The rooms and climbs of ``step()``: a call into an app module is a room's entry, and a
-    climb when the nearest app frame below it is another module's."""
-    rooms: Counter = Counter()
-    climbs: Counter = Counter()
-    cache: dict[str, str | None] = {}
-
-    def profile(frame, event, arg):
-        if event != "call":
-            return
-        callee = module_of(frame.f_code.co_filename, cache)
-        if callee is None:
-            return
-        rooms[callee] += 1
-        caller_frame = frame.f_back
-        while caller_frame is not None:
-            caller = module_of(caller_frame.f_code.co_filename, cache)
-            if caller is not None:
-                if caller != callee:
-                    climbs[(caller, callee)] += 1
-                return
-            caller_frame = caller_frame.f_back
-
-    sys.setprofile(profile)
-    try:
-        step()
-    finally:
-        sys.setprofile(None)
-    return rooms, climbs
+from tests.support.walk import walk
 
 
 @pytest.mark.django_db(transaction=True)
