@@ -7,14 +7,18 @@ that survive the SDK's own retries become ``LLMError`` with a stable code and a 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anthropic
 import httpx2  # the SDK's HTTP client; its errors can escape a stream being read
+from anthropic.lib.streaming import MessageStreamManager
+from anthropic.types import Message, RawMessageStreamEvent
 
 from sessions_app.conf import ahentic_settings
 from sessions_app.tokens import compact_json, estimate_tokens
@@ -25,6 +29,11 @@ FILES_BETA = "files-api-2025-04-14"
 PROGRESS_INTERVAL_S = 2.0
 # While reply text streams in, how often the caller sees it (the sidebar's live text).
 LIVE_INTERVAL_S = 0.4
+# A Messages request body as the SDK encodes one (UTF-8, compact, no NaN): the step encodes
+# its request itself and hands the SDK the bytes, so the SDK does not copy the body first.
+_REQUEST_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# The headers the SDK's ``messages.stream`` helper adds, kept so the request is the same.
+_STREAM_HEADERS = {"X-Stainless-Helper-Method": "stream", "X-Stainless-Stream-Helper": "messages"}
 
 
 @dataclass
@@ -141,6 +150,25 @@ def _block_dict(block: Any) -> dict[str, Any]:
     return data
 
 
+def _stream(body: dict[str, Any], headers: dict[str, str]) -> MessageStreamManager:
+    """``messages.stream`` for a body encoded here: the SDK's documented ``post`` with
+    ``content`` bytes, read through the SDK's own ``MessageStreamManager``, so the events,
+    the final message, the retries and the errors are the helper's own. The helper would
+    first copy the whole body (``prepare_request_data``), half the step's own work on a long
+    window; the blocks the step builds are plain JSON already (``loop.prompt.Request``)."""
+    content = _REQUEST_JSON.encode(body).encode()
+    request = partial(
+        _client().post,
+        "/v1/messages",
+        content=content,
+        cast_to=Message,
+        options={"headers": headers},
+        stream=True,
+        stream_cls=anthropic.Stream[RawMessageStreamEvent],
+    )
+    return MessageStreamManager(request, output_format=anthropic.NOT_GIVEN)
+
+
 def call_model(
     *,
     model: str,
@@ -165,22 +193,21 @@ def call_model(
     if not llm_available():
         raise _unavailable()
     started = time.monotonic()
-    kwargs: dict[str, Any] = {
-        "model": model,
-        "system": system,
-        "messages": messages,
-        "max_tokens": max_tokens,
-    }
-    if tools:
-        kwargs["tools"] = tools
-    if thinking:
-        kwargs["thinking"] = thinking
+    # The keys in the order the SDK's helper sends them.
+    body: dict[str, Any] = {"max_tokens": max_tokens, "messages": messages, "model": model}
     if output_config:
-        kwargs["output_config"] = output_config
+        body["output_config"] = output_config
+    body["system"] = system
+    if tools:
+        body["tools"] = tools
+    if thinking:
+        body["thinking"] = thinking
+    body["stream"] = True
+    headers = dict(_STREAM_HEADERS)
     if uses_files(messages) if files is None else files:
         # Only a request that references an uploaded file carries the beta header; any other
         # is sent exactly as before.
-        kwargs["extra_headers"] = {"anthropic-beta": FILES_BETA}
+        headers["anthropic-beta"] = FILES_BETA
     last_progress = started
     thinking_started: float | None = None
     thinking_s = 0.0
@@ -188,7 +215,7 @@ def call_model(
     reported = 0
     unreadable: dict[str, str] = {}
     try:
-        with _client().messages.stream(**kwargs) as stream:
+        with _stream(body, headers) as stream:
             events = iter(stream)
             while True:
                 try:

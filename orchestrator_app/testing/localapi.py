@@ -905,7 +905,7 @@ class LocalMessagesServer:
         """Every request received so far, in arrival order (a snapshot copy).
 
         Each entry: ``path``, ``headers`` (lower-cased names), ``json`` (parsed body or
-        None), ``status`` and ``response`` (None while the call is in flight; the full
+        None), ``raw`` (the body's bytes as sent), ``status`` and ``response`` (None while the call is in flight; the full
         message for a stream) and ``accepted`` (passed auth and validation).
         """
         with self._cond:
@@ -1037,6 +1037,7 @@ class _Handler(BaseHTTPRequestHandler):
             "path": path,
             "headers": headers,
             "json": body,
+            "raw": raw,
             "status": None,
             "response": None,
             "accepted": False,

@@ -263,3 +263,37 @@ def test_a_tool_input_nested_beyond_the_sdks_parser_is_answered_as_invalid_and_t
         u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
         for u in usages
     )
+
+
+def test_the_step_sends_the_bytes_and_headers_of_the_sdks_own_stream_helper(
+    owner_client, session, llm, run_tasks, tool_calls
+):
+    """The step encodes its request itself (the SDK would copy the body first): what reaches
+    the API is byte for byte what the SDK's ``messages.stream`` sends for the same request,
+    non-ASCII text, tool results and the tools' cache breakpoint included."""
+    import anthropic
+
+    llm.enqueue(
+        tool_reply(tool_call("echo", {"text": "Grüße, 東京 🌧"}, id="toolu_accents")),
+        text_reply("Erledigt."),
+    )
+
+    post_message(owner_client, session, run_tasks, "Bitte prüfen: «Größe» ✓")
+
+    assert len(tool_calls) == 1
+    sent = [e for e in llm.requests if e["path"] == "/v1/messages"]
+    assert len(sent) == 2
+    step = sent[-1]  # the one after the tool ran: it holds a tool_use and its result
+    body = dict(step["json"])
+    assert body.pop("stream") is True
+    llm.enqueue(text_reply("Erledigt."))
+    client = anthropic.Anthropic(api_key="test-key", base_url=llm.url, max_retries=0)
+    with client.messages.stream(**body) as stream:
+        stream.get_final_message()
+    helper = llm.requests[-1]
+    assert "東京".encode() in step["raw"]  # UTF-8, not \\u escapes
+    assert step["raw"] == helper["raw"]
+    volatile = {"x-stainless-read-timeout", "x-stainless-timeout"}
+    assert {k: v for k, v in step["headers"].items() if k not in volatile} == {
+        k: v for k, v in helper["headers"].items() if k not in volatile
+    }
