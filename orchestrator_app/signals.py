@@ -49,6 +49,7 @@ A receiver that raises is logged and does not stop the others or the run
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -66,6 +67,29 @@ tool_executed = Signal()
 run_failed = Signal()
 schedule_run_finished = Signal()
 
+# The app's own features that need a signal's session by its key alone (the webhooks wing:
+# its payloads carry ids), by signal: they are called before the row is read, and a signal
+# that only they hear is sent without reading it (``send_after_commit``).
+_key_receivers: dict[Signal, list[Callable[..., None]]] = {}
+
+
+def on_session_key(signal: Signal, receiver: Callable[..., None]) -> None:
+    """Have ``receiver(session_id=..., **kwargs)`` hear ``signal`` (once per receiver) with
+    the session's key instead of its row, for a feature of this app whose receiver reads
+    nothing of the row (``session_id`` is None where the signal's ``session`` is). Host code
+    connects to the signals themselves."""
+    receivers = _key_receivers.setdefault(signal, [])
+    if receiver not in receivers:
+        receivers.append(receiver)
+
+
+def _failed(receiver: Any, error: Exception) -> None:
+    logger.error(
+        "A receiver of an ahentic signal failed: %r",
+        receiver,
+        exc_info=(type(error), error, error.__traceback__),
+    )
+
 
 def send_after_commit(signal: Signal, session: Session | Any, **kwargs: Any) -> None:
     """Send ``signal`` for ``session`` once the current transaction commits (at once when
@@ -73,9 +97,16 @@ def send_after_commit(signal: Signal, session: Session | Any, **kwargs: Any) -> 
 
     ``session`` is the session, its primary key, or None (``schedule_run_finished`` for a
     firing refused before it had a chat); a key is read when the signal is sent (the committed
-    row; nothing is sent when it is gone, or when nobody listens)."""
+    row; nothing is sent to the signal's receivers when it is gone, or when nobody listens).
+    The app's key receivers (``on_session_key``) hear it first, without the row."""
 
     def send() -> None:
+        for receiver in _key_receivers.get(signal, ()):
+            session_id = session.pk if isinstance(session, Session) else session
+            try:
+                receiver(session_id=session_id, **kwargs)
+            except Exception as error:  # as ``send_robust``: the others and the run go on
+                _failed(receiver, error)
         if not signal.has_listeners(Session):
             return
         row = session
@@ -86,10 +117,6 @@ def send_after_commit(signal: Signal, session: Session | Any, **kwargs: Any) -> 
                 return
         for receiver, result in signal.send_robust(sender=Session, session=row, **kwargs):
             if isinstance(result, Exception):
-                logger.error(
-                    "A receiver of an ahentic signal failed: %r",
-                    receiver,
-                    exc_info=(type(result), result, result.__traceback__),
-                )
+                _failed(receiver, result)
 
     transaction.on_commit(send, using=db.write_alias(Session), robust=True)

@@ -66,11 +66,11 @@ def subscribers(event: str) -> list[int]:
 
 
 def receiver_for(event: str, keys: tuple[str, ...]) -> Callable[..., None]:
-    def receive(sender, session, **kwargs) -> None:
+    def receive(session_id, **kwargs) -> None:
         endpoint_ids = subscribers(event)
         if not endpoint_ids:
             return
-        data = {"session": thin(session)}
+        data = {"session": thin(session_id)}
         data.update({key: thin(kwargs[key]) for key in keys if key in kwargs})
         delivery.enqueue_event(event=event, data=data, endpoint_ids=endpoint_ids)
 
@@ -78,13 +78,15 @@ def receiver_for(event: str, keys: tuple[str, ...]) -> Callable[..., None]:
     return receive
 
 
+_RECEIVERS = {event: receiver_for(event, keys) for event, (_, keys) in EVENTS.items()}
+
+
 def connect() -> None:
-    """Connect a receiver to each public signal (``apps.ready``). The receivers only write
-    delivery rows and enqueue their tasks: a run never waits on a webhook."""
-    for event, (signal, keys) in EVENTS.items():
-        signal.connect(
-            receiver_for(event, keys), weak=False, dispatch_uid=f"ahentic_webhook_{event}"
-        )
+    """Hear each public signal (``apps.ready``) by the session's key: a payload carries ids
+    only, so the session's row is not read for a webhook. The receivers only write delivery
+    rows and enqueue their tasks: a run never waits on a webhook."""
+    for event, (signal, _) in EVENTS.items():
+        signals.on_session_key(signal, _RECEIVERS[event])
     # An endpoint saved or deleted (the admin, host code) changes who gets which event.
     for model_signal in (post_save, post_delete):
         model_signal.connect(
