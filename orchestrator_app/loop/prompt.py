@@ -50,7 +50,9 @@ CACHE = {"type": "ephemeral"}
 # version ``v`` was loaded holds for ``v``: kept by ``(name, session, v)`` as the payload of a
 # poll is cached, a step reuses what the previous one read when nothing visible changed since.
 # A version is never reused, so an entry is never stale for its key; the keeping is bounded
-# (least recently used first) and per process. Values kept are immutable (text, tuples).
+# (least recently used first) and per process. Values kept are immutable (text, tuples). A
+# name may be kept per run instead (the run number in place of the version: what a run reads
+# once, ``other_agents_lines``).
 T = TypeVar("T")
 KEPT_MAX = 256
 _kept: OrderedDict[tuple, Any] = OrderedDict()
@@ -160,11 +162,22 @@ PLACES = {"site": "on the site's pages", "admin": "in the admin", "both": "every
 
 def other_agents_lines(session: Session) -> list[str]:
     """The other agents the user may pick, one line each with where it shows, and the rule for
-    a request no tool of this agent serves; none when the user has no other agent."""
+    a request no tool of this agent serves; none when the user has no other agent.
+
+    Read at a run's first step in a process and kept for the run's later steps (keyed by the
+    run number, which a new run never reuses): the agents, their groups and the user's
+    permissions are two or three queries, and the system prompt (the cached prefix) stays the
+    same through a run. An agent added or taken away meanwhile is named from the next run."""
+    return list(
+        kept_per_version("other_agents", session.pk, session.run_seq, lambda: _others(session))
+    )
+
+
+def _others(session: Session) -> tuple[str, ...]:
     others = agents.other_agents(session)
     if not others:
-        return []
-    return [
+        return ()
+    return (
         OTHER_AGENTS_HEADING,
         *(
             f"- {agent.name} ({PLACES.get(agent.shows_on, agent.shows_on)}): "
@@ -172,7 +185,7 @@ def other_agents_lines(session: Session) -> list[str]:
             for agent in others
         ),
         NO_TOOL_RULE,
-    ]
+    )
 
 
 def expertise_text(session: Session, settings: agents.AgentSettings | None = None) -> str:
