@@ -59,10 +59,11 @@ class OrchestratorAppConfig(AppConfig):
 
         webhook_events.connect()
         # A scheduled run's log row ends when its run does (the tick settles it otherwise).
+        # These receivers read nothing of the session's row: they hear the signals by its key.
         from .schedules.services import on_run_finished
-        from .signals import run_finished, schedule_run_finished
+        from .signals import on_session_key, run_finished, schedule_run_finished
 
-        run_finished.connect(on_run_finished, dispatch_uid="ahentic_schedule_run_finished")
+        on_session_key(run_finished, on_run_finished)
 
         # OpenTelemetry: the approvals waiting, counted when a metric reader collects; the
         # runs and the schedule firings by outcome.
@@ -73,10 +74,8 @@ class OrchestratorAppConfig(AppConfig):
         telemetry.count_approvals_with(
             lambda: Session.objects.filter(status=Session.Status.AWAITING_HUMAN).count()
         )
-        run_finished.connect(telemetry.on_run_finished, dispatch_uid="ahentic_telemetry_runs")
-        schedule_run_finished.connect(
-            telemetry.on_schedule_run_finished, dispatch_uid="ahentic_telemetry_schedules"
-        )
+        on_session_key(run_finished, telemetry.on_run_finished)
+        on_session_key(schedule_run_finished, telemetry.on_schedule_run_finished)
 
 
 def tool_choices() -> list[tuple[str, str]]:

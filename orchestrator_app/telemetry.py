@@ -272,9 +272,10 @@ def run_ended(outcome: str, error_code: str) -> None:
             fail(span, error_code)
 
 
-def on_run_finished(sender: Any, outcome: str, **kwargs: Any) -> None:
-    """A receiver of ``run_finished``: ``ahentic.runs`` counts every run that came to rest,
-    wherever it ended (a step, a cancel in a web request, the recovery sweep)."""
+def on_run_finished(outcome: str, **kwargs: Any) -> None:
+    """Hears ``run_finished`` by the session's key (``signals.on_session_key``):
+    ``ahentic.runs`` counts every run that came to rest, wherever it ended (a step, a cancel in
+    a web request, the recovery sweep)."""
     metric.runs.add(1, {"ahentic.run.outcome": outcome})
 
 
@@ -480,8 +481,9 @@ def webhook_span(event: str, endpoint_id: Any, attempt: int) -> Iterator[Callabl
         yield outcome
 
 
-def on_schedule_run_finished(sender: Any, status: str, **kwargs: Any) -> None:
-    """A receiver of ``schedule_run_finished``: each firing counted once, by its final status
-    (a run logged ``awaiting_human`` is counted when it ends)."""
+def on_schedule_run_finished(status: str, **kwargs: Any) -> None:
+    """Hears ``schedule_run_finished`` by the session's key (``signals.on_session_key``):
+    each firing counted once, by its final status (a run logged ``awaiting_human`` is counted
+    when it ends)."""
     if status != "awaiting_human":
         metric.schedule_firings.add(1, {"ahentic.schedule.outcome": status})

@@ -413,10 +413,10 @@ def settle(*, session_id=None, now: datetime | None = None) -> int:
     return changed
 
 
-def on_run_finished(sender, session: Session, **kwargs) -> None:
-    """``run_finished`` receiver: settle the session's scheduled run at once instead of at the
-    next tick."""
-    settle(session_id=session.pk)
+def on_run_finished(session_id, **kwargs) -> None:
+    """Hears ``run_finished`` by the session's key (``signals.on_session_key``): settle the
+    session's scheduled run at once instead of at the next tick."""
+    settle(session_id=session_id)
 
 
 # --- the tick -----------------------------------------------------------------------------------
