@@ -47,10 +47,12 @@ def chart_png() -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def bound_socket() -> socket.socket:
+    """A socket bound to a free port of 127.0.0.1, handed to the server as it is: a port probed
+    free and bound later could be taken in between (by another pytest-xdist worker)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class ReorderingServer(MCPServer):
@@ -271,7 +273,8 @@ class TicketServer:
 
     def __init__(self, app=None):
         self.state = fresh_state()
-        self.port = free_port()
+        sock = bound_socket()
+        self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         config = uvicorn.Config(
             app or build_app(self.state),
@@ -281,7 +284,9 @@ class TicketServer:
             lifespan="on",
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
