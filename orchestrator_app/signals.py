@@ -67,9 +67,10 @@ tool_executed = Signal()
 run_failed = Signal()
 schedule_run_finished = Signal()
 
-# The app's own features that need a signal's session by its key alone (the webhooks wing:
-# its payloads carry ids), by signal: they are called before the row is read, and a signal
-# that only they hear is sent without reading it (``send_after_commit``).
+# The app's own receivers that need a signal's session by its key alone (the webhooks, whose
+# payloads carry ids; the schedules' and the telemetry's run receivers), by signal: they are
+# called before the row is read, and a signal that only they hear is sent without reading it
+# (``send_after_commit``).
 _key_receivers: dict[Signal, list[Callable[..., None]]] = {}
 
 

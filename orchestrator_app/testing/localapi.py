@@ -905,8 +905,9 @@ class LocalMessagesServer:
         """Every request received so far, in arrival order (a snapshot copy).
 
         Each entry: ``path``, ``headers`` (lower-cased names), ``json`` (parsed body or
-        None), ``raw`` (the body's bytes as sent), ``status`` and ``response`` (None while the call is in flight; the full
-        message for a stream) and ``accepted`` (passed auth and validation).
+        None), ``raw`` (the body's bytes as sent), ``status`` and ``response`` (None while
+        the call is in flight; the full message for a stream) and ``accepted`` (passed auth
+        and validation).
         """
         with self._cond:
             return list(self._log)
