@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,3 +50,37 @@ def django_setup() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def loadavg() -> str:
+    """The load average (1, 5 and 15 minutes), printed beside every figure."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def spread(values: list[float], unit: str = "") -> str:
+    """The median of ``values`` with their range: ``1.23x (1.10-1.40)``."""
+    return f"{statistics.median(values):.2f}{unit} ({min(values):.2f}-{max(values):.2f})"
+
+
+def alternate(
+    rounds: int,
+    baseline: str,
+    measure: Callable[[str | None], dict],
+    shown: Callable[[int, str, dict], None],
+) -> list[dict[str, dict]]:
+    """``rounds`` rounds of ``measure(None)`` (this checkout) and ``measure(baseline)`` (the
+    baseline tree), the order alternating from round to round so a slow stretch of the
+    machine hits both; ``shown(round_number, name, result)`` after each. Returns each round's
+    ``{"this": ..., "baseline": ...}``."""
+    done: list[dict[str, dict]] = []
+    for number in range(rounds):
+        order = [("this", None), ("baseline", baseline)]
+        if number % 2:
+            order.reverse()
+        results = {}
+        for name, source in order:
+            print(f"round {number + 1} of {rounds}: {name} (load {loadavg()})...", flush=True)
+            results[name] = measure(source)
+            shown(number + 1, name, results[name])
+        done.append(results)
+    return done

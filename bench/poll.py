@@ -41,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _setup import loadavg
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -248,10 +250,6 @@ def prepared(tree: Path | None) -> tuple[dict, dict[str, str], Path]:
     if out.returncode:
         raise SystemExit(f"seeding {tree or 'this code'} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1]), env, cwd
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:

@@ -26,12 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from _setup import loadavg
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_S = 180
-
-
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 class Cluster:

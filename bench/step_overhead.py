@@ -54,7 +54,7 @@ import subprocess
 import sys
 import time
 
-from _setup import django_setup
+from _setup import alternate, django_setup, loadavg, spread
 from _setup import in_tree as _in_tree
 
 # The release the baseline is measured from filed the run control and the queue at the top of
@@ -289,10 +289,6 @@ def install_otel_sdk() -> None:
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 
 
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def run_all(sizes: list[int], steps: int) -> dict:
     """Every figure of one tree, as plain data (the worker's answer to ``--baseline-tree``)."""
     from orchestrator_app.tools import tool
@@ -352,49 +348,32 @@ def run_tree(tree: str | None, args) -> dict:
 def compare(args, sizes: list[int]) -> None:
     """Alternating rounds of this code and the baseline tree, then both and their ratios."""
     baseline = os.path.abspath(args.baseline_tree)
-    rounds: list[dict[str, dict]] = []
-    for number in range(args.rounds):
-        order = [("this", None), ("baseline", baseline)]
-        if number % 2:
-            order.reverse()
-        done = {}
-        for name, source in order:
-            print(f"round {number + 1} of {args.rounds}: {name} (load {loadavg()})...", flush=True)
-            done[name] = run_tree(source, args)
-        rounds.append(done)
-        for name in ("this", "baseline"):
-            print(f"-- round {number + 1}, {name}, load {' -> '.join(done[name]['load'])}")
-            print_tree(done[name], sizes)
 
-    def spread(values: list[float], unit: str = "") -> str:
-        return f"{statistics.median(values):.2f}{unit} ({min(values):.2f}-{max(values):.2f})"
+    def shown(number: int, name: str, result: dict) -> None:
+        print(f"-- round {number}, {name}, load {' -> '.join(result['load'])}")
+        print_tree(result, sizes)
+
+    rounds = alternate(args.rounds, baseline, lambda source: run_tree(source, args), shown)
 
     print(f"\nthis code vs {baseline}, {args.rounds} alternating rounds (median (min-max))")
     print(f"{'figure':34} {'this':>22} {'baseline':>22} {'this/baseline':>24}")
+
+    def row(name: str, this: list[float], base: list[float], ratio: bool = True) -> None:
+        ratios = spread([a / b for a, b in zip(this, base, strict=True)], "x") if ratio else ""
+        print(f"{name:34} {spread(this):>22} {spread(base):>22} {ratios:>24}".rstrip())
+
+    # The figures of ``measure``'s tuples: (its index, the row's name, whether it has a ratio).
+    step_figures = ((0, "ms/step", True), (3, "whole ms/step", True), (1, "SQL/step", False))
     for label in ("default", "off"):
-        for size in sizes:
-            this = [r["this"]["steps"][label][str(size)][0] for r in rounds]
-            base = [r["baseline"]["steps"][label][str(size)][0] for r in rounds]
-            ratios = [a / b for a, b in zip(this, base, strict=True)]
-            name = f"ms/step, retention {label}, {size}"
-            print(f"{name:34} {spread(this):>22} {spread(base):>22} {spread(ratios, 'x'):>24}")
-        for size in sizes:
-            this = [r["this"]["steps"][label][str(size)][3] for r in rounds]
-            base = [r["baseline"]["steps"][label][str(size)][3] for r in rounds]
-            ratios = [a / b for a, b in zip(this, base, strict=True)]
-            name = f"whole ms/step, retention {label}, {size}"
-            print(f"{name:34} {spread(this):>22} {spread(base):>22} {spread(ratios, 'x'):>24}")
-        for size in sizes:
-            this = [r["this"]["steps"][label][str(size)][1] for r in rounds]
-            base = [r["baseline"]["steps"][label][str(size)][1] for r in rounds]
-            name = f"SQL/step, retention {label}, {size}"
-            print(f"{name:34} {spread(this):>22} {spread(base):>22}")
+        for index, figure, ratio in step_figures:
+            for size in sizes:
+                this = [r["this"]["steps"][label][str(size)][index] for r in rounds]
+                base = [r["baseline"]["steps"][label][str(size)][index] for r in rounds]
+                row(f"{figure}, retention {label}, {size}", this, base, ratio)
     for key, name in (("step_ms", "step ms, default budget"), ("ratio", "step/floor")):
         this = [r["this"]["floor"][key] for r in rounds]
         base = [r["baseline"]["floor"][key] for r in rounds]
-        ratios = [a / b for a, b in zip(this, base, strict=True)]
-        name = f"{name}, {max(sizes)}"
-        print(f"{name:34} {spread(this):>22} {spread(base):>22} {spread(ratios, 'x'):>24}")
+        row(f"{name}, {max(sizes)}", this, base)
     print(
         "load average per round: "
         + "; ".join(f"{r['this']['load'][0]} / {r['baseline']['load'][0]}" for r in rounds)

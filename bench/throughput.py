@@ -41,14 +41,13 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _setup import in_tree, tree
+from _setup import alternate, in_tree, loadavg, spread, tree
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL_CALLS_PER_RUN = 4
@@ -254,10 +253,6 @@ def task_seconds(directory: str) -> float:
     )
 
 
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def tree_env(source: Path | None) -> tuple[dict[str, str], Path]:
     """The environment and working directory of the processes importing ``source`` (None:
     this checkout), with this checkout's ``bench`` package (through a directory holding only a
@@ -458,22 +453,12 @@ def run_tree(source: str | None, args) -> dict:
 def compare(args) -> None:
     """Alternating rounds of this code and the baseline tree, then both and their ratios."""
     baseline = os.path.abspath(args.baseline_tree)
-    rounds: list[dict[str, dict]] = []
-    for number in range(args.rounds):
-        order = [("this", None), ("baseline", baseline)]
-        if number % 2:
-            order.reverse()
-        done = {}
-        for name, source in order:
-            print(f"round {number + 1} of {args.rounds}: {name} (load {loadavg()})...", flush=True)
-            done[name] = run_tree(source, args)
-            print(f"-- round {number + 1}, {name}")
-            print_result(done[name])
-        rounds.append(done)
 
-    def spread(values: list[float], unit: str = "") -> str:
-        return f"{statistics.median(values):.2f}{unit} ({min(values):.2f}-{max(values):.2f})"
+    def shown(number: int, name: str, result: dict) -> None:
+        print(f"-- round {number}, {name}")
+        print_result(result)
 
+    rounds = alternate(args.rounds, baseline, lambda source: run_tree(source, args), shown)
     print(f"\nthis code vs {baseline}, {args.rounds} alternating rounds (median (min-max))")
     print(f"{'figure':34} {'this':>20} {'baseline':>20} {'this/baseline':>22}")
     figures = [
