@@ -26,6 +26,7 @@ from tests.support.api import (
     trace_types,
     transcript_of,
 )
+from tests.support.runs import post_unqueued, step_next
 from tests.support.tools_for_tests import WorkerKilled
 
 REQUEST = "Do the job"
@@ -711,19 +712,15 @@ def test_a_tool_step_and_a_final_step_stay_within_their_statement_counts(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from orchestrator_app import tasks
+    def statements(step) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            step()
+        return len(queries)
 
     def one_run() -> list[int]:
         llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
-        with mock.patch("orchestrator_app.control.queue.async_task"):
-            post(owner_client, session, "messages", {"content": "Echo once"})
-        counts = []
-        for _ in range(2):
-            run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
-            with mock.patch("orchestrator_app.control.queue.async_task"):
-                with CaptureQueriesContext(connection) as queries:
-                    tasks.run_step(str(session.pk), run_seq)
-            counts.append(len(queries))
+        post_unqueued(owner_client, session, "Echo once")
+        counts = [step_next(session, statements) for _ in range(2)]
         assert payload_of(owner_client, session)["status"] == "idle"
         return counts
 
@@ -781,16 +778,15 @@ def test_a_tool_step_within_a_run_sends_at_most_19_statements(
         tool_reply(tool_call("echo", {"text": "two"})),
         text_reply("Done."),
     )
-    with mock.patch("orchestrator_app.control.queue.async_task"):
-        post(owner_client, session, "messages", {"content": "Echo twice"})
-    counts = []
-    for _ in range(3):
-        run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+    post_unqueued(owner_client, session, "Echo twice")
+
+    def counted(step) -> int:
         statements.clear()
-        with mock.patch("orchestrator_app.control.queue.async_task"):
-            with connection.execute_wrapper(count):
-                tasks.run_step(str(session.pk), run_seq)
-        counts.append(len(statements))
+        with connection.execute_wrapper(count):
+            step()
+        return len(statements)
+
+    counts = [step_next(session, counted) for _ in range(3)]
     body = payload_of(owner_client, session)
     assert body["status"] == "idle"
     assert [m["content"] for m in body["messages"]][-1] == "Done."

@@ -4,15 +4,12 @@ distinct module-to-module calls between them (climbs), and no feature the site d
 is entered: no webhook endpoint, no admin model for the admin tools, no MCP server, no memory,
 no attached file."""
 
-from unittest import mock
-
 import pytest
 
-from orchestrator_app import tasks
 from orchestrator_app.testing.localapi import text_reply, tool_call, tool_reply
 from sessions_app import services as session_services
-from sessions_app.models import Session
-from tests.support.api import payload_of, post
+from tests.support.api import payload_of
+from tests.support.runs import post_unqueued, step_next
 from tests.support.walk import walk
 
 
@@ -33,13 +30,8 @@ def test_a_tool_step_within_a_run_enters_at_most_25_modules_by_55_climbs(
         tool_reply(tool_call("echo", {"text": "two"})),
         text_reply("Done."),
     )
-    with mock.patch("orchestrator_app.control.queue.async_task"):
-        post(owner_client, session, "messages", {"content": "Echo twice"})
-    walks = []
-    for _ in range(3):
-        run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
-        with mock.patch("orchestrator_app.control.queue.async_task"):
-            walks.append(walk(lambda seq=run_seq: tasks.run_step(str(session.pk), seq)))
+    post_unqueued(owner_client, session, "Echo twice")
+    walks = [step_next(session, walk) for _ in range(3)]
     assert payload_of(owner_client, session)["status"] == "idle"
 
     rooms, climbs = walks[1]  # the run's second step: a tool call, then the hand-over

@@ -2,15 +2,19 @@
 sub-agent's steps held back, a memory snapshot, the live text of a streaming reply."""
 
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 from unittest import mock
 
 from django.db import connection
 
 from orchestrator_app import tasks
 from sessions_app import services
-from sessions_app.models import Event
+from sessions_app.models import Event, Session
 from tests.support.api import post, session_url
+
+QUEUE = "orchestrator_app.control.queue.async_task"
 
 SPAWN = {"name": "researcher", "task": "Find three facts about tea.", "tools": ["echo"]}
 
@@ -27,6 +31,26 @@ class DeferChildSteps:
             self.held.append(args)
             return None
         return getattr(tasks, func.rsplit(".", 1)[1])(*args)
+
+
+def post_unqueued(client, session, content: str):
+    """Post a message with the queue stubbed: the run starts and no step is enqueued (the
+    test runs them, ``step_next``). Returns the response."""
+    with mock.patch(QUEUE):
+        return post(client, session, "messages", {"content": content})
+
+
+def step_next(session, measure: Callable[[Callable[[], None]], Any] | None = None) -> Any:
+    """Run the session's next step as a worker would, the queue stubbed (the step after it
+    is not enqueued). ``measure(step)``, when given, runs ``step`` inside what it measures (a
+    statement count, a walk) and its answer is returned."""
+    run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=session.pk)
+
+    def step() -> None:
+        tasks.run_step(str(session.pk), run_seq)
+
+    with mock.patch(QUEUE):
+        return step() if measure is None else measure(step)
 
 
 def start_run_without_steps(client, session, content="Do the job"):

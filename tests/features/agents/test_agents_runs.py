@@ -286,29 +286,20 @@ def test_the_other_agents_are_named_as_a_run_found_them_and_an_agent_added_from_
     """The system prompt names the other agents the user may pick; a run reads them at its
     first step and keeps them (the cached prefix stays the same through the run), so an agent
     added during a run is named from the next run on."""
-    from unittest import mock
-
-    from orchestrator_app import tasks
     from orchestrator_app.loop.prompt import OTHER_AGENTS_HEADING
+    from tests.support.runs import post_unqueued, step_next
 
     new_agent("editor", name="Editor", description="Writes the site's pages.")
     chat = chat_with(owner, new_agent("reader", name="Reader"))
     llm.enqueue(tool_reply(tool_call("echo", {"text": "one"})), text_reply("Done."))
     llm.enqueue(text_reply("Again."))
 
-    def step() -> None:
-        run_seq = Session.objects.values_list("run_seq", flat=True).get(pk=chat.pk)
-        with mock.patch("orchestrator_app.control.queue.async_task"):
-            tasks.run_step(str(chat.pk), run_seq)
-
-    with mock.patch("orchestrator_app.control.queue.async_task"):
-        post(owner_client, chat, "messages", {"content": "Echo once"})
-    step()
+    post_unqueued(owner_client, chat, "Echo once")
+    step_next(chat)
     new_agent("critic", name="Critic", description="Reviews drafts.")  # during the run
-    step()
-    with mock.patch("orchestrator_app.control.queue.async_task"):
-        post(owner_client, chat, "messages", {"content": "And now?"})
-    step()
+    step_next(chat)
+    post_unqueued(owner_client, chat, "And now?")
+    step_next(chat)
 
     first, second, next_run = (system_text(r) for r in llm.message_requests())
     assert OTHER_AGENTS_HEADING in first and "- Editor (everywhere)" in first
