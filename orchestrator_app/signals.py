@@ -101,9 +101,10 @@ def send_after_commit(signal: Signal, session: Session | Any, **kwargs: Any) -> 
     row; nothing is sent to the signal's receivers when it is gone, or when nobody listens).
     The app's key receivers (``on_session_key``) hear it first, without the row."""
 
+    session_id = session.pk if isinstance(session, Session) else session
+
     def send() -> None:
         for receiver in _key_receivers.get(signal, ()):
-            session_id = session.pk if isinstance(session, Session) else session
             try:
                 receiver(session_id=session_id, **kwargs)
             except Exception as error:  # as ``send_robust``: the others and the run go on
